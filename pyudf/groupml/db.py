@@ -1,0 +1,108 @@
+"""The one narrow interface between groupml and a database session.
+
+Algorithms never see this module; the SQL entry points (``groupml.udf``) and, later,
+the executors that drive workers on other backends build a :class:`Session` and
+hand plain data to the pure-Python layers.
+
+Two implementations share the interface: :class:`PlpySession` inside a backend
+(PL/Python), and :class:`PsycopgSession` on a client connection (workers, tests,
+benchmarks). Identifiers are always quoted with :func:`quote_ident`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Optional, Sequence
+
+
+def quote_ident(name: str) -> str:
+    """Quote an identifier the way PostgreSQL's quote_ident does (always quoted)."""
+    return '"' + str(name).replace('"', '""') + '"'
+
+
+_SAFE_TYPES = re.compile(r"^[a-z_][a-z0-9_ ]*(\[\])?$")
+
+
+class Session:
+    """What groupml needs from a database session."""
+
+    def query(self, sql: str, args: Sequence[Any] = (), types: Sequence[str] = ()) -> List[Dict[str, Any]]:
+        raise NotImplementedError
+
+    def check_cancel(self) -> None:
+        """Give the server a chance to deliver a pending cancel (raises QueryCanceled)."""
+
+    def notice(self, message: str) -> None:
+        """Report progress to the client (NOTICE in psql)."""
+
+    def commit(self) -> None:
+        raise NotImplementedError
+
+
+class PlpySession(Session):
+    """A session inside the current backend, through plpy. Plans are cached per statement."""
+
+    def __init__(self, plpy_module=None):
+        if plpy_module is None:
+            import plpy as plpy_module  # only importable inside a PL/Python backend
+        self.plpy = plpy_module
+        self._plans: Dict[tuple, Any] = {}
+
+    def _plan(self, sql: str, types: Sequence[str]):
+        key = (sql, tuple(types))
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self.plpy.prepare(sql, list(types))
+            self._plans[key] = plan
+        return plan
+
+    def query(self, sql, args=(), types=()):
+        if not args:
+            return list(self.plpy.execute(self._plan(sql, ())))
+        return list(self.plpy.execute(self._plan(sql, types), list(args)))
+
+    def cursor(self, sql, args=(), types=()):
+        return self.plpy.cursor(self._plan(sql, types), list(args)) if args else self.plpy.cursor(sql)
+
+    def check_cancel(self) -> None:
+        self.plpy.execute(self._plan("SELECT 1", ()))
+
+    def notice(self, message: str) -> None:
+        self.plpy.notice(message)
+
+    def commit(self) -> None:
+        self.plpy.commit()
+
+
+class PsycopgSession(Session):
+    """A session over a psycopg 3 connection (client side, worker connections)."""
+
+    def __init__(self, conn):
+        self.conn = conn
+
+    def query(self, sql, args=(), types=()):
+        # plpy-style $1 placeholders -> psycopg %s
+        sql = re.sub(r"\$(\d+)", "%s", sql.replace("%", "%%"))
+        with self.conn.cursor() as cur:
+            cur.execute(sql, list(args))
+            if cur.description is None:
+                return []
+            cols = [d.name for d in cur.description]
+            return [dict(zip(cols, row)) for row in cur.fetchall()]
+
+    def notice(self, message: str) -> None:  # client side: nothing to send
+        pass
+
+    def commit(self) -> None:
+        self.conn.commit()
+
+
+_session: Optional[PlpySession] = None
+
+
+def backend_session() -> PlpySession:
+    """The PlpySession of this backend (created on first use)."""
+    global _session
+    if _session is None:
+        _session = PlpySession()
+    return _session

@@ -1,0 +1,94 @@
+"""One exception hierarchy for groupml, each class mapped to a SQLSTATE.
+
+Every error a user can cause is raised as a :class:`GroupmlError` subclass with a
+message that states the offending value and the rule it broke, plus a HINT that
+says what to do. The PL/Python glue (``groupml.udf``) turns these into
+``ERROR``/``HINT`` with the class's SQLSTATE; nothing else is caught there, so
+``QueryCanceled`` and internal bugs propagate unchanged.
+
+Message style::
+
+    The 'lr' value of search must be > 0; got -1
+"""
+
+from __future__ import annotations
+
+
+class GroupmlError(Exception):
+    """Base class. ``sqlstate`` is the five-character SQLSTATE sent to the client."""
+
+    sqlstate = "XX000"  # internal_error; subclasses override
+
+    def __init__(self, message: str, *, hint: str | None = None, detail: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.detail = detail
+
+    def __str__(self) -> str:  # pragma: no cover - trivial
+        return self.message
+
+
+class InvalidParameterError(GroupmlError, ValueError):
+    """A parameter value is out of range or of the wrong kind (22023)."""
+
+    sqlstate = "22023"  # invalid_parameter_value
+
+
+class SearchSpecError(InvalidParameterError):
+    """A search specification (jsonb) is malformed (22023)."""
+
+
+class DataError(GroupmlError, ValueError):
+    """The data itself breaks a rule, e.g. ragged feature arrays (22000)."""
+
+    sqlstate = "22000"  # data_exception
+
+
+class ArrayLengthError(DataError):
+    """A feature array has a different length from the first one seen (2202E)."""
+
+    sqlstate = "2202E"  # array_subscript_error
+
+
+class UndefinedObjectError(GroupmlError, LookupError):
+    """An unknown model family, function, tenant, run ... (42704)."""
+
+    sqlstate = "42704"  # undefined_object
+
+
+class UndefinedTableError(UndefinedObjectError):
+    sqlstate = "42P01"  # undefined_table
+
+
+class UndefinedColumnError(UndefinedObjectError):
+    sqlstate = "42703"  # undefined_column
+
+
+class DatatypeMismatchError(GroupmlError, TypeError):
+    """A column or value has a type groupml cannot use (42804)."""
+
+    sqlstate = "42804"  # datatype_mismatch
+
+
+class InsufficientPrivilegeError(GroupmlError, PermissionError):
+    sqlstate = "42501"  # insufficient_privilege
+
+
+class FeatureNotSupportedError(GroupmlError, NotImplementedError):
+    sqlstate = "0A000"  # feature_not_supported
+
+
+class PrerequisiteStateError(GroupmlError, RuntimeError):
+    """An object is not in the state the operation needs (55000)."""
+
+    sqlstate = "55000"  # object_not_in_prerequisite_state
+
+
+class ModelFormatError(DataError):
+    """A stored model cannot be decoded by the safe loaders (22P03)."""
+
+    sqlstate = "22P03"  # invalid_binary_representation
+
+
+__all__ = [name for name, obj in globals().items() if isinstance(obj, type) and issubclass(obj, GroupmlError)]

@@ -1,0 +1,96 @@
+"""Small validators used everywhere user input enters groupml.
+
+They raise :mod:`groupml.errors` classes with messages of one shape::
+
+    The '<name>' value of <owner> must be <rule>; got <value>
+
+``owner`` names where the value came from ("search", "learn_over_groups options",
+"model 'logistic'", ...). Never use ``assert`` for user input.
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+from typing import Any, Iterable, Mapping
+
+from .errors import InvalidParameterError, SearchSpecError
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    return str(value)
+
+
+def fail(name: str, owner: str, rule: str, value: Any, *, hint: str | None = None,
+         cls: type = InvalidParameterError):
+    """Raise ``cls`` with the standard message."""
+    raise cls(f"The '{name}' value of {owner} must be {rule}; got {_fmt(value)}", hint=hint)
+
+
+def check_number(value: Any, name: str, owner: str, *, gt: float | None = None,
+                 ge: float | None = None, lt: float | None = None, le: float | None = None,
+                 integer: bool = False, hint: str | None = None, cls: type = InvalidParameterError):
+    """Return ``value`` as float (or int when ``integer``) after range checks."""
+    kind = "an integer" if integer else "a number"
+    if isinstance(value, bool) or not isinstance(value, Real):
+        fail(name, owner, kind, value, hint=hint, cls=cls)
+    if integer and not isinstance(value, Integral):
+        if float(value).is_integer():
+            value = int(value)
+        else:
+            fail(name, owner, kind, value, hint=hint, cls=cls)
+    if not integer and not math.isfinite(float(value)):
+        fail(name, owner, "a finite number", value, hint=hint, cls=cls)
+    if gt is not None and not value > gt:
+        fail(name, owner, f"> {gt:g}", value, hint=hint, cls=cls)
+    if ge is not None and not value >= ge:
+        fail(name, owner, f">= {ge:g}", value, hint=hint, cls=cls)
+    if lt is not None and not value < lt:
+        fail(name, owner, f"< {lt:g}", value, hint=hint, cls=cls)
+    if le is not None and not value <= le:
+        fail(name, owner, f"<= {le:g}", value, hint=hint, cls=cls)
+    return int(value) if integer else float(value)
+
+
+def check_choice(value: Any, name: str, owner: str, choices: Iterable[Any], *,
+                 hint: str | None = None, cls: type = InvalidParameterError):
+    choices = list(choices)
+    if value not in choices:
+        shown = ", ".join(_fmt(c) for c in choices)
+        fail(name, owner, f"one of {shown}", value, hint=hint, cls=cls)
+    return value
+
+
+def check_bool(value: Any, name: str, owner: str, *, cls: type = InvalidParameterError):
+    if not isinstance(value, bool):
+        fail(name, owner, "true or false", value, cls=cls)
+    return value
+
+
+def check_keys(mapping: Mapping[str, Any], owner: str, allowed: Iterable[str], *,
+               hint: str | None = None, cls: type = SearchSpecError):
+    """Reject unknown keys: ``Unknown key 'x' in <owner>; allowed keys are a, b``."""
+    allowed = sorted(allowed)
+    for key in mapping:
+        if key not in allowed:
+            raise cls(
+                f"Unknown key '{key}' in {owner}; allowed keys are {', '.join(allowed)}",
+                hint=hint or "Check the spelling; see SELECT groupml.help('search') for the schema.",
+            )
+    return mapping
+
+
+def seeded_rng(seed: Any, owner: str = "search"):
+    """Return a numpy Generator from an explicit integer seed (None -> fixed default 0)."""
+    import numpy as np
+
+    if seed is None:
+        seed = 0
+    seed = check_number(seed, "seed", owner, ge=0, integer=True, cls=SearchSpecError)
+    return np.random.default_rng(seed)

@@ -1,0 +1,9 @@
+CREATE PROCEDURE @extschema@.train_groups(
+    source regclass, group_by text[], features text[], label text, model text,
+    search jsonb DEFAULT '{}', options jsonb DEFAULT '{}', INOUT run_id bigint DEFAULT NULL)
+LANGUAGE plpython3u
+AS $python$
+from groupml.udf.train import train_groups; return train_groups(source, group_by, features, label, model, search, options, run_id)
+$python$;
+COMMENT ON PROCEDURE @extschema@.train_groups(regclass, text[], text[], text, text, jsonb, jsonb, bigint) IS
+  'Train and select one model per group of a table and store them in groupml.models (committed group by group). Pass an existing run_id to resume an interrupted run. See groupml.help(''train_groups'').';

@@ -1,0 +1,22 @@
+CREATE TABLE @extschema@.runs (
+    run_id       bigserial PRIMARY KEY,
+    kind         text NOT NULL,                 -- train_groups | ...
+    source       text NOT NULL,                 -- qualified relation name
+    group_by     text[] NOT NULL DEFAULT '{}',
+    features     text[] NOT NULL,
+    label        text NOT NULL,
+    family       text NOT NULL,
+    search       jsonb NOT NULL DEFAULT '{}',
+    options      jsonb NOT NULL DEFAULT '{}',
+    status       text NOT NULL DEFAULT 'running' CHECK (status IN ('running', 'done', 'failed', 'cancelled')),
+    n_groups     integer,
+    groups_done  integer NOT NULL DEFAULT 0,
+    started_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+    finished_at  timestamptz,
+    seconds      float8,
+    created_by   name NOT NULL DEFAULT current_user
+);
+COMMENT ON TABLE @extschema@.runs IS
+  'One row per catalog-writing training run (groupml.train_groups). Progress is committed group by group.';
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.runs', '');
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.runs_run_id_seq', '');
