@@ -1,0 +1,150 @@
+"""Benchmark of the multi-tenant scheduler core (groupml.tenancy) in simulation.
+
+For each synthetic dataset SYN(sigma_M, alpha) and each mode (cost-oblivious /
+cost-aware) it runs GREEDY, HYBRID, ROUNDROBIN and RANDOM over N seeds, averages the
+accuracy-loss curves over seeds on a common cost grid, and reports the cost needed for
+the average accuracy loss to fall below 0.05 and 0.02, plus the speed-up of each policy
+over ROUNDROBIN (RR cost / policy cost; > 1 means faster than round-robin).
+It also times scheduling decisions for 50 tenants x 100 candidates (goal <= 20 ms).
+
+    python bench/bench_tenancy_sim.py            # 20 seeds, 200 users x 100 models
+    python bench/bench_tenancy_sim.py --quick    # 3 seeds, small sizes, < 60 s
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "pyudf"))
+
+from groupml.tenancy import Scheduler, aggregate, cost_to_reach, simulate, synthetic_dataset  # noqa: E402
+
+DATASETS = [(0.01, 0.1), (0.01, 1.0), (0.5, 0.1), (0.5, 1.0)]
+POLICIES = ["greedy", "hybrid", "roundrobin", "random"]
+THRESHOLDS = [0.05, 0.02]
+
+
+def run_suite(args):
+    rows = []
+    for sigma_m, alpha in DATASETS:
+        for aware in (False, True):
+            results = {p: [] for p in POLICIES}
+            for seed in range(args.seeds):
+                q, c = synthetic_dataset(args.users, args.models, sigma_m, alpha, seed=1000 + seed)
+                for p in POLICIES:
+                    results[p].append(simulate(q, c, p, aware, seed=seed, n_test=args.tenants,
+                                               budget_fraction=args.budget, beta_scale=args.beta_scale))
+            end = max(r.cum_cost[-1] for rs in results.values() for r in rs)
+            grid = np.linspace(0.0, end, args.grid)
+            reach = {}
+            for p in POLICIES:
+                agg = aggregate(results[p], grid)
+                reach[p] = {thr: cost_to_reach(grid, agg["avg"], thr) for thr in THRESHOLDS}
+                reach[p]["final_avg"] = float(agg["avg"][-1])
+                reach[p]["final_worst_tenant"] = float(agg["worst_tenant"][-1])
+                reach[p]["final_worst_run"] = float(agg["worst_run"][-1])
+            rows.append({"dataset": f"SYN({sigma_m},{alpha})", "cost_aware": aware, "reach": reach})
+    return rows
+
+
+def _fmt_cost(x):
+    return "   never" if not np.isfinite(x) else f"{x:8.2f}"
+
+
+def _ratio(rr, p):
+    if not np.isfinite(p):
+        return "   -  "
+    if not np.isfinite(rr):
+        return "  >max"
+    return f"{rr / p:6.2f}" if p > 0 else "   -  "
+
+
+def print_suite(rows, args):
+    unit = {False: "runs", True: "cost"}
+    print(f"\nAccuracy-loss benchmark: {args.seeds} seeds, {args.users} users x {args.models} models, "
+          f"{args.tenants} tenants, budget {args.budget:.0%} of the tenants' total cost")
+    print("cost to reach = first point of the seed-averaged average-loss curve <= threshold;"
+          " speed-up = ROUNDROBIN cost / policy cost")
+    header = (f"{'dataset':<14} {'mode':<9} {'policy':<10} {'<=0.05':>8} {'<=0.02':>8} "
+              f"{'x RR .05':>8} {'x RR .02':>8} {'final avg':>9} {'final wT':>8} {'final wR':>8}")
+    print(header)
+    print("-" * len(header))
+    for row in rows:
+        rr = row["reach"]["roundrobin"]
+        for p in POLICIES:
+            r = row["reach"][p]
+            print(f"{row['dataset']:<14} {('aware' if row['cost_aware'] else 'oblivious'):<9} {p:<10} "
+                  f"{_fmt_cost(r[0.05])} {_fmt_cost(r[0.02])} {_ratio(rr[0.05], r[0.05]):>8} "
+                  f"{_ratio(rr[0.02], r[0.02]):>8} {r['final_avg']:9.4f} {r['final_worst_tenant']:8.4f} "
+                  f"{r['final_worst_run']:8.4f}")
+        print()
+    print("(cost unit: number of runs when cost-oblivious, synthetic cost units when cost-aware;"
+          " wT = mean over seeds of the worst tenant's loss, wR = worst seed's average loss)")
+
+
+def latency(args):
+    q, c = synthetic_dataset(150, 100, 0.5, 0.1, seed=7)
+    history = [{f"m{j}": float(q[i, j]) for j in range(100)} for i in range(50, 150)]
+    t0 = time.perf_counter()
+    sched = Scheduler("hybrid", history=history)
+    for i in range(50):
+        sched.add_tenant(f"u{i}", [f"m{j}" for j in range(100)], c[i].tolist())
+    setup = time.perf_counter() - t0
+    dec, obs = [], []
+    for _ in range(args.decisions):
+        t = time.perf_counter()
+        tenant, model = sched.next_step()
+        dec.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        sched.observe(tenant, model, float(q[int(tenant[1:]), int(model[1:])]), 1.0)
+        obs.append(time.perf_counter() - t)
+    t = time.perf_counter()
+    state = json.dumps(sched.state_dict())
+    Scheduler.from_state(json.loads(state))
+    resume = time.perf_counter() - t
+    dec, obs = np.array(dec) * 1e3, np.array(obs) * 1e3
+    print(f"\nDecision latency, 50 tenants x 100 candidates, {args.decisions} decisions (goal <= 20 ms):")
+    print(f"  setup (50 priors)       {setup * 1e3:8.2f} ms")
+    print(f"  next_step  median/p95   {np.median(dec):8.3f} / {np.percentile(dec, 95):.3f} ms")
+    print(f"  observe    median/p95   {np.median(obs):8.3f} / {np.percentile(obs, 95):.3f} ms")
+    print(f"  state_dict->from_state  {resume * 1e3:8.2f} ms  ({len(state) / 1024:.0f} KiB JSON)")
+    return {"next_step_median_ms": float(np.median(dec)), "next_step_p95_ms": float(np.percentile(dec, 95)),
+            "observe_median_ms": float(np.median(obs)), "resume_ms": resume * 1e3}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="3 seeds, small sizes (< 60 s)")
+    ap.add_argument("--seeds", type=int, default=None)
+    ap.add_argument("--users", type=int, default=None)
+    ap.add_argument("--models", type=int, default=None)
+    ap.add_argument("--tenants", type=int, default=10)
+    ap.add_argument("--budget", type=float, default=0.5, help="fraction of the tenants' total cost")
+    ap.add_argument("--beta-scale", type=float, default=1.0)
+    ap.add_argument("--grid", type=int, default=400)
+    ap.add_argument("--decisions", type=int, default=None)
+    ap.add_argument("--json", default=None, help="also write the results to this file")
+    args = ap.parse_args(argv)
+    args.seeds = args.seeds or (3 if args.quick else 20)
+    args.users = args.users or (60 if args.quick else 200)
+    args.models = args.models or (30 if args.quick else 100)
+    args.decisions = args.decisions or (200 if args.quick else 1000)
+    t0 = time.perf_counter()
+    rows = run_suite(args)
+    print_suite(rows, args)
+    lat = latency(args)
+    print(f"\ntotal wall time {time.perf_counter() - t0:.1f} s")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"suite": [{**r, "reach": {p: {str(k): v for k, v in d.items()} for p, d in r["reach"].items()}}
+                                 for r in rows], "latency": lat}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,31 @@
+"""Multi-tenant model selection (ease.ml-style): which tenant to serve next, and which
+of its candidate models to train.
+
+Pure Python + numpy, no database. The public surface:
+
+* :class:`Scheduler` -- policy + one cost-aware GP-UCB per tenant;
+  ``next_step() -> (tenant, candidate) | None``, ``observe(...)``, ``observe_failure(...)``,
+  ``state_dict()`` / ``Scheduler.from_state(...)``.
+* tenant-picking policies behind :class:`TenantPolicy` (``make_policy(name)``):
+  GREEDY, HYBRID, ROUNDROBIN, RANDOM, FCFS.
+* GP helpers: :func:`estimate_prior`, :class:`TenantGP`, :func:`posterior_direct`.
+* simulation: :func:`simulate`, :func:`synthetic_dataset`, :func:`aggregate`,
+  :func:`loss_on_grid`, :func:`cost_to_reach`, :func:`regret_trace`.
+
+See docs/multitenant.md for the algorithms and constants.
+"""
+
+from ._bandit import TenantBandit, beta
+from ._gp import TenantGP, estimate_prior, history_matrix, posterior_direct
+from ._policies import (FCFS, POLICIES, Greedy, Hybrid, RandomPolicy, RoundRobin, TenantPolicy,
+                        TenantView, greedy_candidate_set, make_policy)
+from ._scheduler import Scheduler
+from ._simulate import (SimulationResult, aggregate, cost_to_reach, loss_on_grid, regret_trace,
+                        simulate, synthetic_dataset)
+
+__all__ = [
+    "Scheduler", "TenantPolicy", "TenantView", "Greedy", "Hybrid", "RoundRobin", "RandomPolicy", "FCFS",
+    "POLICIES", "make_policy", "greedy_candidate_set", "TenantGP", "TenantBandit", "estimate_prior",
+    "history_matrix", "posterior_direct", "beta", "simulate", "synthetic_dataset", "SimulationResult",
+    "aggregate", "loss_on_grid", "cost_to_reach", "regret_trace",
+]

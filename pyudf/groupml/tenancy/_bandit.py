@@ -1,0 +1,76 @@
+"""Cost-aware GP-UCB for one tenant (model-picking phase).
+
+Score of an untried candidate k at the tenant's t-th pick::
+
+    ucb(k) = mean(k) + sqrt(beta_t / c_k) * std(k)
+    beta_t = beta_scale * 2 * c_max * log(pi^2 * n * K_max * t^2 / (6 * delta))
+
+``c_k`` is the candidate's *normalized* estimated cost (divided by the largest
+estimated cost over all tenants, so ``c_max == 1``; 1 everywhere when cost-oblivious),
+``n`` the number of tenants and ``K_max`` the largest candidate count. A candidate
+already trained (or failed) for the tenant gets score -inf and is never picked again.
+
+The bandit also keeps the empirical confidence bound used by the GREEDY user picker:
+after observing quality y for the candidate whose UCB was B at pick time::
+
+    ecb   <- min(ecb, B)       (starts at +inf)
+    gap   <- ecb - y           ("sigma bar": how much the tenant may still gain)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from ._gp import TenantGP
+
+
+def beta(t: int, n_tenants: int, k_max: int, delta: float, c_max: float = 1.0,
+         scale: float = 1.0) -> float:
+    """Exploration weight of Theorem 1/2 (tenant-local step ``t`` >= 1)."""
+    return scale * 2.0 * c_max * math.log(math.pi ** 2 * n_tenants * k_max * t * t / (6.0 * delta))
+
+
+class TenantBandit:
+    """One tenant: candidate keys, normalized costs, GP posterior, tried set, ECB."""
+
+    def __init__(self, name: str, keys: Sequence[str], est_costs: Sequence[float], order: int):
+        self.name = name
+        self.keys: List[str] = list(keys)
+        self.index: Dict[str, int] = {k: i for i, k in enumerate(self.keys)}
+        self.est_costs = np.asarray(est_costs, dtype=float)
+        self.order = order                     # arrival order (FCFS / round-robin)
+        self.gp: Optional[TenantGP] = None
+        self.tried = np.zeros(len(self.keys), dtype=bool)
+        self.failed: List[str] = []
+        self.best = -math.inf                  # best quality so far
+        self.ecb = math.inf                    # empirical confidence bound
+        self.gap: Optional[float] = None       # sigma bar; None until first observation
+        self.last_y: Optional[float] = None
+
+    @property
+    def n_obs(self) -> int:
+        return len(self.gp.observed) if self.gp is not None else 0
+
+    @property
+    def active(self) -> bool:
+        return not bool(self.tried.all())
+
+    def scores(self, beta_t: float, norm_costs: np.ndarray) -> np.ndarray:
+        """UCB score per candidate; -inf for tried ones."""
+        s = self.gp.mean + np.sqrt(beta_t / norm_costs) * self.gp.std
+        return np.where(self.tried, -np.inf, s)
+
+    def record(self, index: int, quality: float, ucb_at_pick: float) -> None:
+        self.gp.add(index, quality)
+        self.tried[index] = True
+        self.best = max(self.best, quality)
+        self.ecb = min(self.ecb, ucb_at_pick)
+        self.gap = self.ecb - quality
+        self.last_y = quality
+
+    def record_failure(self, index: int) -> None:
+        self.tried[index] = True
+        self.failed.append(self.keys[index])

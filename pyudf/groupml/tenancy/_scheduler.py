@@ -1,0 +1,307 @@
+"""The multi-tenant scheduler: a tenant-picking policy plus one cost-aware GP-UCB per tenant.
+
+Whole state is a JSON-serializable dict (:meth:`Scheduler.state_dict`). Decisions are a
+pure function of that state: :meth:`Scheduler.next_step` mutates nothing (its random
+generator is derived from ``(seed, number of recorded outcomes)``), so a coordinator
+that crashes between deciding and recording simply asks again and gets the same answer.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..errors import InvalidParameterError, PrerequisiteStateError, UndefinedObjectError
+from ..validation import check_bool, check_keys, check_number
+from ._bandit import TenantBandit, beta
+from ._gp import TenantGP, estimate_prior, history_matrix
+from ._policies import TenantView, make_policy
+
+OWNER = "the scheduler"
+STATE_VERSION = 1
+CONFIG_KEYS = ["policy", "cost_aware", "delta", "noise", "beta_scale", "seed", "shrinkage",
+               "cost_floor", "patience"]
+
+
+def _num_or_none(x: float) -> Optional[float]:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+class Scheduler:
+    """Decide, step by step, which tenant to serve and which candidate to train for it.
+
+    Parameters
+    ----------
+    policy: 'hybrid' (default), 'greedy', 'roundrobin', 'random' or 'fcfs'.
+    cost_aware: use sqrt(beta / c) instead of sqrt(beta) (costs normalized by the
+        largest estimated cost over all tenants).
+    delta: confidence parameter of beta (0 < delta < 1).
+    noise: observation noise standard deviation of the GP (quality units).
+    beta_scale: multiplies the theoretical beta (1.0 = Theorem 1/2 as written).
+    seed: integer seed of the per-step random generator (RANDOM policy).
+    history: optional list of past jobs, each ``{candidate_key: quality}``; used with
+        the other tenants' observations to estimate each tenant's GP prior.
+    shrinkage: weight pulling estimated off-diagonal covariances toward 0.
+    cost_floor: smallest normalized cost (guards against zero cost estimates).
+    patience: HYBRID's s (stalled steps before switching to round-robin).
+    """
+
+    def __init__(self, policy: str = "hybrid", *, cost_aware: bool = True, delta: float = 0.1,
+                 noise: float = 0.02, beta_scale: float = 1.0, seed: int = 0,
+                 history: Optional[Sequence[Mapping[str, float]]] = None,
+                 shrinkage: float = 0.05, cost_floor: float = 1e-3, patience: int = 10):
+        self.cost_aware = check_bool(cost_aware, "cost_aware", OWNER)
+        self.delta = check_number(delta, "delta", OWNER, gt=0, lt=1,
+                                  hint="delta is a failure probability, e.g. 0.1.")
+        self.noise = check_number(noise, "noise", OWNER, gt=0,
+                                  hint="Give the noise standard deviation of a quality, e.g. 0.02.")
+        self.beta_scale = check_number(beta_scale, "beta_scale", OWNER, gt=0)
+        self.seed = check_number(seed, "seed", OWNER, ge=0, integer=True)
+        self.shrinkage = check_number(shrinkage, "shrinkage", OWNER, ge=0, le=1)
+        self.cost_floor = check_number(cost_floor, "cost_floor", OWNER, gt=0, le=1)
+        self.patience = check_number(patience, "patience", OWNER, ge=1, integer=True)
+        self.policy_name = policy
+        self.policy = make_policy(policy, **({"patience": self.patience} if policy == "hybrid" else {}))
+        self.history: List[Dict[str, float]] = self._check_history(history or [])
+        self.tenants: Dict[str, TenantBandit] = {}
+        self._prior_upto: Dict[str, int] = {}
+        self.log: List[list] = []          # [tenant, candidate, quality or None (failed), cost]
+        self._prior_cache: Dict[tuple, Tuple[np.ndarray, np.ndarray]] = {}
+        self._c_max: Optional[float] = None    # caches, reset when tenants change
+        self._k_max: Optional[int] = None
+
+    # ------------------------------------------------------------------ input checks
+    @staticmethod
+    def _check_history(history) -> List[Dict[str, float]]:
+        out = []
+        for i, row in enumerate(history):
+            if not isinstance(row, Mapping):
+                raise InvalidParameterError(
+                    f"Row {i} of the scheduler history must be an object of candidate -> quality; got {row!r}",
+                    hint="Pass a list like [{'logistic': 0.81, 'tree': 0.77}, ...].")
+            clean = {}
+            for key, value in row.items():
+                if value is None:
+                    continue
+                clean[str(key)] = check_number(value, f"history[{i}][{key}]", OWNER)
+            out.append(clean)
+        return out
+
+    def _tenant(self, name: str) -> TenantBandit:
+        bandit = self.tenants.get(name)
+        if bandit is None:
+            raise UndefinedObjectError(f"Tenant {name!r} is not known to the scheduler",
+                                       hint="Add it with add_tenant first.")
+        return bandit
+
+    # ------------------------------------------------------------------ tenants & priors
+    def add_tenant(self, name: str, candidates: Sequence[str],
+                   costs: Optional[Sequence[float]] = None) -> None:
+        """Register a tenant with its candidate keys and estimated costs (default 1)."""
+        if not isinstance(name, str) or not name:
+            raise InvalidParameterError(f"The 'tenant' value of {OWNER} must be a non-empty string; got {name!r}",
+                                        hint="Name the tenant, e.g. 'astro'.")
+        if name in self.tenants:
+            raise InvalidParameterError(f"Tenant {name!r} is already registered with {OWNER}",
+                                        hint="Use a different name or keep the existing tenant.")
+        candidates = [str(c) for c in candidates]
+        if not candidates:
+            raise InvalidParameterError(f"The 'candidates' value of tenant {name!r} must be a non-empty list; got []",
+                                        hint="Give at least one candidate model.")
+        if len(set(candidates)) != len(candidates):
+            raise InvalidParameterError(f"The 'candidates' value of tenant {name!r} must not repeat a key; "
+                                        f"got {candidates!r}", hint="Give each candidate a unique key.")
+        if costs is None:
+            costs = [1.0] * len(candidates)
+        costs = list(costs)
+        if len(costs) != len(candidates):
+            raise InvalidParameterError(
+                f"The 'costs' value of tenant {name!r} must have one entry per candidate ({len(candidates)}); "
+                f"got {len(costs)}", hint="Give one estimated cost per candidate.")
+        costs = [check_number(c, "cost", f"tenant {name!r}", gt=0,
+                              hint="Estimated costs are positive (e.g. seconds).") for c in costs]
+        bandit = TenantBandit(name, candidates, costs, order=len(self.tenants))
+        self.tenants[name] = bandit
+        self._c_max = self._k_max = None
+        self._prior_upto[name] = len(self.log)
+        self._build_gp(bandit)
+
+    def _prior(self, bandit: TenantBandit, upto: int) -> Tuple[np.ndarray, np.ndarray]:
+        own_in_prefix = any(e[0] == bandit.name for e in self.log[:upto])
+        cache_key = (upto, bandit.name if own_in_prefix else None, tuple(bandit.keys))
+        hit = self._prior_cache.get(cache_key)
+        if hit is not None:
+            return hit
+        rows = list(self.history)
+        others: Dict[str, Dict[str, float]] = {}
+        for tenant, key, quality, _cost in self.log[:upto]:
+            if tenant != bandit.name and quality is not None:
+                others.setdefault(tenant, {})[key] = quality
+        rows.extend(others[t] for t in sorted(others))
+        mean, cov = estimate_prior(history_matrix(rows, bandit.keys), shrinkage=self.shrinkage)
+        self._prior_cache[cache_key] = (mean, cov)
+        return mean, cov
+
+    def _build_gp(self, bandit: TenantBandit) -> None:
+        mean, cov = self._prior(bandit, self._prior_upto[bandit.name])
+        bandit.gp = TenantGP(mean, cov, self.noise ** 2)
+        for tenant, key, quality, _cost in self.log:
+            if tenant == bandit.name and quality is not None:
+                bandit.gp.add(bandit.index[key], quality)
+
+    def refresh_priors(self) -> None:
+        """Re-estimate every tenant's prior from all observations recorded so far."""
+        self._prior_cache.clear()
+        for bandit in self.tenants.values():
+            self._prior_upto[bandit.name] = len(self.log)
+            self._build_gp(bandit)
+
+    # ------------------------------------------------------------------ scoring
+    def _norm_costs(self, bandit: TenantBandit) -> np.ndarray:
+        """Estimated costs divided by the largest estimate of any tenant (floored)."""
+        if not self.cost_aware:
+            return np.ones(len(bandit.keys))
+        c_max = max(float(b.est_costs.max()) for b in self.tenants.values()) if self._c_max is None \
+            else self._c_max
+        self._c_max = c_max
+        return np.maximum(bandit.est_costs / c_max, self.cost_floor)
+
+    def _beta(self, bandit: TenantBandit) -> float:
+        if self._k_max is None:
+            self._k_max = max(len(b.keys) for b in self.tenants.values())
+        t = int(bandit.tried.sum()) + 1
+        return beta(t, len(self.tenants), self._k_max, self.delta, 1.0, self.beta_scale)
+
+    def ucb_scores(self, tenant: str) -> Dict[str, Optional[float]]:
+        """Current UCB score of every candidate of ``tenant`` (None for tried ones)."""
+        bandit = self._tenant(tenant)
+        s = bandit.scores(self._beta(bandit), self._norm_costs(bandit))
+        return {k: (float(v) if np.isfinite(v) else None) for k, v in zip(bandit.keys, s)}
+
+    def _view(self, with_scores: bool) -> List[TenantView]:
+        out = []
+        for b in self.tenants.values():
+            if not b.active:
+                continue
+            top, cand = None, None
+            if with_scores:
+                s = b.scores(self._beta(b), self._norm_costs(b))
+                j = int(np.argmax(s))
+                top, cand = float(s[j]), b.keys[j]
+            out.append(TenantView(b.name, b.order, b.n_obs, b.gap, _num_or_none(b.best), top, cand))
+        return out
+
+    def _total_best(self) -> float:
+        return float(sum(b.best for b in self.tenants.values() if math.isfinite(b.best)))
+
+    # ------------------------------------------------------------------ decisions
+    def next_step(self) -> Optional[Tuple[str, str]]:
+        """(tenant, candidate) to train next, or None when every candidate is done."""
+        view = self._view(with_scores=True)
+        if not view:
+            return None
+        rng = np.random.default_rng([self.seed, len(self.log)])
+        name = self.policy.select(view, rng)
+        chosen = next(v for v in view if v.name == name)
+        return name, chosen.candidate
+
+    def _check_untried(self, bandit: TenantBandit, candidate: str) -> int:
+        idx = bandit.index.get(candidate)
+        if idx is None:
+            raise UndefinedObjectError(f"Candidate {candidate!r} is not a candidate of tenant {bandit.name!r}",
+                                       hint="Use one of the keys given to add_tenant.")
+        if bandit.tried[idx]:
+            raise PrerequisiteStateError(
+                f"Candidate {candidate!r} of tenant {bandit.name!r} was already trained",
+                hint="A candidate is trained at most once per tenant; ask next_step for a new one.")
+        return idx
+
+    def observe(self, tenant: str, candidate: str, quality: float, cost: Optional[float] = None) -> None:
+        """Record the validation quality (higher is better) and measured cost of a trained candidate."""
+        bandit = self._tenant(tenant)
+        idx = self._check_untried(bandit, candidate)
+        quality = check_number(quality, "quality", f"tenant {tenant!r}",
+                               hint="Report a finite validation quality (higher is better).")
+        if cost is not None:
+            cost = check_number(cost, "cost", f"tenant {tenant!r}", ge=0)
+        ucb_at_pick = float(bandit.scores(self._beta(bandit), self._norm_costs(bandit))[idx])
+        bandit.record(idx, quality, ucb_at_pick)
+        self.log.append([tenant, candidate, quality, cost])
+        self.policy.after_observe(self._view(False), tenant, bandit.order, self._total_best())
+
+    def observe_failure(self, tenant: str, candidate: str, cost: Optional[float] = None) -> None:
+        """Record that training a candidate failed: it is never proposed again, the GP is unchanged."""
+        bandit = self._tenant(tenant)
+        idx = self._check_untried(bandit, candidate)
+        if cost is not None:
+            cost = check_number(cost, "cost", f"tenant {tenant!r}", ge=0)
+        bandit.record_failure(idx)
+        self.log.append([tenant, candidate, None, cost])
+        self.policy.after_observe(self._view(False), tenant, bandit.order, self._total_best())
+
+    # ------------------------------------------------------------------ introspection
+    def summary(self) -> Dict[str, Dict[str, Any]]:
+        """Per tenant: observations, best quality, empirical gap, remaining candidates."""
+        return {b.name: {"n_obs": b.n_obs, "best": _num_or_none(b.best), "gap": b.gap,
+                         "remaining": int((~b.tried).sum()), "failed": list(b.failed)}
+                for b in self.tenants.values()}
+
+    @property
+    def mode(self) -> str:
+        """HYBRID's current mode ('greedy' or 'roundrobin'); the policy name otherwise."""
+        return getattr(self.policy, "mode", self.policy_name)
+
+    # ------------------------------------------------------------------ persistence
+    def config(self) -> Dict[str, Any]:
+        return {"policy": self.policy_name, "cost_aware": self.cost_aware, "delta": self.delta,
+                "noise": self.noise, "beta_scale": self.beta_scale, "seed": self.seed,
+                "shrinkage": self.shrinkage, "cost_floor": self.cost_floor, "patience": self.patience}
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {
+            "version": STATE_VERSION,
+            "config": self.config(),
+            "history": [dict(r) for r in self.history],
+            "tenants": [{"name": b.name, "candidates": list(b.keys),
+                         "costs": [float(c) for c in b.est_costs],
+                         "prior_upto": self._prior_upto[b.name],
+                         "ecb": _num_or_none(b.ecb), "gap": b.gap}
+                        for b in sorted(self.tenants.values(), key=lambda b: b.order)],
+            "log": [list(e) for e in self.log],
+            "policy": self.policy.state_dict(),
+        }
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> "Scheduler":
+        check_keys(state, "scheduler state", ["version", "config", "history", "tenants", "log", "policy"],
+                   cls=InvalidParameterError)
+        if state.get("version") != STATE_VERSION:
+            raise InvalidParameterError(
+                f"The 'version' value of scheduler state must be {STATE_VERSION}; got {state.get('version')!r}",
+                hint="The state was written by another groupml version; start a new scheduler.")
+        config = dict(state["config"])
+        check_keys(config, "scheduler state config", CONFIG_KEYS, cls=InvalidParameterError)
+        policy = config.pop("policy")
+        sched = cls(policy, history=state.get("history") or [], **config)
+        sched.log = [list(e) for e in state.get("log", [])]
+        for t in state.get("tenants", []):
+            b = TenantBandit(t["name"], t["candidates"], t["costs"], order=len(sched.tenants))
+            sched.tenants[b.name] = b
+            sched._prior_upto[b.name] = int(t["prior_upto"])
+        for tenant, key, quality, _cost in sched.log:
+            b = sched._tenant(tenant)
+            b.tried[b.index[key]] = True
+            if quality is None:
+                b.failed.append(key)
+            else:
+                b.best = max(b.best, quality)
+                b.last_y = quality
+        for t in state.get("tenants", []):
+            b = sched.tenants[t["name"]]
+            b.ecb = math.inf if t.get("ecb") is None else float(t["ecb"])
+            b.gap = t.get("gap")
+            sched._build_gp(b)
+        sched.policy.load_state(dict(state.get("policy") or {}))
+        return sched

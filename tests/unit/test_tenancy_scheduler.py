@@ -1,0 +1,227 @@
+"""Scheduler (policy + per-tenant GP-UCB): decisions, persistence, simulation harness."""
+
+import json
+
+import numpy as np
+import pytest
+
+from groupml.errors import InvalidParameterError, PrerequisiteStateError, UndefinedObjectError
+from groupml.tenancy import (Scheduler, aggregate, cost_to_reach, loss_on_grid, regret_trace, simulate,
+                             synthetic_dataset)
+
+# ---------------------------------------------------------------- the paper's FCFS example
+U = {"U1": {"M1": 90.0, "M2": 95.0, "M3": 100.0},
+     "U2": {"M1": 70.0, "M2": 95.0, "M3": 100.0}}
+# past jobs where M1 looked best and M2 second, with little spread -> GP-UCB tries M1, then M2
+HISTORY = [{"M1": 90.0 + d, "M2": 80.0 + d, "M3": 60.0 + d} for d in (-0.2, 0.0, 0.1, 0.2, -0.1)]
+
+
+def _run(policy, steps):
+    s = Scheduler(policy, cost_aware=False, history=HISTORY, noise=0.01)
+    s.add_tenant("U1", ["M1", "M2", "M3"])
+    s.add_tenant("U2", ["M1", "M2", "M3"])
+    trace = []
+    for _ in range(steps):
+        tenant, model = s.next_step()
+        s.observe(tenant, model, U[tenant][model])
+        trace.append((tenant, model))
+    return trace
+
+
+def test_fcfs_example_regret_215_versus_150():
+    fcfs = _run("fcfs", 2)
+    assert fcfs == [("U1", "M1"), ("U1", "M2")]
+    rr = _run("roundrobin", 2)
+    assert rr == [("U1", "M1"), ("U2", "M1")]
+    idx = {"U1": 0, "U2": 1}
+    steps = lambda tr: [(idx[t], U[t][m]) for t, m in tr]
+    assert regret_trace(steps(fcfs), [100.0, 100.0]) == [110.0, 215.0]
+    assert regret_trace(steps(rr), [100.0, 100.0]) == [110.0, 150.0]
+    # cost weighting: C_t multiplies the step's total regret
+    assert regret_trace(steps(rr), [100.0, 100.0], costs=[2.0, 0.5]) == [220.0, 240.0]
+
+
+def test_fcfs_finishes_a_tenant_before_the_next():
+    trace = _run("fcfs", 6)
+    assert [t for t, _ in trace] == ["U1"] * 3 + ["U2"] * 3
+
+
+# ---------------------------------------------------------------- model picking
+def test_cost_aware_picks_cheap_candidate_among_similar_ones():
+    history = [{"fast": 0.80 + d, "slow": 0.80 + d} for d in (-0.05, 0.0, 0.05, 0.02)]
+    for aware, expected in ((True, "fast"), (False, "slow")):
+        s = Scheduler("roundrobin", cost_aware=aware, history=history)
+        # listed slow first: with equal scores the first key wins when cost-oblivious
+        s.add_tenant("t", ["slow", "fast"], costs=[10.0, 1.0])
+        assert s.next_step() == ("t", expected)
+
+
+def test_ucb_uses_other_tenants_observations_when_priors_refresh():
+    s = Scheduler("roundrobin", cost_aware=False, noise=0.01)
+    for name in ("a", "b", "c", "d"):
+        s.add_tenant(name, ["x", "y"])
+    for name, qx, qy in (("a", 0.9, 0.5), ("b", 0.8, 0.4), ("c", 0.85, 0.45)):
+        s.observe(name, "x", qx)
+        s.observe(name, "y", qy)
+    s.refresh_priors()
+    scores = s.ucb_scores("d")
+    assert scores["x"] > scores["y"]            # x is better on every other tenant
+    assert s.next_step() == ("d", "x")
+
+
+def test_never_repicks_a_trained_model_and_stops_when_done():
+    q, c = synthetic_dataset(8, 6, 0.5, 0.5, seed=4)
+    for policy in ("greedy", "hybrid", "roundrobin", "random", "fcfs"):
+        s = Scheduler(policy, seed=1)
+        for i in range(3):
+            s.add_tenant(f"t{i}", [f"m{j}" for j in range(6)], c[i].tolist())
+        seen = set()
+        while (step := s.next_step()) is not None:
+            assert step not in seen
+            seen.add(step)
+            t, m = step
+            if m == "m3":
+                s.observe_failure(t, m)       # failures are not retried either
+            else:
+                s.observe(t, m, float(q[int(t[1:]), int(m[1:])]), 1.0)
+        assert len(seen) == 18
+        assert s.summary()["t0"]["failed"] == ["m3"]
+        with pytest.raises(PrerequisiteStateError, match="already trained"):
+            s.observe("t0", "m0", 0.5)
+
+
+def test_next_step_is_pure():
+    s = Scheduler("random", seed=3)
+    for i in range(4):
+        s.add_tenant(f"t{i}", ["a", "b", "c"])
+    first = s.next_step()
+    assert all(s.next_step() == first for _ in range(5))
+
+
+# ---------------------------------------------------------------- determinism & resume
+def _drive(s, q, steps):
+    out = []
+    for _ in range(steps):
+        step = s.next_step()
+        if step is None:
+            break
+        t, m = step
+        i, j = int(t[1:]), int(m[1:])
+        if (i + j) % 7 == 0:
+            s.observe_failure(t, m, cost=0.1)
+        else:
+            s.observe(t, m, float(q[i, j]), 0.5)
+        out.append(step)
+    return out
+
+
+@pytest.mark.parametrize("policy", ["greedy", "hybrid", "roundrobin", "random", "fcfs"])
+def test_resume_from_state_dict_gives_same_decisions(policy):
+    q, c = synthetic_dataset(20, 10, 0.5, 0.5, seed=2)
+    history = [{f"m{j}": float(q[i, j]) for j in range(10)} for i in range(10, 20)]
+
+    def fresh():
+        s = Scheduler(policy, seed=5, history=history, patience=2)
+        for i in range(6):
+            s.add_tenant(f"u{i}", [f"m{j}" for j in range(10)], c[i].tolist())
+        return s
+
+    full = fresh()
+    expected = _drive(full, q, 50)
+    part = fresh()
+    first = _drive(part, q, 23)
+    blob = json.dumps(part.state_dict(), allow_nan=False)      # strict JSON, no NaN/Infinity
+    resumed = Scheduler.from_state(json.loads(blob))
+    rest = _drive(resumed, q, 27)
+    assert first + rest == expected
+    assert resumed.state_dict() == full.state_dict()
+    if policy == "hybrid":   # the switch to round-robin happens after the resume point
+        assert part.mode == "greedy" and resumed.mode == full.mode == "roundrobin"
+
+
+def test_resume_after_refresh_and_late_tenant_rebuilds_identical_posteriors():
+    q, c = synthetic_dataset(12, 6, 0.5, 0.5, seed=3)
+    keys = [f"m{j}" for j in range(6)]
+    s = Scheduler("greedy", seed=2)
+    for i in range(4):
+        s.add_tenant(f"u{i}", keys, c[i].tolist())
+    _drive(s, q, 9)
+    s.refresh_priors()
+    s.add_tenant("u5", keys, c[5].tolist())      # prior built from the 9 outcomes so far
+    _drive(s, q, 4)
+    r = Scheduler.from_state(json.loads(json.dumps(s.state_dict())))
+    for name in s.tenants:
+        assert r.ucb_scores(name) == s.ucb_scores(name)
+    assert _drive(r, q, 8) == _drive(s, q, 8)
+
+
+def test_simulation_is_deterministic_under_a_seed():
+    q, c = synthetic_dataset(40, 12, 0.5, 0.1, seed=9)
+    for policy in ("hybrid", "random"):
+        a = simulate(q, c, policy, True, seed=11, n_test=5)
+        b = simulate(q, c, policy, True, seed=11, n_test=5)
+        assert a.trace == b.trace
+        np.testing.assert_array_equal(a.avg_loss, b.avg_loss)
+    assert simulate(q, c, "random", True, seed=1, n_test=5).trace != \
+        simulate(q, c, "random", True, seed=2, n_test=5).trace
+
+
+# ---------------------------------------------------------------- simulation metric
+def test_simulation_loss_curves_and_metric_helpers():
+    q, c = synthetic_dataset(30, 8, 0.5, 0.5, seed=1)
+    r = simulate(q, c, "greedy", False, seed=0, n_test=4, budget_fraction=1.0)
+    assert len(r.trace) == 32                          # every model of every tenant trained
+    assert np.all(np.diff(r.avg_loss) <= 1e-15) and r.avg_loss[-1] == 0.0 and r.max_loss[-1] == 0.0
+    np.testing.assert_allclose(r.cum_cost, np.arange(33.0))   # cost-oblivious: one per run
+    best = q[r.test_users].max(axis=1)
+    assert r.avg_loss[0] == pytest.approx(best.mean()) and r.max_loss[0] == pytest.approx(best.max())
+    assert np.all(r.max_loss >= r.avg_loss)
+    grid = np.array([0.0, 0.5, 1.0, 3.5, 100.0])
+    np.testing.assert_allclose(loss_on_grid(r, grid), r.avg_loss[[0, 0, 1, 3, 32]])
+    agg = aggregate([r, r], grid)
+    np.testing.assert_allclose(agg["avg"], loss_on_grid(r, grid))
+    assert cost_to_reach(grid, agg["avg"], 0.0) == 100.0
+    assert cost_to_reach(grid, agg["avg"], -1.0) == float("inf")
+    aware = simulate(q, c, "hybrid", True, seed=0, n_test=4, budget_fraction=0.3)
+    test_cost = c[aware.test_users].sum()
+    assert aware.cum_cost[-1] >= 0.3 * test_cost and aware.cum_cost[-2] < 0.3 * test_cost
+
+
+def test_synthetic_generator_structure():
+    q, c = synthetic_dataset(100, 20, 0.5, 0.01, seed=0)
+    assert q.shape == c.shape == (100, 20)
+    assert q.min() >= 0.0 and q.max() <= 1.0 and c.min() >= 0.01 and c.max() <= 1.0
+    means = q.mean(axis=1)
+    assert abs(means[0::2].mean() - 0.75) < 0.03 and abs(means[1::2].mean() - 0.25) < 0.03
+    np.testing.assert_array_equal(q, synthetic_dataset(100, 20, 0.5, 0.01, seed=0)[0])
+    # strong model correlation (wide sigma_m): a user's models move together
+    wide, _ = synthetic_dataset(200, 10, 5.0, 0.2, baseline_groups=[(0.5, 0.0)], seed=1)
+    narrow, _ = synthetic_dataset(200, 10, 0.01, 0.2, baseline_groups=[(0.5, 0.0)], seed=1)
+    assert wide.std(axis=1).mean() < 0.5 * narrow.std(axis=1).mean()
+    noisy, _ = synthetic_dataset(50, 10, 0.5, 0.1, user_weight=0.1, sigma_u=0.3, noise=0.02, seed=1)
+    assert noisy.shape == (50, 10)
+
+
+# ---------------------------------------------------------------- bad input
+def test_bad_input_raises_clear_errors():
+    s = Scheduler()
+    with pytest.raises(UndefinedObjectError, match="Tenant 'ghost' is not known"):
+        s.observe("ghost", "m", 0.5)
+    with pytest.raises(InvalidParameterError, match="'candidates' value of tenant 'a' must be a non-empty"):
+        s.add_tenant("a", [])
+    with pytest.raises(InvalidParameterError, match="'cost' value of tenant 'a' must be > 0; got -1"):
+        s.add_tenant("a", ["x"], [-1])
+    s.add_tenant("a", ["x"])
+    with pytest.raises(InvalidParameterError, match="already registered"):
+        s.add_tenant("a", ["y"])
+    with pytest.raises(UndefinedObjectError, match="'nope' is not a candidate of tenant 'a'"):
+        s.observe("a", "nope", 0.5)
+    with pytest.raises(InvalidParameterError, match="'quality' value of tenant 'a' must be a finite number"):
+        s.observe("a", "x", float("nan"))
+    with pytest.raises(InvalidParameterError, match="'delta' value of the scheduler must be < 1"):
+        Scheduler(delta=1.5)
+    with pytest.raises(InvalidParameterError, match="'policy' value of the scheduler must be one of"):
+        Scheduler("lifo")
+    with pytest.raises(InvalidParameterError, match="'version' value of scheduler state"):
+        Scheduler.from_state({"version": 99, "config": {}})
+    assert Scheduler().next_step() is None
