@@ -1,0 +1,134 @@
+"""TuPAQ-style time-per-pass model: calibration, prediction, right-sizing."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from groupml.errors import InvalidParameterError
+from groupml.planner import TERMS, CostModel, choose_batch_size, choose_workers, term_values
+
+TRUE = {"fixed": 0.02, "per_worker": 0.01, "compute": 3e-9, "memory": 2e-9, "network": 5e-7}
+
+
+def true_seconds(n, d, k, w):
+    return float(term_values(n, d, k, w) @ np.array([TRUE[t] for t in TERMS]))
+
+
+def synthetic_runs(rng, count, noise=0.0, workers=(1, 2, 4, 8)):
+    runs = []
+    for _ in range(count):
+        n = int(rng.choice([1_000, 10_000, 100_000, 1_000_000]))
+        d = int(rng.choice([10, 100, 1000]))
+        k = int(rng.choice([1, 2, 5, 10, 20]))
+        w = int(rng.choice(workers))
+        sec = true_seconds(n, d, k, w) * float(np.exp(rng.normal(0, noise))) if noise else \
+            true_seconds(n, d, k, w)
+        runs.append({"n": n, "d": d, "k": k, "workers": w, "seconds": sec})
+    return runs
+
+
+def test_recovers_known_coefficients_without_noise():
+    rng = np.random.default_rng(1)
+    m = CostModel().add_runs(synthetic_runs(rng, 60))
+    for t in TERMS:
+        assert m.coefficients[t] == pytest.approx(TRUE[t], rel=1e-5), t
+    assert m.fitted_terms == list(TERMS)
+
+
+def test_noisy_calibration_predicts_held_out_runs_within_2x():
+    rng = np.random.default_rng(2)
+    train = synthetic_runs(rng, 80, noise=0.15)
+    held = synthetic_runs(rng, 40)
+    m = CostModel().add_runs(train)
+    ratios = [m.predict(r["n"], r["d"], r["k"], r["workers"]) / r["seconds"] for r in held]
+    assert all(0.5 <= q <= 2.0 for q in ratios)
+    assert np.median(np.abs(np.log(ratios))) < math.log(1.25)
+    for t in ("compute", "memory"):  # the dominant terms are well identified
+        assert m.coefficients[t] == pytest.approx(TRUE[t], rel=0.3)
+    assert all(v >= 0 for v in m.coefficients.values())
+
+
+def test_refits_as_runs_accumulate():
+    rng = np.random.default_rng(3)
+    runs = synthetic_runs(rng, 60)
+    m = CostModel()
+    m.add_runs(runs[:2])
+    early = dict(m.coefficients)
+    m.add_runs(runs[2:])
+    assert m.coefficients != early
+    assert m.coefficients["compute"] == pytest.approx(TRUE["compute"], rel=1e-5)
+    m2 = CostModel(max_runs=10).add_runs(runs)
+    assert len(m2.runs) == 10 and m2.runs[-1] == runs[-1]
+
+
+def test_single_worker_runs_keep_worker_priors():
+    rng = np.random.default_rng(4)
+    prior = {"per_worker": 0.01, "network": 5e-7}
+    m = CostModel(prior).add_runs(synthetic_runs(rng, 40, workers=(1,)))
+    assert m.fitted_terms == ["fixed", "compute", "memory"]
+    assert m.coefficients["per_worker"] == 0.01 and m.coefficients["network"] == 5e-7
+    for t in ("fixed", "compute", "memory"):
+        assert m.coefficients[t] == pytest.approx(TRUE[t], rel=1e-5)
+
+
+def test_state_roundtrip_is_json():
+    rng = np.random.default_rng(5)
+    m = CostModel().add_runs(synthetic_runs(rng, 20, noise=0.1))
+    state = json.loads(json.dumps(m.state_dict()))
+    back = CostModel.from_state(state)
+    assert back.coefficients == m.coefficients and back.runs == m.runs
+    assert back.predict(50_000, 20, 3, 2) == m.predict(50_000, 20, 3, 2)
+    back.add_runs(synthetic_runs(rng, 5))  # resumes accumulating
+    assert len(back.runs) == 25
+    with pytest.raises(InvalidParameterError):
+        CostModel.from_state({"version": 99, "terms": list(TERMS)})
+
+
+def test_terms_and_eq2_optimum():
+    m = CostModel({"fixed": 0, "per_worker": 1, "compute": 1, "memory": 0, "network": 0})
+    # t(w) = w + n*d*k / w with n*d*k = 100: least at w = sqrt(100 / 1) = 10
+    assert m.continuous_optimal_workers(10, 10, 1) == pytest.approx(10.0)
+    assert m.predict(10, 10, 1, 10) == pytest.approx(20.0)
+    assert m.terms(10, 10, 1, 4) == {"fixed": 0.0, "per_worker": 4.0, "compute": 25.0,
+                                     "memory": 0.0, "network": 0.0}
+    assert choose_workers(m, 10, 10, 1, max_workers=16, within=1.0) == 10
+    # within 10% of the best (20 s): w=7 gives 7 + 100/7 = 21.3; w=6 gives 22.7
+    assert choose_workers(m, 10, 10, 1, max_workers=16) == 7
+    assert choose_workers(m, 10, 10, 1, max_workers=3) == 3
+
+
+def test_choose_batch_size():
+    fixed_only = CostModel({"fixed": 1, "per_worker": 0, "compute": 0, "memory": 0, "network": 0})
+    assert choose_batch_size(fixed_only, 1000, 10, 10) == 10          # one pass
+    assert choose_batch_size(fixed_only, 1000, 10, 10, max_batch=4) == 4   # 4,4,2: 3 passes
+    # memory: data 8*1000*10 = 80000 B; each config adds 8*(1000 + 20) = 8160 B
+    assert choose_batch_size(fixed_only, 1000, 10, 10, memory_bytes=80_000 + 3 * 8160) == 3
+    # when per-config compute dominates and batching saves nothing, the smallest k wins
+    compute_only = CostModel({"fixed": 0, "per_worker": 0, "compute": 1, "memory": 0, "network": 0})
+    assert choose_batch_size(compute_only, 1000, 10, 10) == 1
+    m = CostModel({"fixed": 0.01, "per_worker": 0, "compute": 1e-9, "memory": 5e-9, "network": 0})
+    k = choose_batch_size(m, 100_000, 100, 20)
+    assert k == 20
+    assert m.search_seconds(100_000, 100, 20, 20) < m.search_seconds(100_000, 100, 20, 1) / 4
+
+
+def test_run_validation_messages():
+    m = CostModel()
+    with pytest.raises(InvalidParameterError) as e:
+        m.add_run(n=10, d=2, k=1, workers=1, seconds=-1)
+    assert str(e.value) == "The 'seconds' value of cost model run must be > 0; got -1"
+    with pytest.raises(InvalidParameterError) as e:
+        m.add_run(n=10, d=2, k=1, workers=0, seconds=1)
+    assert str(e.value) == "The 'workers' value of cost model run must be >= 1; got 0"
+    with pytest.raises(InvalidParameterError) as e:
+        m.add_run(n=10, d=2, k=1, workers=1)
+    assert str(e.value) == "The 'seconds' value of cost model run is missing"
+    with pytest.raises(InvalidParameterError) as e:
+        m.add_run(n=10, d=2, k=1, workers=1, seconds=1, gpu=True)
+    assert str(e.value).startswith("Unknown key 'gpu' in cost model run")
+    assert m.runs == []
+    with pytest.raises(InvalidParameterError) as e:
+        choose_workers(m, 10, 10, 1, max_workers=0)
+    assert str(e.value) == "The 'max_workers' value of cost model must be >= 1; got 0"

@@ -1,0 +1,168 @@
+"""Makespan estimates (Kingpin section 3 cost models) and strategy choice."""
+
+import json
+
+import pytest
+
+from groupml.errors import InvalidParameterError
+from groupml.planner import (CostModel, UnitCosts, Workload, choose_strategy, estimate_dp,
+                             estimate_grouped, estimate_gtp, estimate_mtp, unit_costs_from_model)
+
+ZERO = dict(compute_per_row=0, memory_per_row=0, update=0, load_per_row=0, disk_per_row=0,
+            sync_per_step=0, model_transfer=0, task_startup=0, epoch_barrier=0)
+
+
+def costs(**kw):
+    return UnitCosts(**{**ZERO, **kw})
+
+
+SIZES = {"a": 6, "b": 2, "c": 2}
+
+
+def test_hand_computed_compute_only():
+    # s=2 configs, h=3 epochs, p=2, one second per row per config
+    w = Workload(SIZES, n_configs=2, epochs=3)
+    c = costs(compute_per_row=1)
+    gtp = estimate_gtp(w, 2, c)        # worker 0: a (2*3*6); worker 1: b, c
+    assert gtp.per_worker == [36.0, 24.0] and gtp.makespan == 36.0
+    gl = estimate_grouped(w, 2, c)     # capacity 5 rows each: 2*3*5
+    assert gl.per_worker == [30.0, 30.0]
+    dp = estimate_dp(w, 2, c)          # ceil(6/2) + ceil(2/2) + ceil(2/2) = 5 rows per step set
+    assert dp.per_worker == [30.0, 30.0]
+    mtp = estimate_mtp(w, 2, c)        # tasks a,a (18) b,b,c,c (6) -> 18+6+6 each
+    assert mtp.per_worker == [30.0, 30.0]
+
+
+def test_hand_computed_communication_terms():
+    w = Workload(SIZES, n_configs=2, epochs=3)
+    # DP: one sync round per config, epoch and group: 2*3*3 = 18 s on every worker
+    assert estimate_dp(w, 2, costs(compute_per_row=1, sync_per_step=1)).per_worker == [48.0, 48.0]
+    # grouped: group a is split over 2 workers -> 2 transfers per config and epoch = 12 s, shared
+    gl = estimate_grouped(w, 2, costs(compute_per_row=1, model_transfer=1))
+    assert gl.per_worker == [36.0, 36.0] and gl.breakdown["transfer"] == 12.0
+    # MTP: every worker copies a, and b and c to one... load 1 s/row, disk reload 0.5 s/row
+    m = estimate_mtp(w, 2, costs(load_per_row=1, disk_per_row=0.5))
+    # worker 0: a (load 6), b (load 2), c (load 2); worker 1 the same -> 10 each
+    assert m.per_worker == [10.0, 10.0] and m.details["rows_copied"] == 20
+    # GTP: 3 tasks' startup, worker 0 has 1 task, worker 1 has 2
+    assert estimate_gtp(w, 2, costs(task_startup=1)).per_worker == [1.0, 2.0]
+    # MTP with more configs than workers re-reads local copies from disk
+    w4 = Workload({"a": 4}, n_configs=4, epochs=1)
+    m = estimate_mtp(w4, 2, costs(load_per_row=1, disk_per_row=0.5))
+    assert m.per_worker == [6.0, 6.0]  # load 4 + one disk re-read of 4 rows at 0.5
+
+
+def test_sequential_pattern_steps_and_floor():
+    w = Workload({"a": 10, "b": 2}, n_configs=1, epochs=1, pattern="sequential", batch_size=4)
+    # DP: a has ceil(10/4)=3 steps, b 1 step; one sync each
+    dp = estimate_dp(w, 2, costs(sync_per_step=1))
+    assert dp.per_worker == [4.0, 4.0]
+    # grouped under group isolation: capacity max(6, 10) = 10 -> a whole on worker 0
+    gl = estimate_grouped(w, 2, costs(compute_per_row=1))
+    assert gl.placement.shard_counts() == {"a": 1, "b": 1}
+    assert gl.per_worker == [10.0, 2.0] and gl.makespan == 10.0
+    with pytest.raises(InvalidParameterError) as e:
+        Workload({"a": 1}, 1, 1, pattern="sequential")
+    assert str(e.value) == "The 'batch_size' value of train_groups must be an integer; got null"
+
+
+def test_one_huge_group_grouped_beats_gtp():
+    sizes = {"big": 1_000_000, **{f"g{i}": 10_000 for i in range(10)}}
+    plan = choose_strategy(sizes, n_configs=4, epochs=10, n_workers=4, costs=UnitCosts())
+    assert plan.strategy == "grouped"
+    assert plan.estimates["gtp"].makespan > 3 * plan.makespan
+    assert plan.estimates["dp"].makespan >= plan.makespan
+    assert "whole-group placement leaves workers idle" in plan.explanation
+    assert len(plan.per_worker) == 4
+    assert max(plan.per_worker) == plan.makespan
+    # sampling (LightGBM) pattern uses constrained wrap-around and also beats GTP
+    plan = choose_strategy(sizes, 4, 10, 4, pattern="sampling")
+    assert plan.placement.algorithm == "constrained_wrap_around"
+    assert plan.estimates["gtp"].makespan > 3 * plan.estimates["grouped"].makespan
+
+
+def test_many_equal_small_groups_gtp_competitive():
+    sizes = {f"g{i:02d}": 1000 for i in range(40)}
+    plan = choose_strategy(sizes, 4, 10, 4, costs=UnitCosts())
+    gtp, gl = plan.estimates["gtp"].makespan, plan.estimates["grouped"].makespan
+    assert gtp <= 1.2 * gl
+    assert gtp < plan.estimates["dp"].makespan and gtp < plan.estimates["mtp"].makespan
+    # with no per-task startup, GTP and grouped place the same whole groups: a tie -> grouped
+    c = UnitCosts(task_startup=0, epoch_barrier=0)
+    plan = choose_strategy(sizes, 4, 10, 4, costs=c)
+    assert plan.estimates["gtp"].makespan == pytest.approx(plan.estimates["grouped"].makespan)
+    assert plan.strategy == "grouped"
+    # GTP strictly cheapest when grouped pays its epoch barriers and tasks start for free
+    plan = choose_strategy(sizes, 4, 10, 4, costs=UnitCosts(task_startup=0, epoch_barrier=1.0))
+    assert plan.strategy == "gtp"
+
+
+def test_sequential_dp_pays_per_step_sync():
+    sizes = {f"g{i}": 5000 for i in range(8)}
+    plan = choose_strategy(sizes, 4, 5, 4, pattern="sequential", batch_size=32)
+    assert plan.estimates["dp"].makespan == max(e.makespan for e in plan.estimates.values())
+    assert "per-step synchronisation" in plan.explanation
+
+
+def test_forced_strategy_and_plain_data():
+    plan = choose_strategy(SIZES, 2, 3, 2, strategy="mtp", candidates=("gtp",))
+    assert plan.strategy == "mtp" and set(plan.estimates) == {"gtp", "mtp"}
+    assert plan.explanation.startswith("mtp was requested")
+    d = json.loads(json.dumps(plan.to_dict()))
+    assert d["strategy"] == "mtp" and d["n_workers"] == 2 and d["placement"] is None
+    plan = choose_strategy({("US", 1): 5, ("FR", 2): 3}, 2, 2, 2)
+    d = json.loads(json.dumps(plan.to_dict()))
+    assert d["placement"]["workers"][0][0]["group"] == ["US", 1]
+
+
+def test_strategy_validation_messages():
+    with pytest.raises(InvalidParameterError) as e:
+        choose_strategy(SIZES, 2, 3, 2, strategy="foo")
+    assert str(e.value) == ("The 'strategy' value of train_groups must be one of 'auto', 'grouped', "
+                            "'gtp', 'mtp', 'dp'; got 'foo'")
+    with pytest.raises(InvalidParameterError) as e:
+        choose_strategy(SIZES, 0, 3, 2)
+    assert str(e.value) == "The 'n_configs' value of train_groups must be >= 1; got 0"
+    with pytest.raises(InvalidParameterError) as e:
+        choose_strategy(SIZES, 2, 3, 0)
+    assert str(e.value) == "The 'workers' value of train_groups must be >= 1; got 0"
+    with pytest.raises(InvalidParameterError) as e:
+        choose_strategy(SIZES, 2, 3, 2, pattern="streaming")
+    assert str(e.value) == ("The 'pattern' value of train_groups must be one of 'algebraic', "
+                            "'sequential', 'sampling'; got 'streaming'")
+    with pytest.raises(InvalidParameterError) as e:
+        UnitCosts(update=-1)
+    assert str(e.value) == "The 'update' value of unit costs must be >= 0; got -1"
+    with pytest.raises(InvalidParameterError) as e:
+        UnitCosts.from_dict({"flops": 1})
+    assert "Unknown key 'flops' in unit costs" in str(e.value)
+    assert UnitCosts.from_dict(UnitCosts(update=2).to_dict()).update == 2.0
+
+
+def test_unit_costs_from_calibrated_model():
+    m = CostModel({"fixed": 0.5, "per_worker": 0.1, "compute": 2e-9, "memory": 4e-9, "network": 1e-8})
+    u = unit_costs_from_model(m, d=10, k=2)
+    assert u.compute_per_row == pytest.approx(2e-8 + 2e-8)
+    assert u.model_transfer == pytest.approx(1e-7)
+    assert u.sync_per_step == pytest.approx(0.1 + 1e-7)
+    assert u.task_startup == 0.5
+
+
+def test_long_tail_spreads_per_group_overhead():
+    # 3 big groups and 300 tiny ones; each group costs a fixed update per config and epoch.
+    # keys interleave big and tiny groups in key order: k000..k050, k050x, k051, ...
+    sizes = {**{f"k{i}50x": 3000 for i in range(3)}, **{f"k{i:03d}": 10 for i in range(300)}}
+    w = Workload(sizes, n_configs=2, epochs=2)
+    c = costs(compute_per_row=1e-3, update=0.05)
+    by_size = estimate_grouped(w, 4, c, wrap_around_placement(sizes, 4, "size"))
+    best = estimate_grouped(w, 4, c)
+    # largest-first leaves all 300 tiny groups (and their updates) to the last worker
+    assert by_size.per_worker[-1] > 2 * min(by_size.per_worker)
+    assert best.makespan < 0.7 * by_size.makespan
+    assert best.placement.params["order"] == "key"
+    assert best.makespan <= estimate_gtp(w, 4, c).makespan * 1.05
+
+
+def wrap_around_placement(sizes, p, order):
+    from groupml.planner import wrap_around
+    return wrap_around(sizes, p, group_isolation=False, order=order)
