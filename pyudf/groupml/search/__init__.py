@@ -1,0 +1,30 @@
+"""Search over hyperparameter configurations, one epoch block at a time.
+
+Public API (everything else in this package is private)::
+
+    spec = parse_search({"lr": [0.01, 0.1, 1], "l2": [0, 0.001]}, param_names=[...])
+    procedure = make_procedure(spec)          # grid, random, tpe, successive_halving,
+                                              # hyperband, asha (+ bandit early stopping)
+    result = run_search(procedure, trainer, slots=10, epoch_iters=spec.epoch_iters)
+    state = procedure.state_dict()            # JSON; SearchProcedure.from_state(state) resumes
+
+Scores are validation losses: lower is better. See docs/search.md.
+"""
+
+from ._space import grid_size, iter_grid, sample
+from ._spec import EarlyStopping, SearchSpec, METHODS, parse_search
+from ._base import Report, SearchProcedure
+from ._basic import FixedBudgetProcedure, GridSearch, RandomSearch
+from ._tpe import TPESearch
+from ._halving import ASHA, Hyperband, SuccessiveHalving, halving_rungs, hyperband_brackets
+from ._bandit import BanditStopping, bandit_keeps
+from ._driver import EpochEvent, SearchResult, best_trial, make_procedure, run_search
+
+__all__ = [
+    "parse_search", "SearchSpec", "EarlyStopping", "METHODS",
+    "SearchProcedure", "Report", "FixedBudgetProcedure",
+    "GridSearch", "RandomSearch", "TPESearch", "SuccessiveHalving", "Hyperband", "ASHA",
+    "BanditStopping", "bandit_keeps", "hyperband_brackets", "halving_rungs",
+    "make_procedure", "run_search", "SearchResult", "EpochEvent", "best_trial",
+    "iter_grid", "sample", "grid_size",
+]

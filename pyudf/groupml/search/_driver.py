@@ -1,0 +1,131 @@
+"""The planner loop (TuPAQ Alg. 2): keep the trainer's slots full, one epoch block at a time."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from ..engine import Decision, Trainer, Trial
+from ..errors import PrerequisiteStateError
+from ..validation import check_number
+from ._bandit import BanditStopping
+from ._base import Report, SearchProcedure, _REGISTRY
+from ._spec import SearchSpec
+
+
+@dataclass
+class EpochEvent:
+    """What ``on_epoch`` receives after every block."""
+
+    block: int                       # blocks run so far (1-based)
+    passes: int                      # trainer passes so far in this search
+    reports: List[Tuple[int, int, Optional[float], str]]  # (trial_id, epoch, score, CONTINUE|STOP|CONVERGED|FAILED)
+    active: List[int]                # trials still in the trainer after this block
+    trials: Dict[int, Trial]         # every trial so far (live objects; do not mutate)
+    procedure: SearchProcedure       # e.g. to save ``procedure.state_dict()``
+
+
+@dataclass
+class SearchResult:
+    trials: List[Trial]              # in trial_id order
+    best: Optional[Trial]            # lowest final score; ties -> lowest trial_id
+    passes: int                      # trainer passes used by this search
+    blocks: int = 0                  # epoch blocks run
+    procedure_state: Dict[str, Any] = field(default_factory=dict)
+
+
+def make_procedure(spec: SearchSpec) -> SearchProcedure:
+    """Build the procedure a spec asks for, wrapped in bandit early stopping when requested."""
+    proc = _REGISTRY[spec.method](spec)
+    if spec.early_stopping is not None:
+        proc = BanditStopping(proc, epsilon=spec.early_stopping.epsilon, check_epoch=spec.partial_epochs)
+    return proc
+
+
+def best_trial(trials) -> Optional[Trial]:
+    scored = [t for t in trials if t.scores and t.status != "failed"]
+    if not scored:
+        return None
+    return min(scored, key=lambda t: (t.scores[-1], t.trial_id))
+
+
+def run_search(procedure: SearchProcedure, trainer: Trainer, *, slots: int, epoch_iters: int,
+               max_epochs: Optional[int] = None,
+               on_epoch: Optional[Callable[[EpochEvent], None]] = None) -> SearchResult:
+    """Run ``procedure`` on ``trainer`` until it is finished and no trial is active.
+
+    ``slots`` bounds the configs trained together (the batch size k); ``epoch_iters`` is
+    the solver iterations per block; ``max_epochs`` (optional) is a hard cap per trial
+    on top of the procedure's own budgets. ``on_epoch`` runs after every block;
+    anything it raises propagates (cancellation, commit failures).
+    """
+    slots = check_number(slots, "slots", "search", ge=1, integer=True)
+    epoch_iters = check_number(epoch_iters, "epoch_iters", "search", ge=1, integer=True)
+    if max_epochs is not None:
+        max_epochs = check_number(max_epochs, "max_epochs", "search", ge=1, integer=True)
+    trials: Dict[int, Trial] = {}
+    active: List[int] = []
+    start_passes = trainer.passes
+    blocks = 0
+    while True:
+        free = slots - len(active)
+        if free > 0:
+            for trial in procedure.ask(free):
+                trials[trial.trial_id] = trial
+                trainer.add(trial.trial_id, trial.params)
+                active.append(trial.trial_id)
+        if not active:
+            if procedure.finished():
+                break
+            raise PrerequisiteStateError(
+                "The search procedure proposed no trial while none was running",
+                hint="This is a bug in the search procedure; please report it with the search spec.")
+        trainer.run(epoch_iters)
+        blocks += 1
+        reports = []
+        converged = set()
+        shown = []
+        for tid in sorted(active):
+            trial = trials[tid]
+            score = float(trainer.score(tid))
+            trial.epochs += 1
+            if not math.isfinite(score):      # diverged: never rank it, never store NaN
+                why = f"diverged (validation loss {score}) after {trial.epochs} epochs"
+                procedure.stopped(tid, trial.epochs, None, why)
+                trial.status, trial.stop_reason = "failed", why
+                trainer.remove(tid)
+                active.remove(tid)
+                shown.append((tid, trial.epochs, None, "FAILED"))
+                continue
+            trial.scores.append(score)
+            if trainer.converged(tid):
+                converged.add(tid)
+            reports.append(Report(tid, trial.epochs, score, tid in converged))
+        decisions = procedure.tell_block(reports) if reports else {}
+        for r in reports:
+            trial = trials[r.trial_id]
+            decision = decisions.get(r.trial_id, Decision.STOP)
+            if r.trial_id in converged:
+                trial.status, trial.stop_reason = "converged", "converged"
+            elif decision is Decision.STOP:
+                trial.status = "stopped"
+                trial.stop_reason = procedure.reason(r.trial_id) or "stopped by the search procedure"
+            elif max_epochs is not None and trial.epochs >= max_epochs:
+                procedure.stopped(r.trial_id, trial.epochs, r.score, "max_epochs")
+                trial.status, trial.stop_reason = "stopped", "max_epochs"
+            if trial.status != "running":
+                trainer.remove(r.trial_id)
+                active.remove(r.trial_id)
+            shown.append((r.trial_id, r.epoch, r.score,
+                          "CONVERGED" if r.trial_id in converged else
+                          ("CONTINUE" if trial.status == "running" else "STOP")))
+        if on_epoch is not None:
+            on_epoch(EpochEvent(blocks, trainer.passes - start_passes, shown, sorted(active), trials,
+                                procedure))
+    for trial in trials.values():   # reasons can gain detail later (e.g. "retrained as trial 12")
+        if trial.status == "stopped":
+            trial.stop_reason = procedure.reason(trial.trial_id) or trial.stop_reason
+    ordered = [trials[t] for t in sorted(trials)]
+    return SearchResult(ordered, best_trial(ordered), trainer.passes - start_passes, blocks,
+                        procedure.state_dict())

@@ -1,0 +1,276 @@
+"""Parse and validate the jsonb search specification (schema in docs/search.md)."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+from dataclasses import dataclass
+from numbers import Real
+from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
+
+from ..errors import SearchSpecError
+from ..validation import check_choice, check_keys, check_number, fail
+from . import _space
+from ._space import Categorical, Fixed, IntRange, LogUniform, Space, Uniform
+
+METHODS = ("grid", "random", "tpe", "successive_halving", "hyperband", "asha")
+RESERVED = ("method", "space", "n_trials", "seed", "early_stopping", "epoch_iters",
+            "max_epochs", "min_epochs", "eta", "slots")
+DIST_KEYS = ("uniform", "loguniform", "int", "choice")
+MAX_GRID = 10000
+SCHEMA_HINT = "See SELECT groupml.help('search') for the search schema."
+
+
+@dataclass(frozen=True)
+class EarlyStopping:
+    """TuPAQ's bandit action elimination (docs/search.md, 'Early stopping')."""
+
+    method: str = "bandit"
+    epsilon: float = 0.5
+    partial_iters: int = 10
+
+
+@dataclass(frozen=True)
+class SearchSpec:
+    method: str
+    space: Space
+    n_trials: int = 20
+    seed: int = 0
+    early_stopping: Optional[EarlyStopping] = None
+    epoch_iters: int = 10
+    max_epochs: int = 10
+    min_epochs: int = 1
+    eta: int = 3
+    slots: Optional[int] = None
+
+    @property
+    def grid_size(self) -> Optional[int]:
+        """Points of the grid, or None when the space has distributions."""
+        return None if _space.has_distributions(self.space) else _space.grid_size(self.space)
+
+    @property
+    def partial_epochs(self) -> Optional[int]:
+        """Epoch blocks after which the bandit check happens (ceil(partial_iters / epoch_iters))."""
+        if self.early_stopping is None:
+            return None
+        return max(1, math.ceil(self.early_stopping.partial_iters / self.epoch_iters))
+
+    def to_dict(self) -> Dict[str, Any]:
+        """Canonical JSON form; ``parse_search(spec.to_dict()) == spec``."""
+        es = self.early_stopping
+        return {
+            "method": self.method, "space": _space.to_json(self.space), "n_trials": self.n_trials,
+            "seed": self.seed,
+            "early_stopping": None if es is None else {
+                "method": es.method, "epsilon": es.epsilon, "partial_iters": es.partial_iters},
+            "epoch_iters": self.epoch_iters, "max_epochs": self.max_epochs,
+            "min_epochs": self.min_epochs, "eta": self.eta, "slots": self.slots,
+        }
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (str, bool, Real))
+
+
+class _Json:
+    """Shows a value as JSON in messages (the user wrote JSON)."""
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def __str__(self) -> str:
+        try:
+            return json.dumps(self.value)
+        except (TypeError, ValueError):
+            return repr(self.value)
+
+
+def _show(value: Any) -> Any:
+    return _Json(value)
+
+
+class _Parser:
+    def __init__(self, owner: str, param_names: Optional[Iterable[str]]):
+        self.owner = owner
+        self.param_names = None if param_names is None else sorted(param_names)
+
+    def check_name(self, name: Any) -> str:
+        if not isinstance(name, str) or not name:
+            raise SearchSpecError(f"Parameter names in {self.owner} must be non-empty strings; got {_show(name)}",
+                                  hint=SCHEMA_HINT)
+        if self.param_names is not None and name not in self.param_names:
+            close = difflib.get_close_matches(name, self.param_names, n=1)
+            hint = f"Did you mean '{close[0]}'?" if close else SCHEMA_HINT
+            raise SearchSpecError(
+                f"Unknown parameter '{name}' in {self.owner}; allowed parameters are "
+                f"{', '.join(self.param_names)}", hint=hint)
+        return name
+
+    def space(self, raw: Any, path: str) -> Space:
+        if not isinstance(raw, Mapping) or not raw:
+            fail("space" if not path else path, self.owner, "a non-empty object of parameter dimensions",
+                 _show(raw) if isinstance(raw, Mapping) else raw, cls=SearchSpecError,
+                 hint='Example: {"lr": [0.01, 0.1, 1], "l2": {"loguniform": [1e-6, 1]}}')
+        return tuple(self.dimension(name, value, path) for name, value in raw.items())
+
+    def _range(self, name: str, kind: str, value: Any) -> Tuple[Any, Any]:
+        integer = kind == "int"
+        rule = ("a range [lo, hi] of two integers" if integer else "a range [lo, hi] of two numbers")
+        if (not isinstance(value, (list, tuple)) or len(value) != 2
+                or any(isinstance(v, bool) or not isinstance(v, Real) for v in value)
+                or any(not math.isfinite(float(v)) for v in value)
+                or (integer and any(not float(v).is_integer() for v in value))):
+            fail(name, self.owner, f"{rule} for {kind}", _show(value), cls=SearchSpecError,
+                 hint=f'Write it as {{"{kind}": [lo, hi]}}.')
+        lo, hi = (int(v) for v in value) if integer else (float(v) for v in value)
+        if lo > hi:
+            fail(name, self.owner, f"a range [lo, hi] with lo <= hi for {kind}", _show(value),
+                 cls=SearchSpecError, hint="Swap the bounds.")
+        if kind == "loguniform" and lo <= 0:
+            fail(name, self.owner, "a range [lo, hi] with 0 < lo <= hi for loguniform", _show(value),
+                 cls=SearchSpecError, hint='Use "uniform" for ranges that include 0 or negatives.')
+        return lo, hi
+
+    def _items(self, name: str, items: Any, path: str) -> Tuple[Any, ...]:
+        if not isinstance(items, (list, tuple)) or not items:
+            fail(name, self.owner, "a non-empty list", _show(items), cls=SearchSpecError,
+                 hint=f"Give at least one value for '{name}'.")
+        out = []
+        scalar_seen = False
+        for i, item in enumerate(items):
+            if isinstance(item, Mapping):
+                out.append(self.space(item, f"{path}{name}[{i}]."))
+            elif _is_scalar(item):
+                scalar_seen = True
+                out.append(item)
+            else:
+                fail(name, self.owner, "a list of scalars or objects (sub-spaces)", _show(items),
+                     cls=SearchSpecError, hint=SCHEMA_HINT)
+        if scalar_seen:
+            self._leaf(name, path)
+        return tuple(out)
+
+    def _leaf(self, name: str, path: str) -> None:
+        self.check_name(name)
+
+    def dimension(self, name: Any, value: Any, path: str):
+        if not isinstance(name, str) or not name:
+            self.check_name(name)
+        if isinstance(value, (list, tuple)):
+            return Categorical(name, self._items(name, value, path), grid=True)
+        if isinstance(value, Mapping):
+            if len(value) != 1 or next(iter(value)) not in DIST_KEYS:
+                fail(name, self.owner,
+                     'a list, a scalar, or one of {"uniform": [lo, hi]}, {"loguniform": [lo, hi]}, '
+                     '{"int": [lo, hi]}, {"choice": [...]}', _show(value), cls=SearchSpecError,
+                     hint=SCHEMA_HINT)
+            kind, arg = next(iter(value.items()))
+            if kind == "choice":
+                return Categorical(name, self._items(name, arg, path), grid=False)
+            lo, hi = self._range(name, kind, arg)
+            self._leaf(name, path)
+            return {"uniform": Uniform, "loguniform": LogUniform, "int": IntRange}[kind](name, lo, hi)
+        if _is_scalar(value):
+            self._leaf(name, path)
+            return Fixed(name, value)
+        fail(name, self.owner, "a list, a scalar or a distribution object", _show(value),
+             cls=SearchSpecError, hint=SCHEMA_HINT)
+
+
+def _int(spec: Mapping, key: str, owner: str, default: Any, *, ge: int, hint: str):
+    value = spec.get(key, default)
+    if value is None:
+        return None
+    return check_number(value, key, owner, ge=ge, integer=True, cls=SearchSpecError, hint=hint)
+
+
+def _early_stopping(raw: Any, owner: str) -> Optional[EarlyStopping]:
+    if raw is None or raw is False:
+        return None
+    sub = f"{owner} early_stopping"
+    if not isinstance(raw, Mapping):
+        fail("early_stopping", owner, 'null or an object like {"method": "bandit", "epsilon": 0.5, '
+             '"partial_iters": 10}', _show(raw), cls=SearchSpecError, hint=SCHEMA_HINT)
+    check_keys(raw, sub, ("method", "epsilon", "partial_iters"), hint=SCHEMA_HINT)
+    method = check_choice(raw.get("method", "bandit"), "method", sub, ("bandit",), cls=SearchSpecError,
+                          hint="Only TuPAQ's bandit action elimination is available.")
+    eps = check_number(raw.get("epsilon", 0.5), "epsilon", sub, ge=0, cls=SearchSpecError,
+                       hint="epsilon is the slack: 0.5 keeps configs whose loss is within 50% of the best.")
+    partial = check_number(raw.get("partial_iters", 10), "partial_iters", sub, ge=1, integer=True,
+                           cls=SearchSpecError, hint="Solver iterations before the bandit check.")
+    return EarlyStopping(method=method, epsilon=eps, partial_iters=partial)
+
+
+def parse_search(spec: Any, *, param_names: Optional[Iterable[str]] = None,
+                 owner: str = "search") -> SearchSpec:
+    """Validate a search spec (a dict from jsonb) and return a frozen :class:`SearchSpec`.
+
+    ``param_names`` (e.g. the learner's hyperparameters) turns unknown parameter names
+    into errors. Raises :class:`groupml.errors.SearchSpecError` with a HINT.
+    """
+    if spec is None:
+        spec = {}
+    if not isinstance(spec, Mapping):
+        fail("spec", owner, "a JSON object", _show(spec), cls=SearchSpecError, hint=SCHEMA_HINT)
+    parser = _Parser(owner, param_names)
+    if "space" in spec:
+        check_keys(spec, owner, RESERVED,
+                   hint='With "space" present, put every parameter inside "space".')
+        space = parser.space(spec["space"], "")
+    else:
+        dims = {k: v for k, v in spec.items() if k not in RESERVED}
+        if not dims:
+            fail("space", owner, "a non-empty object of parameter dimensions", _show({}),
+                 cls=SearchSpecError,
+                 hint='Give at least one parameter, e.g. {"lr": [0.01, 0.1, 1]}.')
+        space = parser.space(dims, "")
+
+    has_dist = _space.has_distributions(space)
+    method = spec.get("method")
+    if method is None:
+        method = "random" if has_dist else "grid"
+    check_choice(method, "method", owner, METHODS, cls=SearchSpecError,
+                 hint="grid enumerates lists; random/tpe sample n_trials configs; "
+                      "successive_halving/hyperband/asha also stop weak configs early.")
+    if method == "grid" and has_dist:
+        dist = next(d.name for d in _walk(space) if isinstance(d, (Uniform, LogUniform, IntRange))
+                    or (isinstance(d, Categorical) and not d.grid))
+        fail("method", owner, f"one of 'random', 'tpe', 'successive_halving', 'hyperband', 'asha' when the "
+             f"space has distributions (parameter '{dist}')", method, cls=SearchSpecError,
+             hint=f"Use \"method\": \"random\" or \"tpe\" with \"n_trials\", or give '{dist}' as a list of values.")
+    if method == "grid":
+        size = _space.grid_size(space)
+        if size > MAX_GRID:
+            fail("space", owner, f"a grid of at most {MAX_GRID} points", size, cls=SearchSpecError,
+                 hint='Use "method": "random" or "tpe" with "n_trials" to sample a large space.')
+
+    n_trials = check_number(spec.get("n_trials", 20), "n_trials", owner, gt=0, integer=True,
+                            cls=SearchSpecError, hint="n_trials is the number of configurations to try.")
+    seed = check_number(spec.get("seed", 0), "seed", owner, ge=0, integer=True, cls=SearchSpecError,
+                        hint="Use a non-negative integer seed.")
+    epoch_iters = _int(spec, "epoch_iters", owner, 10, ge=1,
+                       hint="epoch_iters is the number of solver iterations per block.")
+    max_epochs = _int(spec, "max_epochs", owner, 10, ge=1,
+                      hint="max_epochs is the largest number of blocks one configuration may train.")
+    min_epochs = _int(spec, "min_epochs", owner, 1, ge=1,
+                      hint="min_epochs is the smallest block budget (first rung) of halving methods.")
+    if min_epochs > max_epochs:
+        fail("min_epochs", owner, f"<= max_epochs ({max_epochs})", min_epochs, cls=SearchSpecError,
+             hint="Lower min_epochs or raise max_epochs.")
+    eta = _int(spec, "eta", owner, 3, ge=2, hint="eta is the halving rate; 3 keeps the best third.")
+    slots = _int(spec, "slots", owner, None, ge=1,
+                 hint="slots is the number of configurations trained together per data pass.")
+    return SearchSpec(method=method, space=space, n_trials=n_trials, seed=seed,
+                      early_stopping=_early_stopping(spec.get("early_stopping"), owner),
+                      epoch_iters=epoch_iters, max_epochs=max_epochs, min_epochs=min_epochs, eta=eta,
+                      slots=slots)
+
+
+def _walk(space: Space):
+    for dim in space:
+        yield dim
+        if isinstance(dim, Categorical):
+            for item in dim.items:
+                if _space.is_subspace(item):
+                    yield from _walk(item)

@@ -1,0 +1,131 @@
+"""Search spec parsing: schema, defaults, exact error texts."""
+
+import json
+
+import pytest
+
+from groupml.errors import SearchSpecError
+from groupml.search import iter_grid, parse_search
+from groupml.search._space import Categorical, Fixed, IntRange, LogUniform, Uniform
+
+
+def err(spec, **kw):
+    with pytest.raises(SearchSpecError) as info:
+        parse_search(spec, **kw)
+    assert info.value.sqlstate == "22023"
+    assert info.value.hint
+    return info.value
+
+
+def test_shorthand_is_a_grid_with_defaults():
+    spec = parse_search({"lr": [0.01, 0.1, 1], "l2": [0, 0.001]})
+    assert spec.method == "grid"
+    assert spec.grid_size == 6
+    assert (spec.n_trials, spec.seed, spec.epoch_iters, spec.max_epochs, spec.min_epochs, spec.eta) == \
+        (20, 0, 10, 10, 1, 3)
+    assert spec.early_stopping is None and spec.slots is None
+    assert spec.space == (Categorical("lr", (0.01, 0.1, 1)), Categorical("l2", (0, 0.001)))
+
+
+def test_distributions_default_to_random_and_parse_each_kind():
+    spec = parse_search({"space": {"a": {"uniform": [-1, 1]}, "b": {"loguniform": [1e-3, 10]},
+                                   "c": {"int": [2, 5]}, "d": {"choice": ["x", "y"]}, "e": 7},
+                         "n_trials": 5, "seed": 3})
+    assert spec.method == "random" and spec.n_trials == 5 and spec.seed == 3
+    assert spec.space == (Uniform("a", -1.0, 1.0), LogUniform("b", 1e-3, 10.0), IntRange("c", 2, 5),
+                          Categorical("d", ("x", "y"), grid=False), Fixed("e", 7))
+    assert spec.grid_size is None
+
+
+def test_spec_round_trips_through_json():
+    raw = {"method": "hyperband", "space": {"lr": {"loguniform": [1e-3, 1]},
+                                            "fam": {"choice": [{"fam": "a", "k": [1, 2]}, "b"]}},
+           "early_stopping": {"method": "bandit", "epsilon": 0.25, "partial_iters": 25},
+           "epoch_iters": 10, "max_epochs": 27, "eta": 3, "slots": 8}
+    spec = parse_search(raw)
+    again = parse_search(json.loads(json.dumps(spec.to_dict())))
+    assert again == spec
+    assert spec.partial_epochs == 3   # ceil(25 / 10)
+
+
+def test_nested_grid_items_expand_in_order():
+    spec = parse_search({"fam": [{"fam": "lin", "l2": [0, 1]}, {"fam": "svm", "c": [5]}], "lr": [1, 2]})
+    assert spec.grid_size == 6
+    assert list(iter_grid(spec.space)) == [
+        {"fam": "lin", "l2": 0, "lr": 1}, {"fam": "lin", "l2": 0, "lr": 2},
+        {"fam": "lin", "l2": 1, "lr": 1}, {"fam": "lin", "l2": 1, "lr": 2},
+        {"fam": "svm", "c": 5, "lr": 1}, {"fam": "svm", "c": 5, "lr": 2}]
+
+
+def test_unknown_method():
+    e = err({"method": "bayes", "lr": [1]})
+    assert e.message == ("The 'method' value of search must be one of 'grid', 'random', 'tpe', "
+                         "'successive_halving', 'hyperband', 'asha'; got 'bayes'")
+
+
+def test_unknown_parameter_with_suggestion():
+    e = err({"lrr": [1], "l2": [0]}, param_names=["lr", "l2"])
+    assert e.message == "Unknown parameter 'lrr' in search; allowed parameters are l2, lr"
+    assert e.hint == "Did you mean 'lr'?"
+    # nested sub-space names are checked too
+    e = err({"m": {"choice": [{"lr": [1], "momentum": 0.9}]}}, param_names=["lr", "l2"])
+    assert e.message.startswith("Unknown parameter 'momentum' in search")
+
+
+def test_unknown_top_level_key_when_space_given():
+    e = err({"space": {"lr": [1]}, "n_trial": 5})
+    assert e.message == ("Unknown key 'n_trial' in search; allowed keys are early_stopping, epoch_iters, "
+                         "eta, max_epochs, method, min_epochs, n_trials, seed, slots, space")
+
+
+def test_empty_space_and_empty_list():
+    assert err({"space": {}}).message == \
+        "The 'space' value of search must be a non-empty object of parameter dimensions; got {}"
+    assert err({"seed": 1}).message == \
+        "The 'space' value of search must be a non-empty object of parameter dimensions; got {}"
+    assert err({"lr": []}).message == "The 'lr' value of search must be a non-empty list; got []"
+    assert err({"lr": {"choice": []}}).message == "The 'lr' value of search must be a non-empty list; got []"
+
+
+def test_ranges():
+    assert err({"lr": {"uniform": [1, 0.1]}}).message == \
+        "The 'lr' value of search must be a range [lo, hi] with lo <= hi for uniform; got [1, 0.1]"
+    assert err({"lr": {"loguniform": [0, 1]}}).message == \
+        "The 'lr' value of search must be a range [lo, hi] with 0 < lo <= hi for loguniform; got [0, 1]"
+    assert err({"k": {"int": [1.5, 3]}}).message == \
+        "The 'k' value of search must be a range [lo, hi] of two integers for int; got [1.5, 3]"
+    assert err({"lr": {"normal": [0, 1]}}).message.startswith(
+        "The 'lr' value of search must be a list, a scalar, or one of {\"uniform\": [lo, hi]}")
+
+
+def test_budgets():
+    assert err({"lr": {"uniform": [0, 1]}, "n_trials": -5}).message == \
+        "The 'n_trials' value of search must be > 0; got -5"
+    assert err({"lr": [1], "n_trials": 0}).message == "The 'n_trials' value of search must be > 0; got 0"
+    assert err({"lr": [1], "max_epochs": 0}).message == "The 'max_epochs' value of search must be >= 1; got 0"
+    assert err({"lr": [1], "eta": 1}).message == "The 'eta' value of search must be >= 2; got 1"
+    assert err({"lr": [1], "seed": -1}).message == "The 'seed' value of search must be >= 0; got -1"
+    assert err({"lr": [1], "min_epochs": 5, "max_epochs": 3}).message == \
+        "The 'min_epochs' value of search must be <= max_epochs (3); got 5"
+    assert err({"lr": [1], "early_stopping": {"epsilon": -1}}).message == \
+        "The 'epsilon' value of search early_stopping must be >= 0; got -1"
+    assert err({"lr": [1], "early_stopping": {"partial_iters": 0}}).message == \
+        "The 'partial_iters' value of search early_stopping must be >= 1; got 0"
+
+
+def test_grid_with_distributions_and_grid_too_large():
+    e = err({"method": "grid", "lr": {"loguniform": [1e-3, 1]}})
+    assert e.message == ("The 'method' value of search must be one of 'random', 'tpe', 'successive_halving', "
+                         "'hyperband', 'asha' when the space has distributions (parameter 'lr'); got 'grid'")
+    assert "random" in e.hint and "'lr' as a list" in e.hint
+    e = err({"a": list(range(101)), "b": list(range(100))})
+    assert e.message == "The 'space' value of search must be a grid of at most 10000 points; got 10100"
+    # exactly the limit is fine
+    assert parse_search({"a": list(range(100)), "b": list(range(100))}).grid_size == 10000
+
+
+def test_early_stopping_defaults():
+    spec = parse_search({"lr": [1, 2], "early_stopping": {"method": "bandit"}, "epoch_iters": 4})
+    assert (spec.early_stopping.epsilon, spec.early_stopping.partial_iters) == (0.5, 10)
+    assert spec.partial_epochs == 3
+    assert parse_search({"lr": [1], "early_stopping": None}).early_stopping is None
