@@ -16,7 +16,7 @@ What ``install`` does, in order (each step is idempotent):
  3. finds the Python that plpython3u embeds (from the libpython it links) and builds a venv
     from it under --prefix (default /opt/groupml), readable by the postgres OS user;
  4. installs the groupml package and numpy/scipy (plus extras) into that venv;
- 5. builds groupml--<version>.sql from sql/MANIFEST, adding to every PL/Python body a
+ 5. builds groupml--<version>.sql from sql/manifests, adding to every PL/Python body a
     prelude that puts the venv's site-packages first on sys.path (no PYTHONPATH editing),
     and copies it with the control file into the server's extension directory;
  6. with --create-extension and --dsn: CREATE EXTENSION IF NOT EXISTS groupml CASCADE.
@@ -73,8 +73,14 @@ def package_version() -> str:
 
 
 def read_manifest() -> list:
-    with open(os.path.join(SQL_DIR, "MANIFEST")) as fh:
-        return [ln.strip() for ln in fh if ln.strip() and not ln.startswith("#")]
+    """SQL files in build order: manifests/*.txt in name order, lines in file order."""
+    files = []
+    for manifest in sorted(glob.glob(os.path.join(SQL_DIR, "manifests", "*.txt"))):
+        with open(manifest) as fh:
+            files += [ln.strip() for ln in fh if ln.strip() and not ln.startswith("#")]
+    if not files:
+        raise InstallError(f"no SQL manifests found in {os.path.join(SQL_DIR, 'manifests')}")
+    return files
 
 
 def prelude(site_packages: str) -> str:
@@ -91,7 +97,7 @@ def build_sql(site_packages: str | None) -> str:
     for rel in read_manifest():
         path = os.path.join(SQL_DIR, rel)
         if not os.path.exists(path):
-            raise InstallError(f"sql/MANIFEST names {rel}, which does not exist")
+            raise InstallError(f"a manifest in sql/manifests names {rel}, which does not exist")
         with open(path) as fh:
             text = fh.read()
         if site_packages:
@@ -240,14 +246,17 @@ def make_readable(prefix: str) -> None:
     os.chmod(prefix, 0o755)
 
 
-def check_readable_by_postgres(site_packages: str) -> None:
+def check_readable_by_postgres(venv: str) -> None:
+    """Import groupml and numpy as the postgres OS user with the venv's Python, as PL/Python will."""
     if os.geteuid() != 0 or not shutil.which("runuser"):
         return
-    res = run(["runuser", "-u", "postgres", "--", "test", "-r", os.path.join(site_packages, "groupml", "__init__.py")],
-              check=False)
+    vpy = os.path.join(venv, "bin", "python")
+    res = run(["runuser", "-u", "postgres", "--", vpy, "-c", "import groupml, numpy, scipy"], check=False)
     if res.returncode != 0:
-        raise InstallError(f"the postgres OS user cannot read {site_packages}",
-                           "choose a --prefix outside /root (e.g. /opt/groupml) or make the path world-readable")
+        raise InstallError(f"the postgres OS user cannot import groupml from {venv}: "
+                           f"{(res.stderr or '').strip().splitlines()[-1:]}",
+                           "choose a --prefix outside /root (e.g. /opt/groupml), keep an --editable "
+                           "checkout in a world-readable directory, or make the path world-readable")
 
 
 # ---------------------------------------------------------------- commands
@@ -267,7 +276,7 @@ def cmd_install(args) -> None:
     pip_install(vpy, extras, args.editable)
     make_readable(args.prefix)
     site = venv_site_packages(venv)
-    check_readable_by_postgres(site)
+    check_readable_by_postgres(venv)
     extdir = os.path.join(info["sharedir"], "extension")
     if not os.access(extdir, os.W_OK):
         raise InstallError(f"cannot write to {extdir}", "run the installer as root (sudo)")

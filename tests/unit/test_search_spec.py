@@ -5,7 +5,7 @@ import json
 import pytest
 
 from groupml.errors import SearchSpecError
-from groupml.search import iter_grid, parse_search
+from groupml.search import make_procedure, iter_grid, parse_search
 from groupml.search._space import Categorical, Fixed, IntRange, LogUniform, Uniform
 
 
@@ -81,8 +81,10 @@ def test_unknown_top_level_key_when_space_given():
 def test_empty_space_and_empty_list():
     assert err({"space": {}}).message == \
         "The 'space' value of search must be a non-empty object of parameter dimensions; got {}"
-    assert err({"seed": 1}).message == \
-        "The 'space' value of search must be a non-empty object of parameter dimensions; got {}"
+    # the shorthand with no parameters at all means one configuration with the learner's defaults
+    spec = parse_search({"seed": 1})
+    assert spec.method == "grid" and spec.grid_size == 1
+    assert [t.params for t in make_procedure(spec).ask(5)] == [{}]
     assert err({"lr": []}).message == "The 'lr' value of search must be a non-empty list; got []"
     assert err({"lr": {"choice": []}}).message == "The 'lr' value of search must be a non-empty list; got []"
 

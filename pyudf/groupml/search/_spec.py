@@ -220,11 +220,8 @@ def parse_search(spec: Any, *, param_names: Optional[Iterable[str]] = None,
         space = parser.space(spec["space"], "")
     else:
         dims = {k: v for k, v in spec.items() if k not in RESERVED}
-        if not dims:
-            fail("space", owner, "a non-empty object of parameter dimensions", _show({}),
-                 cls=SearchSpecError,
-                 hint='Give at least one parameter, e.g. {"lr": [0.01, 0.1, 1]}.')
-        space = parser.space(dims, "")
+        # No dimensions at all (e.g. '{}'): one configuration, the learner's defaults.
+        space = parser.space(dims, "") if dims else ()
 
     has_dist = _space.has_distributions(space)
     method = spec.get("method")

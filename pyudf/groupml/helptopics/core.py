@@ -1,0 +1,110 @@
+"""Help topics of the foundation objects (learn_over_groups, predict, train_groups, ...)."""
+
+from __future__ import annotations
+
+TOPICS = {}
+
+TOPICS["learn_over_groups"] = """\
+groupml.learn_over_groups(features float8[], label float8|boolean, model text, search jsonb [, options jsonb])
+  Aggregate. Trains every configuration of `search` on the rows of each GROUP BY group,
+  all configurations together (one data pass per solver iteration serves all of them),
+  selects the best on a deterministic validation holdout and returns a groupml.fit.
+
+  model    'logistic' (binary label 0/1), 'linear' (least squares / ridge), 'svm' (linear, label 0/1)
+  search   hyperparameters to try; lists form a grid, e.g. '{"l2": [0, 0.001, 0.01], "class_weight": [null, "balanced"]}'
+           or random search: '{"method": "random", "n_trials": 20, "seed": 7,
+                               "space": {"l2": {"loguniform": [1e-6, 1]}}}'        (see groupml.help('search'))
+  options  {"validation_fraction": 0.2, "metric": "accuracy", "seed": 0}
+           metric: accuracy | auc | logloss (logistic), accuracy | auc (svm), rmse | mae | r2 (linear)
+
+  Rows with a NULL label or a NULL/NaN feature are skipped and counted (fit.n_skipped).
+  Feature arrays of different lengths are an ERROR. Groups too small to split, or with one
+  class only, return a fit whose status says so (too_small, single_class) and no model.
+  model/search/options are read from the first row of each group.
+
+  Example:
+    SELECT country, groupml.learn_over_groups(ARRAY[f1, f2, f3], clicked, 'logistic',
+           '{"l2": [0, 0.001, 0.01, 0.1], "class_weight": [null, "balanced"]}') AS fit
+    FROM clicks GROUP BY country;
+    -- readable: SELECT country, (fit).status, (fit).params, (fit).score FROM country_models;
+"""
+
+TOPICS["fit"] = """\
+groupml.fit  (composite type returned by learn_over_groups, stored in groupml.models)
+  status text        ok | too_small | single_class | no_rows
+  family text        logistic | linear | svm
+  params jsonb       hyperparameters of the selected configuration
+  metric text        the validation metric used for the selection; score float8 its value
+  metrics jsonb      all validation metrics of the selected model
+  n_train, n_validation, n_skipped bigint; n_features integer
+  trials jsonb       every configuration tried: params, score, epochs, status, stop_reason
+  message text       why status is not ok
+  model bytea        the model in groupml's safe format (numpy arrays + JSON header, never pickle)
+"""
+
+TOPICS["search"] = """\
+search specification (jsonb), used by learn_over_groups and train_groups
+  Shorthand grid: every key is a hyperparameter; a list is a grid dimension, a scalar is fixed:
+     '{"l2": [0, 0.001, 0.01], "class_weight": [null, "balanced"], "max_iter": 200}'
+  Full form:
+     '{"method": "grid" | "random" | "tpe" | "successive_halving" | "hyperband" | "asha",
+       "space": {"l2": {"loguniform": [1e-6, 1]}, "lr": {"uniform": [0.01, 1]},
+                 "max_iter": {"int": [50, 200]}, "class_weight": {"choice": [null, "balanced"]}},
+       "n_trials": 20, "seed": 7, "early_stopping": {"method": "bandit", "epsilon": 0.5, "partial_iters": 10}}'
+  Hyperparameters of logistic / linear / svm: l2 (>= 0), l1 (>= 0), fit_intercept, class_weight
+  (null | 'balanced'), solver ('auto' | 'lbfgs' | 'gd' | 'sgd'), lr (> 0, for gd/sgd), max_iter, tol,
+  batch_size (sgd), loss (svm: 'squared_hinge' | 'hinge'). The full schema is in docs/search.md.
+"""
+
+TOPICS["predict"] = """\
+groupml.predict(fit groupml.fit, features float8[]) -> float8
+  The prediction for one row: class 0/1 for logistic and svm, the value for linear.
+  Example:
+    SELECT c.id, groupml.predict(m.fit, ARRAY[c.f1, c.f2, c.f3])
+    FROM clicks c JOIN country_models m USING (country);
+"""
+
+TOPICS["predict_proba"] = """\
+groupml.predict_proba(fit groupml.fit, features float8[]) -> float8
+  Probability of class 1 for one row (logistic models only).
+"""
+
+TOPICS["predict_batch"] = """\
+groupml.predict_batch(fit groupml.fit, features float8[][]) -> float8[]
+  Predictions for many rows in one call (cheaper than one call per row).
+  Example:
+    SELECT country, groupml.predict_batch(m.fit, array_agg(ARRAY[f1, f2, f3] ORDER BY id))
+    FROM clicks JOIN country_models m USING (country) GROUP BY country, m.fit;
+"""
+
+TOPICS["predict_proba_batch"] = """\
+groupml.predict_proba_batch(fit groupml.fit, features float8[][]) -> float8[]
+  Probabilities of class 1 for many rows in one call (logistic models only).
+"""
+
+TOPICS["train_groups"] = """\
+CALL groupml.train_groups(source regclass, group_by text[], features text[], label text, model text,
+                          search jsonb DEFAULT '{}', options jsonb DEFAULT '{}', INOUT run_id bigint DEFAULT NULL)
+  Trains and selects one model per group of a table and stores them in the catalog
+  (groupml.models, groupml.trials, groupml.runs). Each group is committed when done, so a
+  crash or cancel loses at most the group in flight; CALL again with the same run_id to resume.
+  Call it outside an explicit transaction block (BEGIN ... COMMIT) so it can commit as it goes.
+  Example:
+    CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'f2', 'f3'], 'clicked', 'logistic',
+                              '{"l2": [0, 0.001, 0.01]}');
+    SELECT * FROM groupml.best_models WHERE run_id = 1;
+"""
+
+TOPICS["best_models"] = """\
+groupml.best_models  (view): the catalog without model bytes: run_id, group_key, status, family,
+  params, metric, score, metrics, n_train, n_validation, n_skipped, created_at.
+  The models themselves are in groupml.models (column fit).
+"""
+
+TOPICS["version"] = """\
+groupml.version() -> text: the groupml package version this backend loaded, its location, numpy and scipy versions.
+"""
+
+TOPICS["help"] = """\
+groupml.help() lists the topics; groupml.help('<topic>') shows one.
+"""

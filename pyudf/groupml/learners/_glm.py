@@ -1,0 +1,562 @@
+"""Batched GLM trainer: many configurations share every pass over the data.
+
+All configs evaluated in a pass are stacked into ``Theta`` ((d+1) x k; the last row
+is the intercept), so one pass computes ``Z = X @ W + b`` and ``G = X.T @ R`` for all
+of them with two BLAS-3 calls (TuPAQ section 3.4, eq. 4).  Every config keeps its own
+solver state (L-BFGS history, line-search step, epoch counter) and its trajectory
+depends only on its own function/gradient values, so training a config in a batch
+gives the same result as training it alone (up to floating-point summation order).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..errors import (ArrayLengthError, DataError, DatatypeMismatchError, InvalidParameterError,
+                      PrerequisiteStateError, UndefinedObjectError)
+from ..validation import check_choice
+from ._families import ColumnWeights, GLMFamily, get_family
+from ._metrics import LOSS_OF, METRICS
+from ._model import GLMModel
+
+LBFGS_HISTORY = 10
+ARMIJO_C1 = 1e-4
+MAX_BACKTRACKS = 40
+APPROX_EPS = 1e-10
+APPROX_SLOPE = 0.8
+CHUNK_ROWS = 8192          # rows per block (fewer when a block of X would exceed ~8 MB)
+
+# status values of a config
+RUNNING, CONVERGED, MAX_ITER = "running", "converged", "max_iter"
+STALLED, DIVERGED = "stalled", "diverged"
+FINISHED = (CONVERGED, MAX_ITER, STALLED, DIVERGED)
+
+
+def _as_data(X, y, what: str) -> Tuple[np.ndarray, np.ndarray]:
+    try:
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        y = np.asarray(y, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        raise DatatypeMismatchError(f"The {what} must be numeric",
+                                    hint="Pass float8 features and a numeric label.") from None
+    if X.ndim != 2:
+        raise DatatypeMismatchError(f"The {what} features must be a 2-D matrix; got {X.ndim} "
+                                    "dimensions", hint="Pass X with shape (rows, features).")
+    if X.shape[0] != y.shape[0]:
+        raise ArrayLengthError(f"The {what} has {X.shape[0]} feature rows but {y.shape[0]} labels",
+                               hint="X and y must have one entry per row.")
+    if not np.isfinite(X).all():
+        raise DataError(f"The {what} features contain NaN or infinite values",
+                        hint="Skip rows with NULL or NaN features before training.")
+    return X, y
+
+
+class _Config:
+    """Solver state of one configuration (plain numpy; no data)."""
+
+    __slots__ = ("trial_id", "params", "solver", "theta", "f", "g", "iters", "status",
+                 "S", "Y", "rho", "p", "t", "gp", "backtracks", "epoch", "version", "evaluated")
+
+    def __init__(self, trial_id: int, params: Dict[str, Any], dim: int):
+        self.trial_id = trial_id
+        self.params = params
+        self.solver = params["solver"]
+        self.theta = np.zeros(dim)
+        self.f = math.nan
+        self.g: Optional[np.ndarray] = None
+        self.iters = 0
+        self.status = RUNNING
+        self.S: List[np.ndarray] = []
+        self.Y: List[np.ndarray] = []
+        self.rho: List[float] = []
+        self.p: Optional[np.ndarray] = None   # current search direction (None: between iterations)
+        self.t = 0.0
+        self.gp = 0.0
+        self.backtracks = 0
+        self.epoch = 0
+        self.version = 0
+        self.evaluated = False                # f, g known at theta
+
+    _ARRAYS = ("theta", "g", "p")
+    _SCALARS = ("f", "iters", "status", "t", "gp", "backtracks", "epoch", "version", "evaluated")
+
+    def to_dict(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {"trial_id": self.trial_id, "params": dict(self.params)}
+        for name in self._ARRAYS:
+            v = getattr(self, name)
+            out[name] = None if v is None else [float(x) for x in v]
+        for name in self._SCALARS:
+            v = getattr(self, name)
+            out[name] = None if isinstance(v, float) and not math.isfinite(v) else v
+        out["S"] = [[float(x) for x in s] for s in self.S]
+        out["Y"] = [[float(x) for x in y] for y in self.Y]
+        out["rho"] = [float(r) for r in self.rho]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], params: Dict[str, Any], dim: int) -> "_Config":
+        c = cls(int(data["trial_id"]), params, dim)
+        for name in cls._ARRAYS:
+            v = data[name]
+            setattr(c, name, None if v is None else np.array(v, dtype=np.float64))
+        for name in cls._SCALARS:
+            setattr(c, name, data[name])
+        if c.f is None:
+            c.f = math.nan
+        c.S = [np.array(s, dtype=np.float64) for s in data["S"]]
+        c.Y = [np.array(y, dtype=np.float64) for y in data["Y"]]
+        c.rho = [float(r) for r in data["rho"]]
+        if c.theta.shape != (dim,):
+            raise ValueError("theta has the wrong length")
+        return c
+
+    # -- L-BFGS --------------------------------------------------------------
+    def point(self) -> np.ndarray:
+        """The point this config needs evaluated in the next full-batch pass."""
+        if self.solver == "lbfgs" and self.p is not None:
+            return self.theta + self.t * self.p
+        return self.theta
+
+    def direction(self) -> None:
+        g = self.g
+        q = g.copy()
+        alphas = []
+        for s, y, rho in zip(reversed(self.S), reversed(self.Y), reversed(self.rho)):
+            a = rho * float(s @ q)
+            q -= a * y
+            alphas.append(a)
+        if self.S:
+            s, y = self.S[-1], self.Y[-1]
+            q *= float(s @ y) / float(y @ y)
+        for (s, y, rho), a in zip(zip(self.S, self.Y, self.rho), reversed(alphas)):
+            b = rho * float(y @ q)
+            q += (a - b) * s
+        p = -q
+        gp = float(g @ p)
+        if not gp < 0:  # not a descent direction: restart from steepest descent
+            self.S, self.Y, self.rho = [], [], []
+            p = -g
+            gp = float(g @ p)
+        self.p, self.gp = p, gp
+        if self.S:
+            self.t = 1.0
+        else:
+            self.t = min(1.0, 1.0 / max(float(np.linalg.norm(g)), 1e-300))
+        self.backtracks = 0
+
+
+class GLMTrainer:
+    """Trains many GLM configurations over one train/validation split.
+
+    Implements :class:`groupml.engine.Trainer`.  ``X_val``/``y_val`` may be None, in
+    which case scores and metrics are computed on the training data.
+    """
+
+    def __init__(self, family, X_train, y_train, X_val=None, y_val=None, *,
+                 metric: Optional[str] = None):
+        self.family: GLMFamily = get_family(family)
+        fam = self.family
+        X, y = _as_data(X_train, y_train, "training data")
+        if X.shape[0] == 0:
+            raise DataError("The training data has no rows",
+                            hint="A group needs at least one training row.")
+        self.X = X
+        self.y = fam.prepare_labels(y, "the training data")
+        if X_val is None:
+            self.X_val, self.y_val = self.X, self.y
+        else:
+            Xv, yv = _as_data(X_val, y_val, "validation data")
+            if Xv.shape[1] != X.shape[1]:
+                raise ArrayLengthError(f"The validation data has {Xv.shape[1]} features; the "
+                                       f"training data has {X.shape[1]}",
+                                       hint="Use the same feature columns for both.")
+            self.X_val, self.y_val = Xv, fam.prepare_labels(yv, "the validation data")
+        self.n, self.d = X.shape
+        if metric is None:
+            metric = fam.default_metric
+        self.metric = check_choice(metric, "metric", fam.owner, fam.metric_names,
+                                   hint=f"Model '{fam.name}' is scored with "
+                                        f"{', '.join(fam.metric_names)}.")
+        self.passes = 0
+        self._configs: Dict[int, _Config] = {}
+        self._retired: Dict[int, _Config] = {}
+        self._balanced_w: Optional[np.ndarray] = None
+        self._val_cache: Dict[int, Tuple[int, np.ndarray]] = {}
+        self._ws = None
+        # called with no arguments after every full data pass and every 64 sgd
+        # mini-batches; the SQL glue hooks its cancellation check here.  An exception
+        # it raises propagates unchanged and leaves every config at a consistent state.
+        self.interrupt_check: Optional[Callable[[], None]] = None
+
+    # ------------------------------------------------------------ Trainer API
+    def add(self, trial_id: int, params: Mapping[str, Any]) -> None:
+        if trial_id in self._configs:
+            raise InvalidParameterError(f"Trial {trial_id} is already in the batch",
+                                        hint="Use a new trial id for every configuration.")
+        p = self.family.validate_params(params)
+        self._retired.pop(trial_id, None)
+        self._val_cache.pop(trial_id, None)
+        self._configs[trial_id] = _Config(trial_id, p, self.d + 1)
+
+    def remove(self, trial_id: int) -> None:
+        """Take a config out of the batch; its current model stays readable."""
+        cfg = self._configs.pop(self._check(trial_id, active_only=True).trial_id)
+        cfg.S, cfg.Y, cfg.rho, cfg.p, cfg.g = [], [], [], None, None
+        self._retired[trial_id] = cfg
+
+    def active(self) -> List[int]:
+        """Trial ids added and not removed (finished ones included), in insertion order."""
+        return list(self._configs)
+
+    def converged(self, trial_id: int) -> bool:
+        """True once the config is finished: tol reached, max_iter, stalled or diverged."""
+        return self._check(trial_id).status in FINISHED
+
+    def status(self, trial_id: int) -> str:
+        """'running', 'converged', 'max_iter', 'stalled' (line search failed) or 'diverged'."""
+        return self._check(trial_id).status
+
+    def iterations(self, trial_id: int) -> int:
+        return self._check(trial_id).iters
+
+    def params(self, trial_id: int) -> Dict[str, Any]:
+        return dict(self._check(trial_id).params)
+
+    def run(self, iterations: int) -> None:
+        """Advance every active, unfinished config by up to ``iterations`` iterations.
+
+        An iteration is one accepted L-BFGS step, one gradient step ('gd') or one
+        epoch ('sgd').  Each batched pass over the data counts in ``passes``.
+        """
+        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+            raise InvalidParameterError(f"The 'iterations' value of run must be an integer >= 1; "
+                                        f"got {iterations}")
+        targets = {}
+        for cfg in self._configs.values():
+            if cfg.status == RUNNING:
+                targets[cfg.trial_id] = min(cfg.iters + iterations, cfg.params["max_iter"])
+        while True:
+            todo = [c for c in self._configs.values()
+                    if c.status == RUNNING and c.iters < targets.get(c.trial_id, 0)]
+            if not todo:
+                break
+            # a diverging config overflows harmlessly; it is flagged 'diverged' below
+            with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+                full = [c for c in todo if c.solver != "sgd"]
+                if full:
+                    self._full_pass(full)
+                groups: Dict[Tuple[int, int, int], List[_Config]] = {}
+                for c in todo:
+                    if c.solver == "sgd":
+                        key = (c.params["seed"], c.epoch, c.params["batch_size"])
+                        groups.setdefault(key, []).append(c)
+                for key in sorted(groups):
+                    self._sgd_epoch(groups[key], *key)
+        for cfg in self._configs.values():
+            if cfg.status == RUNNING and cfg.iters >= cfg.params["max_iter"]:
+                cfg.status = MAX_ITER
+
+    def score(self, trial_id: int) -> float:
+        """Validation loss of the current model for ``self.metric`` (lower is better)."""
+        cfg = self._check(trial_id)
+        z = self._val_margins(cfg)
+        return float(LOSS_OF[self.metric](METRICS[self.metric](self.y_val, z)))
+
+    def metrics(self, trial_id: int) -> Dict[str, float]:
+        """All of the family's report metrics (plus the selected one) on validation data."""
+        cfg = self._check(trial_id)
+        z = self._val_margins(cfg)
+        names = list(self.family.report_metrics)
+        if self.metric not in names:
+            names.append(self.metric)
+        return {name: float(METRICS[name](self.y_val, z)) for name in names}
+
+    def model(self, trial_id: int) -> GLMModel:
+        cfg = self._check(trial_id)
+        return GLMModel(self.family.name, cfg.theta[:self.d].copy(), float(cfg.theta[self.d]),
+                        cfg.params)
+
+    # ------------------------------------------------------------ checkpoints
+    def state_dict(self) -> Dict[str, Any]:
+        """JSON-serializable solver state of every config (not the data).
+
+        Resume with :meth:`from_state` on the same rows; the result equals an
+        uninterrupted run.  ``fingerprint`` (row count, features and an
+        order-independent hash of the rows) guards against resuming on other data.
+        """
+        return {
+            "format": 1,
+            "family": self.family.name,
+            "metric": self.metric,
+            "passes": self.passes,
+            "fingerprint": self._fingerprint(),
+            "configs": [c.to_dict() for c in self._configs.values()],
+            "retired": [c.to_dict() for c in self._retired.values()],
+        }
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any], X_train, y_train, X_val=None,
+                   y_val=None) -> "GLMTrainer":
+        """Rebuild a trainer from :meth:`state_dict` output and the same data."""
+        try:
+            family, metric = state["family"], state["metric"]
+            if state.get("format") != 1:
+                raise KeyError("format")
+        except (KeyError, TypeError):
+            raise PrerequisiteStateError("The trainer state is not a groupml GLM trainer state",
+                                         hint="Pass the dict returned by state_dict().") from None
+        tr = cls(family, X_train, y_train, X_val, y_val, metric=metric)
+        if state.get("fingerprint") != tr._fingerprint():
+            raise PrerequisiteStateError(
+                "The trainer state was saved for different training data",
+                hint="Resume on the same group's rows (same features, labels and split).")
+        try:
+            tr.passes = int(state["passes"])
+            for bucket, key in ((tr._configs, "configs"), (tr._retired, "retired")):
+                for data in state[key]:
+                    params = tr.family.validate_params(data["params"])
+                    cfg = _Config.from_dict(data, params, tr.d + 1)
+                    bucket[cfg.trial_id] = cfg
+        except (KeyError, TypeError, ValueError) as exc:
+            raise PrerequisiteStateError(f"The trainer state is damaged: {exc}",
+                                         hint="Restart the run from scratch.") from None
+        return tr
+
+    def _fingerprint(self) -> List[Any]:
+        from ._holdout import row_hash
+        h = np.bitwise_xor.reduce(row_hash(self.X, self.y, seed=12345)) if self.n else 0
+        return [int(self.n), int(self.d), format(int(h), "016x")]
+
+    # ------------------------------------------------------------ internals
+    def _check(self, trial_id: int, active_only: bool = False) -> _Config:
+        cfg = self._configs.get(trial_id)
+        if cfg is None and not active_only:
+            cfg = self._retired.get(trial_id)
+        if cfg is None:
+            raise UndefinedObjectError(f"Trial {trial_id} is not in this trainer",
+                                       hint="Add the configuration with add() first.")
+        return cfg
+
+    def _val_margins(self, cfg: _Config) -> np.ndarray:
+        hit = self._val_cache.get(cfg.trial_id)
+        if hit is not None and hit[0] == cfg.version:
+            return hit[1]
+        z = self.X_val @ cfg.theta[:self.d]
+        z += cfg.theta[self.d]
+        self._val_cache[cfg.trial_id] = (cfg.version, z)
+        return z
+
+    def _weights(self) -> np.ndarray:
+        if self._balanced_w is None:
+            self._balanced_w = self.family.sample_weights(self.y, {"class_weight": "balanced"})
+        return self._balanced_w
+
+    def _evaluate(self, Theta: np.ndarray, cfgs: Sequence[_Config],
+                  rows: Optional[np.ndarray] = None) -> Tuple[np.ndarray, np.ndarray]:
+        """Objective (without l1) and its gradient for every column of ``Theta``.
+
+        ``rows`` selects a mini-batch (sorted row indices); None means all rows.
+        The rows are processed in blocks of up to ``CHUNK_ROWS`` so the n x k work
+        arrays stay in cache and are reused; each block contributes partial sums
+        (the same shape a worker on another backend would send back).  Columns of
+        class-weighted configs are moved to the end so their row weights apply to
+        one contiguous slice.
+        """
+        d = self.d
+        X = self.X if rows is None else self.X[rows]
+        y = self.y if rows is None else self.y[rows]
+        n, k = X.shape[0], len(cfgs)
+        balanced = np.array([c.params.get("class_weight") == "balanced" for c in cfgs])
+        order = np.argsort(balanced, kind="stable")
+        permuted = bool(balanced.any()) and bool(np.any(order != np.arange(k)))
+        if permuted:
+            Theta = Theta[:, order]
+            cfgs = [cfgs[i] for i in order]
+        split = k - int(balanced.sum())
+        sw = None
+        if split < k:
+            sw = self._weights() if rows is None else self._weights()[rows]
+        params_list = [c.params for c in cfgs]
+        W = np.ascontiguousarray(Theta[:d])
+        b = Theta[d]
+        chunk = int(min(CHUNK_ROWS, max(1024, (1 << 20) // max(d, 1))))
+        Zbuf, Abuf, Bbuf, ones = self._workspace(min(n, chunk), k)
+        f = np.zeros(k)
+        G = np.zeros((d + 1, k))
+        Gpart = np.empty((d, k))
+        for s in range(0, n, chunk):
+            e = min(n, s + chunk)
+            m = e - s
+            Xb = X[s:e]
+            Z = Zbuf[:m]
+            np.matmul(Xb, W, out=Z)
+            Z += b
+            cw = ColumnWeights(ones[:m], None if sw is None else sw[s:e], split)
+            f += self.family.batch_loss(Z, y[s:e], cw, params_list, (Abuf[:m], Bbuf[:m]))
+            cw.apply(Z)                                   # Z := weighted dloss/dz
+            np.matmul(Xb.T, Z, out=Gpart)
+            G[:d] += Gpart
+            G[d] += ones[:m] @ Z
+        f /= n
+        G /= n
+        l2 = np.array([c.params["l2"] for c in cfgs])
+        f += 0.5 * l2 * np.einsum("ij,ij->j", W, W)
+        G[:d] += l2 * W
+        no_icpt = np.array([not c.params["fit_intercept"] for c in cfgs])
+        G[d, no_icpt] = 0.0
+        if permuted:
+            inv = np.empty_like(order)
+            inv[order] = np.arange(k)
+            f, G = f[inv], G[:, inv]
+        return f, G
+
+    def _workspace(self, rows: int, k: int):
+        """Three (rows x k) work arrays and a ones vector, reused while k fits."""
+        ws = self._ws
+        if ws is None or ws[4] != k or ws[0].shape[0] < rows:
+            flat = [np.empty(rows * k) for _ in range(3)]
+            ws = self._ws = (flat[0].reshape(rows, k), flat[1].reshape(rows, k),
+                             flat[2].reshape(rows, k), np.ones(rows), k)
+        return ws[:4]
+
+    def _prox(self, cfg: _Config, theta: np.ndarray, step: float) -> None:
+        """In-place soft-thresholding of the weights (never the intercept)."""
+        l1 = cfg.params["l1"]
+        if l1 > 0:
+            w = theta[:self.d]
+            np.copysign(np.maximum(np.abs(w) - step * l1, 0.0), w, out=w)
+
+    def _full_pass(self, cfgs: List[_Config]) -> None:
+        Theta = np.empty((self.d + 1, len(cfgs)))
+        for j, c in enumerate(cfgs):
+            Theta[:, j] = c.point()
+        f, G = self._evaluate(Theta, cfgs)
+        self.passes += 1
+        for j, c in enumerate(cfgs):
+            if c.solver == "lbfgs":
+                self._lbfgs_consume(c, float(f[j]), G[:, j].copy())
+            else:
+                self._gd_consume(c, float(f[j]), G[:, j].copy())
+        if self.interrupt_check is not None:
+            self.interrupt_check()
+
+    def _lbfgs_consume(self, c: _Config, f: float, g: np.ndarray) -> None:
+        tol = c.params["tol"]
+        if not c.evaluated:                      # first evaluation at theta = 0
+            c.evaluated = True
+            c.f, c.g = f, g
+            if not np.isfinite(f) or not np.all(np.isfinite(g)):
+                c.status = DIVERGED
+            elif np.max(np.abs(g)) <= tol:
+                c.status = CONVERGED
+            else:
+                c.direction()
+            return
+        finite = math.isfinite(f) and bool(np.all(np.isfinite(g)))
+        # Armijo, or (near the optimum, where f differences drown in rounding) Hager and
+        # Zhang's approximate condition: f did not grow beyond its rounding level and the
+        # directional derivative at the trial point has not turned strongly positive.
+        ok = finite and (f <= c.f + ARMIJO_C1 * c.t * c.gp or (
+            f <= c.f + APPROX_EPS * abs(c.f) and float(g @ c.p) <= -APPROX_SLOPE * c.gp))
+        if ok:
+            s = c.t * c.p
+            yv = g - c.g
+            sy = float(s @ yv)
+            if sy > 1e-10 * float(yv @ yv):
+                c.S.append(s)
+                c.Y.append(yv)
+                c.rho.append(1.0 / sy)
+                if len(c.S) > LBFGS_HISTORY:
+                    del c.S[0], c.Y[0], c.rho[0]
+            c.theta = c.theta + s
+            c.f, c.g = f, g
+            c.iters += 1
+            c.version += 1
+            c.p = None
+            if np.max(np.abs(g)) <= tol:
+                c.status = CONVERGED
+            elif c.iters < c.params["max_iter"]:
+                c.direction()
+            return
+        c.backtracks += 1
+        if c.backtracks > MAX_BACKTRACKS:
+            c.status = STALLED
+            c.p = None
+            return
+        t = c.t
+        if math.isfinite(f):                     # minimiser of the quadratic through f, gp, f_t
+            denom = 2.0 * (f - c.f - c.gp * t)
+            t_new = -c.gp * t * t / denom if denom > 0 else 0.5 * t
+            t_new = min(max(t_new, 0.1 * t), 0.5 * t)
+        else:
+            t_new = 0.1 * t
+        c.t = t_new
+
+    def _gd_consume(self, c: _Config, f: float, g: np.ndarray) -> None:
+        if not math.isfinite(f) or not np.all(np.isfinite(g)):
+            c.status = DIVERGED
+            return
+        c.f, c.g = f, g
+        lr = c.params["lr"]
+        new = c.theta - lr * g
+        self._prox(c, new, lr)
+        if c.params["l1"] > 0:
+            crit = np.max(np.abs(c.theta - new)) / lr      # proximal gradient mapping
+        else:
+            crit = np.max(np.abs(g))
+        if crit <= c.params["tol"]:
+            c.status = CONVERGED
+            return
+        if not np.all(np.isfinite(new)):
+            c.status = DIVERGED
+            return
+        c.theta = new
+        c.iters += 1
+        c.version += 1
+
+    def _sgd_epoch(self, cfgs: List[_Config], seed: int, epoch: int, batch_size: int) -> None:
+        rng = np.random.default_rng([seed, epoch])
+        perm = rng.permutation(self.n)
+        Theta = np.empty((self.d + 1, len(cfgs)))
+        for j, c in enumerate(cfgs):
+            Theta[:, j] = c.theta
+        lr = np.array([c.params["lr"] for c in cfgs])
+        l1 = np.array([c.params["l1"] for c in cfgs])
+        check = self.interrupt_check
+        for i, start in enumerate(range(0, self.n, batch_size)):
+            if check is not None and i % 64 == 63:
+                check()                 # before any state is written back: nothing partial
+            rows = np.sort(perm[start:start + batch_size])
+            _, G = self._evaluate(Theta, cfgs, rows)
+            Theta -= lr * G
+            if l1.any():
+                W = Theta[:self.d]
+                np.copysign(np.maximum(np.abs(W) - lr * l1, 0.0), W, out=W)
+        self.passes += 1
+        for j, c in enumerate(cfgs):
+            c.epoch += 1
+            col = Theta[:, j]
+            if not np.all(np.isfinite(col)):
+                c.status = DIVERGED
+                continue
+            c.theta = col.copy()
+            c.iters += 1
+            c.version += 1
+
+
+def fit_many(family, X, y, params_list: Sequence[Mapping[str, Any]], *, X_val=None, y_val=None,
+             metric: Optional[str] = None) -> List[Tuple[GLMModel, Dict[str, float]]]:
+    """Train every config in ``params_list`` to the end in one batch.
+
+    Returns ``[(model, metrics), ...]`` in the order of ``params_list``; metrics are
+    computed on ``X_val``/``y_val`` when given, else on the training data.
+    """
+    trainer = GLMTrainer(family, X, y, X_val, y_val, metric=metric)
+    for i, params in enumerate(params_list):
+        trainer.add(i, params)
+    if params_list:
+        trainer.run(max(trainer.params(i)["max_iter"] for i in range(len(params_list))))
+    return [(trainer.model(i), trainer.metrics(i)) for i in range(len(params_list))]

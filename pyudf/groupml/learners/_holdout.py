@@ -1,0 +1,75 @@
+"""Deterministic validation holdout that depends only on each row's content.
+
+Inside PostgreSQL an aggregate sees a group's rows in arbitrary scan order, so the
+split cannot use row positions.  Each row is hashed from the bit patterns of its
+features and label: the 64-bit words are mixed one column at a time with seeded odd
+multipliers and the splitmix64 finalizer, and the row goes to validation when the
+hash falls below ``fraction * 2**64``.  Identical rows always land on the same side.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ArrayLengthError, DatatypeMismatchError
+from ..validation import check_number
+
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_GOLDEN = 0x9E3779B97F4A7C15
+_MASK = (1 << 64) - 1
+
+
+def _splitmix64_scalar(x: int) -> int:
+    x = (x + _GOLDEN) & _MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
+    return x ^ (x >> 31)
+
+
+def _finalize(h: np.ndarray) -> None:
+    """splitmix64 finalizer, in place on a uint64 array (wrapping arithmetic)."""
+    h ^= h >> np.uint64(30)
+    h *= _M1
+    h ^= h >> np.uint64(27)
+    h *= _M2
+    h ^= h >> np.uint64(31)
+
+
+def row_hash(X, y, seed: int = 0) -> np.ndarray:
+    """64-bit hash of each row's (features, label) bit patterns; order independent."""
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if X.ndim != 2 or y.ndim != 1:
+        raise DatatypeMismatchError("holdout_mask needs a 2-D feature matrix and a 1-D label "
+                                    "vector",
+                                    hint="Pass X with shape (n, d) and y with shape (n,).")
+    if X.shape[0] != y.shape[0]:
+        raise ArrayLengthError(f"holdout_mask got {X.shape[0]} feature rows but "
+                               f"{y.shape[0]} labels",
+                               hint="X and y must have one entry per row.")
+    n, d = X.shape
+    state = _splitmix64_scalar(int(seed) & _MASK)
+    h = np.full(n, state, dtype=np.uint64)
+    col = np.empty(n, dtype=np.float64)
+    for j in range(d + 1):
+        src = X[:, j] if j < d else y
+        np.add(src, 0.0, out=col)          # -0.0 -> +0.0 so equal values hash equal
+        state = _splitmix64_scalar(state)
+        mult = np.uint64(state | 1)        # seeded odd multiplier for this column
+        word = col.view(np.uint64) * mult
+        h ^= word
+        h += np.uint64(_GOLDEN)
+        _finalize(h)
+    return h
+
+
+def holdout_mask(X, y, fraction: float, seed: int = 0) -> np.ndarray:
+    """Boolean mask, True = validation row; ``fraction`` in (0, 1)."""
+    fraction = check_number(fraction, "fraction", "holdout", gt=0, lt=1,
+                            hint="Give the validation share as a number strictly between 0 and 1, "
+                                 "e.g. 0.2.")
+    seed = check_number(seed, "seed", "holdout", ge=0, integer=True)
+    h = row_hash(X, y, seed)
+    threshold = np.uint64(min(int(fraction * 2.0 ** 53), 2 ** 53))
+    return (h >> np.uint64(11)) < threshold

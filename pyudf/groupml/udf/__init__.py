@@ -1,0 +1,76 @@
+"""PL/Python entry points: the only code the SQL function bodies call.
+
+Each body is one line, ``from groupml.udf.<module> import f; return f(...)``. The
+functions here decode SQL values, call the pure-Python layers, encode results, and
+map :class:`groupml.errors.GroupmlError` to ``ERROR`` with SQLSTATE and HINT via
+:func:`sql_entry`. Nothing else is caught, so ``QueryCanceled`` and bugs propagate.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+from ..errors import GroupmlError, InvalidParameterError
+
+
+_sql_error_class = None
+
+
+def _error_class():
+    """A plpy.Error subclass named ``groupml`` in ``builtins``.
+
+    PL/Python reports an uncaught exception as ``<module>.<class>: <message>`` unless the
+    module is builtins, and reads ``sqlstate``/``hint``/``detail`` from plpy.Error
+    instances; so users see ``ERROR:  groupml: <message>`` with our SQLSTATE and HINT.
+    """
+    global _sql_error_class
+    if _sql_error_class is None:
+        import plpy
+
+        _sql_error_class = type("groupml", (plpy.Error,), {"__module__": "builtins"})
+    return _sql_error_class
+
+
+def raise_sql(exc: GroupmlError):
+    err = _error_class()(exc.message)
+    err.sqlstate = exc.sqlstate
+    err.hint = exc.hint
+    err.detail = exc.detail
+    raise err from None
+
+
+def sql_entry(fn):
+    """Decorator for SQL entry points: GroupmlError -> ERROR with SQLSTATE, message and HINT."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except GroupmlError as exc:
+            raise_sql(exc)
+
+    return wrapper
+
+
+def parse_jsonb(value: Any, name: str, owner: str, *, default=None) -> Any:
+    """Decode a jsonb argument (PL/Python passes it as text) into Python objects."""
+    if value is None:
+        return default
+    if isinstance(value, (dict, list)):
+        return value
+    try:
+        return json.loads(value)
+    except (TypeError, ValueError) as exc:  # pragma: no cover - jsonb input is already valid JSON
+        raise InvalidParameterError(f"The '{name}' value of {owner} must be valid JSON; got {value!r}",
+                                    hint=str(exc))
+
+
+def parse_object(value: Any, name: str, owner: str) -> dict:
+    obj = parse_jsonb(value, name, owner, default={})
+    if not isinstance(obj, dict):
+        raise InvalidParameterError(
+            f"The '{name}' value of {owner} must be a JSON object; got {json.dumps(obj)}",
+            hint=f"Pass an object such as '{{}}'; see SELECT groupml.help('{owner.split()[0]}').")
+    return obj

@@ -1,0 +1,133 @@
+"""learn_over_groups: the aggregate's transition and final functions.
+
+The aggregate state is a bigint *handle*; the rows themselves are buffered in this
+backend's memory as packed doubles (``array('d')``), which keeps the per-row cost to
+one PL/Python call and a C-level ``extend``. The final function turns the buffer into
+numpy arrays and hands them to :func:`groupml.fitting.fit_group`.
+
+Buffers of aggregates that never reached their final function (the statement failed
+or was cancelled) are dropped when the next aggregate starts in a later transaction.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from array import array
+from typing import Dict, Optional
+
+from ..errors import ArrayLengthError, DataError, InvalidParameterError
+from . import parse_object, sql_entry
+
+OWNER = "learn_over_groups"
+
+
+class RowBuffer:
+    __slots__ = ("family", "search", "options", "d", "x", "y", "skipped", "txn")
+
+    def __init__(self, family: str, search: dict, options: dict, txn: str):
+        self.family = family
+        self.search = search
+        self.options = options
+        self.d: Optional[int] = None
+        self.x = array("d")
+        self.y = array("d")
+        self.skipped = 0
+        self.txn = txn
+
+    def add(self, features, label) -> None:
+        if label is None or features is None:
+            self.skipped += 1
+            return
+        n = len(features)
+        if self.d is None:
+            if n == 0:
+                raise ArrayLengthError("The features array of learn_over_groups must not be empty; got an empty array",
+                                       hint="Pass the feature columns as ARRAY[f1, f2, ...].")
+            self.d = n
+        elif n != self.d:
+            raise ArrayLengthError(
+                f"Every features array of a group must have the same length; expected {self.d} values, found {n}",
+                hint="Build the array from the same columns for every row, e.g. ARRAY[f1, f2, f3].")
+        mark = len(self.x)
+        try:
+            self.x.extend(features)
+        except TypeError:
+            del self.x[mark:]
+            if any(isinstance(v, list) for v in features):
+                raise DataError("The features array of learn_over_groups must be one-dimensional; got a nested array",
+                                hint="Pass ARRAY[f1, f2, ...] with one value per feature.")
+            self.skipped += 1  # a NULL element
+            return
+        self.y.append(float(label))
+
+
+_buffers: Dict[int, RowBuffer] = {}
+_handles = itertools.count(1)
+
+
+def _current_txn() -> str:
+    from ..db import backend_session
+
+    return str(backend_session().query("SELECT pg_catalog.now()::text AS t")[0]["t"])
+
+
+def _sweep(txn: str) -> None:
+    for handle in [h for h, b in _buffers.items() if b.txn != txn]:
+        del _buffers[handle]
+
+
+def _start(model, search, options) -> int:
+    from ..fitting import validate_request
+
+    if model is None:
+        raise InvalidParameterError("The 'model' value of learn_over_groups must be a model family name; got null",
+                                    hint="Use 'logistic', 'linear' or 'svm'.")
+    search_obj = parse_object(search, "search", OWNER)
+    options_obj = parse_object(options, "options", OWNER)
+    validate_request(model, search_obj, options_obj)
+    txn = _current_txn()
+    _sweep(txn)
+    handle = next(_handles)
+    _buffers[handle] = RowBuffer(model, search_obj, options_obj, txn)
+    return handle
+
+
+@sql_entry
+def step(state, features, label, model, search, options):
+    if state is None:
+        state = _start(model, search, options)
+    buf = _buffers.get(state)
+    if buf is None:
+        raise DataError("learn_over_groups lost its row buffer (the backend was reset mid-aggregate)",
+                        hint="Run the statement again.")
+    if label is True or label is False:
+        label = 1.0 if label else 0.0
+    buf.add(features, label)
+    return state
+
+
+@sql_entry
+def final(state):
+    import numpy as np
+
+    from ..db import backend_session
+    from ..fitting import fit_group, empty_fit
+
+    if state is None:
+        return empty_fit("no rows reached the aggregate")
+    buf = _buffers.pop(state, None)
+    if buf is None:
+        raise DataError("learn_over_groups lost its row buffer (the backend was reset mid-aggregate)",
+                        hint="Run the statement again.")
+    if buf.d is None:
+        return empty_fit("every row had a NULL label or NULL features", n_skipped=buf.skipped)
+    X = np.frombuffer(buf.x, dtype=np.float64).reshape(-1, buf.d)
+    y = np.frombuffer(buf.y, dtype=np.float64)
+    session = backend_session()
+    result = fit_group(X, y, buf.family, buf.search, buf.options, n_skipped=buf.skipped,
+                       interrupt_check=session.check_cancel)
+    if buf.options.get("progress"):
+        session.notice(f"groupml: trained a group of {result.n_train + result.n_validation} rows: {result.status}"
+                       + (f", {result.metric} {result.score:.4f}" if result.score is not None else ""))
+    return result.as_sql()

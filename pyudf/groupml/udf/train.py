@@ -1,0 +1,165 @@
+"""train_groups: train and select one model per group of a table, into the catalog.
+
+One scan loads every group as a packed block of doubles (``float8send`` per value,
+``string_agg`` per group: the conversion runs in C, PL/Python receives one bytea per
+group). Groups are then trained one after another; each group's model and trials are
+committed before the next starts, so a crash or cancel loses at most the group in
+flight, and calling again with the same run_id resumes.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+
+from ..db import backend_session, quote_ident
+from ..errors import (DatatypeMismatchError, InsufficientPrivilegeError, InvalidParameterError,
+                      UndefinedColumnError, UndefinedObjectError)
+from . import parse_object, sql_entry
+
+OWNER = "train_groups"
+NUMERIC_TYPES = {"smallint", "integer", "bigint", "real", "double precision", "numeric", "boolean"}
+
+
+def _columns(session, source) -> dict:
+    rows = session.query(
+        "SELECT a.attname AS name, pg_catalog.format_type(a.atttypid, NULL) AS type "
+        "FROM pg_catalog.pg_attribute a WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped",
+        [source], ["text"])
+    return {r["name"]: r["type"] for r in rows}
+
+
+def _check_columns(cols: dict, names, what: str, source: str, numeric: bool) -> list:
+    if names is None:
+        raise InvalidParameterError(f"The '{what}' value of train_groups must be an array of column names; got null",
+                                    hint="Pass ARRAY['col1', 'col2'].")
+    names = [names] if isinstance(names, str) else list(names)
+    for name in names:
+        if name not in cols:
+            raise UndefinedColumnError(
+                f"Column '{name}' of train_groups {what} does not exist in {source}",
+                hint=f"Columns of {source}: {', '.join(sorted(cols))}.")
+        if numeric and cols[name] not in NUMERIC_TYPES:
+            raise DatatypeMismatchError(
+                f"Column '{name}' of train_groups {what} must be numeric or boolean; it is {cols[name]}",
+                hint="Cast or encode it into a numeric column first (e.g. a view with CASE or one-hot columns).")
+    return names
+
+
+def _value_expr(col: str, typ: str) -> str:
+    q = quote_ident(col)
+    return f"pg_catalog.float8send(({q})::int::float8)" if typ == "boolean" else f"pg_catalog.float8send(({q})::float8)"
+
+
+def _load_blocks(session, source: str, group_by, features, label, cols):
+    gkey = ("pg_catalog.jsonb_build_object(" + ", ".join(
+        f"{_lit(g)}, {quote_ident(g)}" for g in group_by) + ")") if group_by else "'{}'::jsonb"
+    packed = " || ".join(_value_expr(c, cols[c]) for c in list(features) + [label])
+    group_clause = (" GROUP BY " + ", ".join(quote_ident(g) for g in group_by)
+                    + " ORDER BY " + ", ".join(quote_ident(g) for g in group_by)) if group_by else ""
+    sql = (f"SELECT {gkey}::text AS gkey, count(*) AS n_rows, "
+           f"pg_catalog.string_agg({packed}, ''::bytea) AS block FROM {source}{group_clause}")
+    return session.query(sql)
+
+
+def _lit(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+@sql_entry
+def train_groups(source, group_by, features, label, model, search, options, run_id):
+    from ..fitting import fit_group, validate_request
+
+    session = backend_session()
+    search_obj = parse_object(search, "search", OWNER)
+    options_obj = parse_object(options, "options", OWNER)
+    validate_request(model, search_obj, options_obj)
+    priv = session.query("SELECT pg_catalog.has_table_privilege($1::regclass, 'SELECT') AS ok", [source], ["text"])
+    if not priv[0]["ok"]:
+        raise InsufficientPrivilegeError(f"permission denied for table {source}: train_groups needs SELECT on it",
+                                         hint=f"GRANT SELECT ON {source} TO the calling role.")
+    cols = _columns(session, source)
+    group_by = _check_columns(cols, group_by or [], "group_by", source, numeric=False)
+    features = _check_columns(cols, features, "features", source, numeric=True)
+    if not features:
+        raise InvalidParameterError("The 'features' value of train_groups must name at least one column; got []",
+                                    hint="Pass ARRAY['f1', 'f2', ...].")
+    if label is None:
+        raise InvalidParameterError("The 'label' value of train_groups must be a column name; got null",
+                                    hint="Pass the label column, e.g. label => 'clicked'.")
+    _check_columns(cols, [label], "label", source, numeric=True)
+
+    done = set()
+    if run_id is None:
+        run_id = session.query(
+            "INSERT INTO groupml.runs (kind, source, group_by, features, label, family, search, options) "
+            "VALUES ('train_groups', $1, $2, $3, $4, $5, $6::jsonb, $7::jsonb) RETURNING run_id",
+            [source, group_by, features, label, model, json.dumps(search_obj), json.dumps(options_obj)],
+            ["text", "text[]", "text[]", "text", "text", "text", "text"])[0]["run_id"]
+    else:
+        rows = session.query("SELECT source, group_by, features, label, family, status FROM groupml.runs "
+                             "WHERE run_id = $1", [run_id], ["bigint"])
+        if not rows:
+            raise UndefinedObjectError(f"The 'run_id' value of train_groups must name an existing run; got {run_id}",
+                                       hint="Omit run_id to start a new run; see SELECT * FROM groupml.runs.")
+        r = rows[0]
+        if (r["source"], list(r["group_by"]), list(r["features"]), r["label"], r["family"]) != \
+                (source, group_by, features, label, model):
+            raise InvalidParameterError(
+                f"Run {run_id} was started with other arguments; resuming needs the same source, group_by, "
+                f"features, label and model", hint="Call train_groups with the arguments stored in groupml.runs.")
+        done = {g["k"] for g in session.query(
+            "SELECT group_key::text AS k FROM groupml.models WHERE run_id = $1", [run_id], ["bigint"])}
+        session.query("UPDATE groupml.runs SET status = 'running' WHERE run_id = $1", [run_id], ["bigint"])
+    session.commit()
+
+    started = time.time()
+    blocks = _load_blocks(session, source, group_by, features, label, cols)
+    session.query("UPDATE groupml.runs SET n_groups = $2 WHERE run_id = $1", [run_id, len(blocks)],
+                  ["bigint", "integer"])
+    d = len(features)
+    for i, b in enumerate(blocks, 1):
+        key = json.dumps(json.loads(b["gkey"]))  # normalised like jsonb::text
+        if b["gkey"] in done or key in done:
+            continue
+        raw = b["block"] or b""
+        arr = np.frombuffer(raw, dtype=">f8").astype(np.float64).reshape(-1, d + 1)
+        n_null = int(b["n_rows"]) - arr.shape[0]
+        result = fit_group(np.ascontiguousarray(arr[:, :d]), arr[:, d].copy(), model, search_obj, options_obj,
+                           n_skipped=n_null, interrupt_check=session.check_cancel)
+        _store(session, run_id, b["gkey"], result)
+        session.query("UPDATE groupml.runs SET groups_done = groups_done + 1 WHERE run_id = $1",
+                      [run_id], ["bigint"])
+        session.notice(f"groupml: group {i}/{len(blocks)} {b['gkey']}: {result.status}"
+                       + (f", {result.metric} {result.score:.4f}" if result.score is not None else ""))
+        session.commit()
+    session.query("UPDATE groupml.runs SET status = 'done', finished_at = clock_timestamp(), "
+                  "seconds = coalesce(seconds, 0) + $2 WHERE run_id = $1", [run_id, time.time() - started],
+                  ["bigint", "float8"])
+    session.commit()
+    return run_id
+
+
+def _store(session, run_id, gkey: str, result) -> None:
+    row = result.as_sql()
+    session.query(
+        "INSERT INTO groupml.models (run_id, group_key, fit) VALUES ($1, $2::jsonb, "
+        "ROW($3, $4, $5::jsonb, $6, $7, $8::jsonb, $9, $10, $11, $12, $13::jsonb, $14, $15)::groupml.fit)",
+        [run_id, gkey, row["status"], row["family"], row["params"], row["metric"], row["score"], row["metrics"],
+         row["n_train"], row["n_validation"], row["n_skipped"], row["n_features"], row["trials"], row["message"],
+         row["model"]],
+        ["bigint", "text", "text", "text", "text", "text", "float8", "text", "bigint", "bigint", "bigint",
+         "integer", "text", "text", "bytea"])
+    for t in result.trials:
+        session.query(
+            "INSERT INTO groupml.trials (run_id, group_key, trial_id, params, status, stop_reason, score, "
+            "epoch_scores) VALUES ($1, $2::jsonb, $3, $4::jsonb, $5, $6, $7, $8)",
+            [run_id, gkey, t["trial_id"], json.dumps(t["params"]), t["status"], t["stop_reason"],
+             _num(t["score"]), [_num(v) for v in t["epoch_losses"]]],
+            ["bigint", "text", "integer", "text", "text", "text", "float8", "float8[]"])
+
+
+def _num(v):
+    return None if v is None or not np.isfinite(v) else float(v)
