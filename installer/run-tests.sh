@@ -4,6 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash installer/bootstrap.sh
-python3 installer/groupml_installer.py install --install-plpython --extras test,search,lightgbm
+python3 installer/groupml_installer.py install --install-plpython --extras test,search,lightgbm,torch
 export PYTHONDONTWRITEBYTECODE=1
 exec /opt/groupml/venv/bin/python -m pytest -q -p no:cacheprovider "$@" tests

@@ -139,7 +139,7 @@ def train_groups(source, group_by, features, label, model, search, options, run_
                   "seconds = coalesce(seconds, 0) + $2 WHERE run_id = $1", [run_id, time.time() - started],
                   ["bigint", "float8"])
     session.commit()
-    return run_id
+    return {"run_id": run_id}
 
 
 def _store(session, run_id, gkey: str, result) -> None:

@@ -1,0 +1,86 @@
+"""predict, predict_proba and their batch forms against a stored fit."""
+
+import json
+
+import numpy as np
+import pytest
+
+from groupml.datagen import create_table, grouped_classification
+from groupml.learners import load_model
+from pg_helpers import sql_error
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def models(db):
+    data = grouped_classification(4000, 3, 3, seed=21)
+    create_table(db, "clicks", data)
+    db.execute("""CREATE TABLE country_models AS SELECT country, groupml.learn_over_groups(ARRAY[f1, f2, f3],
+                  clicked, 'logistic', '{"l2": [0.001, 0.1]}') AS fit FROM clicks GROUP BY country""")
+    return data
+
+
+def test_predict_matches_the_stored_model(db, models):
+    rows = db.execute("""SELECT c.id, c.f1, c.f2, c.f3, (m.fit).model,
+                                groupml.predict(m.fit, ARRAY[c.f1, c.f2, c.f3]),
+                                groupml.predict_proba(m.fit, ARRAY[c.f1, c.f2, c.f3])
+                         FROM clicks c JOIN country_models m USING (country) ORDER BY c.id LIMIT 300""").fetchall()
+    for _id, f1, f2, f3, blob, label, proba in rows:
+        model = load_model(bytes(blob))
+        x = np.array([[f1, f2, f3]])
+        assert label == float(model.predict(x)[0])
+        assert proba == pytest.approx(float(model.predict_proba(x)[0]), abs=1e-12)
+        assert label == (1.0 if proba >= 0.5 else 0.0)
+
+
+def test_batch_forms_equal_row_by_row(db, models):
+    country = db.execute("SELECT country FROM country_models ORDER BY 1 LIMIT 1").fetchone()[0]
+    batch, probas = db.execute("""
+        SELECT groupml.predict_batch(m.fit, array_agg(ARRAY[c.f1, c.f2, c.f3] ORDER BY c.id)),
+               groupml.predict_proba_batch(m.fit, array_agg(ARRAY[c.f1, c.f2, c.f3] ORDER BY c.id))
+        FROM clicks c JOIN country_models m USING (country) WHERE country = %s GROUP BY m.fit""",
+                               [country]).fetchone()
+    single = db.execute("""SELECT groupml.predict(m.fit, ARRAY[c.f1, c.f2, c.f3]),
+                                  groupml.predict_proba(m.fit, ARRAY[c.f1, c.f2, c.f3])
+                           FROM clicks c JOIN country_models m USING (country) WHERE country = %s ORDER BY c.id""",
+                        [country]).fetchall()
+    assert batch == [s[0] for s in single]
+    assert probas == pytest.approx([s[1] for s in single], abs=1e-12)
+
+
+def test_predict_errors(db, models):
+    state, msg, hint = sql_error(db, "SELECT groupml.predict(fit, ARRAY[1.0, 2.0]) FROM country_models LIMIT 1")
+    assert state == "2202E"
+    assert msg == "groupml: The model expects 3 features; found 2"
+    assert "same columns" in hint
+    state, msg, hint = sql_error(db, "SELECT groupml.predict(fit, ARRAY[1.0, NULL, 2.0]) FROM country_models LIMIT 1")
+    assert state == "22000"
+    assert msg == "groupml: The 'features' value of predict must not contain NULL, NaN or infinite values"
+    db.execute("CREATE TABLE one (x float8, y float8)")
+    db.execute("INSERT INTO one VALUES (1, 1)")
+    state, msg, hint = sql_error(db, "SELECT groupml.predict(groupml.learn_over_groups(ARRAY[x], y, 'logistic', "
+                                     "'{}'), ARRAY[1.0]) FROM one")
+    assert state == "22023"
+    assert msg == ("groupml: The 'fit' value of predict must hold a trained model; "
+                   "got a fit with status 'too_small' and no model")
+    assert "status = 'ok'" in hint
+
+
+def test_predict_proba_is_for_logistic_only(db):
+    db.execute("CREATE TABLE r (x float8, y float8)")
+    db.execute("INSERT INTO r SELECT i, 2 * i + 1 FROM generate_series(1, 50) i")
+    db.execute("CREATE TABLE m AS SELECT groupml.learn_over_groups(ARRAY[x], y, 'linear', '{}') AS fit FROM r")
+    assert db.execute("SELECT groupml.predict(fit, ARRAY[10.0]) FROM m").fetchone()[0] == pytest.approx(21, abs=1e-3)
+    state, msg, hint = sql_error(db, "SELECT groupml.predict_proba(fit, ARRAY[10.0]) FROM m")
+    assert state == "0A000"
+    assert hint
+
+
+def test_corrupt_model_bytes_are_rejected_not_unpickled(db, models):
+    import pickle
+    evil = pickle.dumps({"x": 1})
+    state, msg, hint = sql_error(db, "SELECT groupml.predict(ROW('ok','logistic','{}'::jsonb,'accuracy',1,'{}'::jsonb,"
+                                     "1,1,0,1,'[]'::jsonb,NULL,%s)::groupml.fit, ARRAY[1.0])", [evil])
+    assert state == "22P03"
+    assert msg.startswith("groupml: ")

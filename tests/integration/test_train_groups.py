@@ -1,0 +1,128 @@
+"""train_groups: the catalog-writing procedure."""
+
+import json
+
+import psycopg
+import pytest
+
+from groupml.datagen import create_table, grouped_classification
+from pg_helpers import sql_error
+
+pytestmark = pytest.mark.integration
+
+GRID = '{"l2": [0.001, 0.1]}'
+
+
+@pytest.fixture
+def clicks(db):
+    data = grouped_classification(5000, 4, 3, seed=31, exponent=0.7)
+    create_table(db, "clicks", data)
+    return data
+
+
+def call(db, *extra):
+    return db.execute("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'f2', 'f3'], 'clicked', "
+                      "'logistic', %s::jsonb" + "".join(", " + e for e in extra) + ")", [GRID]).fetchone()[0]
+
+
+def test_trains_every_group_into_the_catalog(db, clicks):
+    run_id = call(db)
+    run = db.execute("SELECT status, n_groups, groups_done, family FROM groupml.runs WHERE run_id = %s",
+                     [run_id]).fetchone()
+    assert run == ("done", 4, 4, "logistic")
+    best = db.execute("SELECT group_key->>'country', status, params, score FROM groupml.best_models "
+                      "WHERE run_id = %s ORDER BY 1", [run_id]).fetchall()
+    assert len(best) == 4 and all(b[1] == "ok" for b in best)
+    n_trials = db.execute("SELECT count(*) FROM groupml.trials WHERE run_id = %s", [run_id]).fetchone()[0]
+    assert n_trials == 8
+    # the catalog holds the same selection as the aggregate gives
+    agg = dict(db.execute("SELECT country, (groupml.learn_over_groups(ARRAY[f1, f2, f3], clicked, 'logistic', "
+                          "%s::jsonb)).score FROM clicks GROUP BY country", [GRID]).fetchall())
+    for country, _status, _params, score in best:
+        assert score == pytest.approx(agg[country], abs=1e-9)
+    # models from the catalog predict
+    n = db.execute("SELECT count(groupml.predict(m.fit, ARRAY[c.f1, c.f2, c.f3])) FROM clicks c "
+                   "JOIN groupml.models m ON m.group_key->>'country' = c.country AND m.run_id = %s",
+                   [run_id]).fetchone()[0]
+    assert n == 5000
+
+
+def test_resume_trains_only_missing_groups(db, clicks):
+    run_id = call(db)
+    before = dict(db.execute("SELECT group_key::text, model_id FROM groupml.models WHERE run_id = %s",
+                             [run_id]).fetchall())
+    victim = sorted(before)[0]
+    db.execute("DELETE FROM groupml.models WHERE run_id = %s AND group_key = %s::jsonb", [run_id, victim])
+    db.execute("DELETE FROM groupml.trials WHERE run_id = %s AND group_key = %s::jsonb", [run_id, victim])
+    db.execute("UPDATE groupml.runs SET status = 'running', groups_done = 3 WHERE run_id = %s", [run_id])
+    again = call(db, "'{}'", str(run_id))
+    assert again == run_id
+    after = dict(db.execute("SELECT group_key::text, model_id FROM groupml.models WHERE run_id = %s",
+                            [run_id]).fetchall())
+    assert set(after) == set(before)
+    assert all(after[k] == before[k] for k in before if k != victim)
+    assert after[victim] != before[victim]
+    assert db.execute("SELECT status, groups_done FROM groupml.runs WHERE run_id = %s",
+                      [run_id]).fetchone() == ("done", 4)
+
+
+def test_commits_group_by_group(cluster, dsn, db, clicks):
+    """A run cancelled part-way keeps the groups it finished; the run can be resumed."""
+    big = grouped_classification(40000, 3, 8, seed=32, exponent=0.2)
+    create_table(db, "big", big)
+    spec = json.dumps({"l2": [10 ** -k for k in range(1, 9)], "max_iter": 100000, "tol": 1e-300})
+    feats = "ARRAY[" + ", ".join(f"'f{j + 1}'" for j in range(8)) + "]"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SET statement_timeout = '6s'")
+        with pytest.raises(psycopg.errors.QueryCanceled):
+            conn.execute(f"CALL groupml.train_groups('big', ARRAY['country'], {feats}, 'clicked', 'logistic', "
+                         f"%s::jsonb)", [spec])
+    run_id, status, done = db.execute("SELECT run_id, status, groups_done FROM groupml.runs "
+                                      "ORDER BY run_id DESC LIMIT 1").fetchone()
+    assert status == "running"
+    stored = db.execute("SELECT count(*) FROM groupml.models WHERE run_id = %s", [run_id]).fetchone()[0]
+    assert stored == done  # every committed group is complete: model and counter together
+
+
+def test_bad_input_writes_nothing(db, clicks):
+    cases = [
+        ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'nope'], 'clicked', 'logistic')",
+         "42703", "groupml: Column 'nope' of train_groups features does not exist in clicks"),
+        ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'country'], 'clicked', 'logistic')",
+         "42804", "groupml: Column 'country' of train_groups features must be numeric or boolean; it is text"),
+        ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'missing', 'logistic')",
+         "42703", "groupml: Column 'missing' of train_groups label does not exist in clicks"),
+        ("CALL groupml.train_groups('clicks', ARRAY['cntry'], ARRAY['f1'], 'clicked', 'logistic')",
+         "42703", "groupml: Column 'cntry' of train_groups group_by does not exist in clicks"),
+        ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'tree')",
+         "42704", "groupml: Unknown model family 'tree'"),
+        ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', "
+         "'{\"l2\": [-1]}')", "22023", "groupml: The 'l2' value of model 'logistic' must be >= 0; got -1"),
+        ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY[]::text[], 'clicked', 'logistic')",
+         "22023", "groupml: The 'features' value of train_groups must name at least one column; got []"),
+        ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', '{}', '{}', 999)",
+         "42704", "groupml: The 'run_id' value of train_groups must name an existing run; got 999"),
+        ("CALL groupml.train_groups('no_such_table', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic')",
+         "42P01", 'relation "no_such_table" does not exist'),
+    ]
+    for sql, state, message in cases:
+        got_state, msg, hint = sql_error(db, sql)
+        assert got_state == state, (sql, msg)
+        assert msg.startswith(message), msg
+        if state != "42P01":
+            assert hint, sql
+    assert db.execute("SELECT (SELECT count(*) FROM groupml.runs) + (SELECT count(*) FROM groupml.models) + "
+                      "(SELECT count(*) FROM groupml.trials)").fetchone()[0] == 0
+
+
+def test_a_source_the_caller_cannot_read(cluster, dbname, db, clicks):
+    db.execute("CREATE ROLE analyst LOGIN")
+    db.execute("GRANT USAGE ON SCHEMA groupml TO analyst")
+    with psycopg.connect(cluster.dsn(dbname, user="analyst"), autocommit=True) as conn:
+        state, msg, hint = sql_error(conn, "CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], "
+                                           "'clicked', 'logistic')")
+    db.execute("DROP OWNED BY analyst")
+    db.execute("DROP ROLE analyst")
+    assert state == "42501"
+    assert msg == "groupml: permission denied for table clicks: train_groups needs SELECT on it"
+    assert hint == "GRANT SELECT ON clicks TO the calling role."
