@@ -20,7 +20,7 @@ def test_families_and_defaults():
     assert sorted(FAMILIES) == ["linear", "logistic", "svm"]
     p = get_family("logistic").validate_params({})
     assert p == {"l2": 0.0, "l1": 0.0, "fit_intercept": True, "class_weight": None,
-                 "solver": "lbfgs", "lr": 0.1, "max_iter": 100, "tol": 1e-6,
+                 "solver": "lbfgs", "lr": 0.1, "max_iter": 100, "tol": 1e-4,
                  "batch_size": 256, "seed": 0}
     assert get_family("logistic").validate_params({"lr": 0.5})["solver"] == "gd"
     assert get_family("linear").validate_params({"l1": 0.1})["solver"] == "gd"

@@ -35,7 +35,7 @@ _COMMON_DEFAULTS: Dict[str, Any] = {
     "solver": "auto",
     "lr": 0.1,
     "max_iter": 100,
-    "tol": 1e-6,
+    "tol": 1e-4,  # scikit-learn's default for lbfgs
     "batch_size": 256,
     "seed": 0,
 }

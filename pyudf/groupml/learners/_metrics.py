@@ -11,7 +11,22 @@ import math
 from typing import Callable, Dict
 
 import numpy as np
-from scipy.stats import rankdata
+
+
+def rankdata(a) -> np.ndarray:
+    """Ranks 1..n with ties averaged (scipy.stats.rankdata's 'average'), in numpy only.
+
+    scipy.stats costs about a second to import, which every new backend would pay.
+    """
+    a = np.asarray(a)
+    sorter = np.argsort(a, kind="mergesort")
+    inv = np.empty(sorter.size, dtype=np.intp)
+    inv[sorter] = np.arange(sorter.size, dtype=np.intp)
+    s = a[sorter]
+    obs = np.r_[True, s[1:] != s[:-1]]
+    dense = obs.cumsum()[inv]
+    count = np.r_[np.nonzero(obs)[0], len(obs)]
+    return 0.5 * (count[dense] + count[dense - 1] + 1)
 
 
 def accuracy(y: np.ndarray, z: np.ndarray) -> float:
