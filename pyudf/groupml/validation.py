@@ -67,9 +67,11 @@ def check_choice(value: Any, name: str, owner: str, choices: Iterable[Any], *,
     return value
 
 
-def check_bool(value: Any, name: str, owner: str, *, cls: type = InvalidParameterError):
+def check_bool(value: Any, name: str, owner: str, *, hint: str | None = None,
+               cls: type = InvalidParameterError):
     if not isinstance(value, bool):
-        fail(name, owner, "true or false", value, cls=cls)
+        fail(name, owner, "true or false", value, cls=cls,
+             hint=hint or f"Write {name} as a JSON boolean: true or false (no quotes).")
     return value
 
 

@@ -1,0 +1,90 @@
+"""The aggregate's row buffer and the error mapping, with a stub plpy (pure parts only)."""
+
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from groupml.errors import ArrayLengthError, DataError
+
+
+class StubPlpy(types.ModuleType):
+    class Error(Exception):
+        pass
+
+    def __init__(self):
+        super().__init__("plpy")
+        self.notices = []
+        self.now = "2026-01-01 00:00:00+00"
+
+    def prepare(self, sql, types=()):
+        return sql
+
+    def execute(self, plan, args=None):
+        if "now()" in plan:
+            return [{"t": self.now}]
+        return [{"?column?": 1}]
+
+    def notice(self, msg):
+        self.notices.append(msg)
+
+    def error(self, msg, **kw):  # pragma: no cover - not used by the code under test
+        raise self.Error(msg)
+
+
+@pytest.fixture
+def plpy(monkeypatch):
+    stub = StubPlpy()
+    monkeypatch.setitem(sys.modules, "plpy", stub)
+    import groupml.db as db
+    import groupml.udf as udf
+    monkeypatch.setattr(db, "_session", None)
+    monkeypatch.setattr(udf, "_sql_error_class", None)
+    return stub
+
+
+def test_row_buffer_packs_rows_and_counts_skips():
+    from groupml.udf.aggregate import RowBuffer
+    b = RowBuffer("logistic", {}, {}, "t")
+    b.add([1.0, 2.0], 1.0)
+    b.add(None, 1.0)
+    b.add([1.0, None], 0.0)
+    b.add([3.0, 4.0], None)
+    b.add([5.0, 6.0], 0.0)
+    assert b.skipped == 3
+    X = np.array(b.x).reshape(-1, 2)
+    assert X.tolist() == [[1.0, 2.0], [5.0, 6.0]] and list(b.y) == [1.0, 0.0]
+    with pytest.raises(ArrayLengthError) as info:
+        b.add([1.0], 1.0)
+    assert info.value.message.endswith("expected 2 values, found 1")
+    with pytest.raises(DataError):
+        b.add([[1.0], [2.0]], 1.0)
+    assert len(b.x) == 4  # a failed row leaves nothing behind
+
+
+def test_aggregate_round_trip_and_sweep(plpy):
+    from groupml.udf import aggregate
+    rng = np.random.default_rng(0)
+    state = None
+    for _ in range(200):
+        x = rng.normal(size=3)
+        state = aggregate.step(state, x.tolist(), float(x.sum() > 0), "logistic", '{"l2": [0.01, 0.1]}', None)
+    fit = aggregate.final(state)
+    assert fit["status"] == "ok" and fit["n_train"] + fit["n_validation"] == 200
+    assert state not in aggregate._buffers
+    # a buffer abandoned by a failed statement is swept when a later transaction starts an aggregate
+    orphan = aggregate.step(None, [1.0], 1.0, "logistic", "{}", None)
+    plpy.now = "2026-01-01 00:00:01+00"
+    fresh = aggregate.step(None, [1.0], 1.0, "logistic", "{}", None)
+    assert orphan not in aggregate._buffers and fresh in aggregate._buffers
+
+
+def test_errors_become_plpy_errors_with_sqlstate_and_hint(plpy):
+    from groupml.udf import aggregate
+    with pytest.raises(plpy.Error) as info:
+        aggregate.step(None, [1.0], 1.0, "forest", "{}", None)
+    err = info.value
+    assert type(err).__name__ == "groupml" and type(err).__module__ == "builtins"
+    assert err.sqlstate == "42704" and err.hint
+    assert str(err).startswith("Unknown model family 'forest'")
