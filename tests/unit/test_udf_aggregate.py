@@ -70,8 +70,11 @@ def test_aggregate_round_trip_and_sweep(plpy):
     for _ in range(200):
         x = rng.normal(size=3)
         state = aggregate.step(state, x.tolist(), float(x.sum() > 0), "logistic", '{"l2": [0.01, 0.1]}', None)
+    state = aggregate.step(state, [1.0, None, 2.0], 1.0, "logistic", "{}", None)  # NULL mid-array
+    state = aggregate.step(state, [1.0, 2.0, 3.0], None, "logistic", "{}", None)  # NULL label
+    assert len(aggregate._buffers[state].x) == 200 * 3
     fit = aggregate.final(state)
-    assert fit["status"] == "ok" and fit["n_train"] + fit["n_validation"] == 200
+    assert fit["status"] == "ok" and fit["n_train"] + fit["n_validation"] == 200 and fit["n_skipped"] == 2
     assert state not in aggregate._buffers
     # a buffer abandoned by a failed statement is swept when a later transaction starts an aggregate
     orphan = aggregate.step(None, [1.0], 1.0, "logistic", "{}", None)

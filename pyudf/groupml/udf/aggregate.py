@@ -93,8 +93,28 @@ def _start(model, search, options) -> int:
     return handle
 
 
-@sql_entry
 def step(state, features, label, model, search, options):
+    """Transition function: append one row to the group's buffer. Hot path, kept lean.
+
+    The common case (known handle, complete row of the right length) touches no
+    validation code; everything else goes through :func:`_step_slow`.
+    """
+    buf = _buffers.get(state) if state is not None else None
+    if buf is not None and label is not None and features is not None and len(features) == buf.d:
+        x = buf.x
+        mark = len(x)
+        try:
+            x.extend(features)
+        except TypeError:  # a NULL element: undo the partial extend, let the slow path count it
+            del x[mark:]
+            return _step_slow(state, features, label, model, search, options)
+        buf.y.append(label)  # a boolean label appends as 1.0 / 0.0
+        return state
+    return _step_slow(state, features, label, model, search, options)
+
+
+@sql_entry
+def _step_slow(state, features, label, model, search, options):
     if state is None:
         state = _start(model, search, options)
     buf = _buffers.get(state)
