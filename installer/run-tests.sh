@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # README command 2: set everything up on a fresh Debian machine and run the whole test suite.
-# Usage: sudo bash installer/run-tests.sh [pytest args]
+# Usage: sudo bash installer/run-tests.sh [pytest args]      (GROUPML_PREFIX overrides /opt/groupml)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export GROUPML_PREFIX="${GROUPML_PREFIX:-/opt/groupml}"
 bash installer/bootstrap.sh
 python3 installer/groupml_installer.py install --install-plpython --extras test,search,lightgbm,torch
 export PYTHONDONTWRITEBYTECODE=1
-exec /opt/groupml/venv/bin/python -m pytest -q -p no:cacheprovider "$@" tests
+exec "$GROUPML_PREFIX/venv/bin/python" -m pytest -q -p no:cacheprovider "$@" tests

@@ -16,14 +16,20 @@ DEMO_GRID = {"l2": [0, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1], "class_weight": [None, "ba
 
 
 def _progress(stop: threading.Event, state: dict) -> None:
+    """A spinner on a terminal; a plain line every 5 seconds otherwise (logs, CI)."""
+    tty = sys.stderr.isatty()
     spin = "|/-\\"
     i = 0
-    while not stop.wait(0.5):
+    while not stop.wait(0.5 if tty else 5.0):
         i += 1
-        msg = f"\r  {spin[i % 4]} {state['phase']} ... {time.time() - state['t0']:6.1f}s  groups done: {state['done']}"
-        sys.stderr.write(msg)
+        line = f"{state['phase']} ... {time.time() - state['t0']:6.1f}s  groups done: {state['done']}"
+        if tty:
+            sys.stderr.write(f"\r  {spin[i % 4]} {line}")
+        else:
+            sys.stderr.write(f"  {line}\n")
         sys.stderr.flush()
-    sys.stderr.write("\r" + " " * 79 + "\r")
+    if tty:
+        sys.stderr.write("\r" + " " * 79 + "\r")
 
 
 def run(args) -> int:
