@@ -1,9 +1,10 @@
 CREATE PROCEDURE @extschema@.train_groups(
     source regclass, group_by text[], features text[], label text, model text,
-    search jsonb DEFAULT '{}', options jsonb DEFAULT '{}', INOUT run_id bigint DEFAULT NULL)
+    search jsonb DEFAULT '{}', options jsonb DEFAULT '{}', INOUT run_id bigint DEFAULT NULL,
+    workers integer DEFAULT 1, strategy text DEFAULT 'auto')
 LANGUAGE plpython3u
 AS $python$
-from groupml.udf.train import train_groups; return train_groups(source, group_by, features, label, model, search, options, run_id)
+from groupml.udf.train import train_groups; return train_groups(source, group_by, features, label, model, search, options, run_id, workers, strategy)
 $python$;
-COMMENT ON PROCEDURE @extschema@.train_groups(regclass, text[], text[], text, text, jsonb, jsonb, bigint) IS
-  'Train and select one model per group of a table and store them in groupml.models (committed group by group). Pass an existing run_id to resume an interrupted run. See groupml.help(''train_groups'').';
+COMMENT ON PROCEDURE @extschema@.train_groups(regclass, text[], text[], text, text, jsonb, jsonb, bigint, integer, text) IS
+  'Train and select one model per group of a table and store them in groupml.models (committed group by group). workers => p > 1 (or an explicit strategy) runs the planner-driven executor over p worker backends: auto | grouped | gtp | mtp | dp. Pass an existing run_id to resume an interrupted run. See groupml.help(''train_groups'') and groupml.help(''grouped'').';

@@ -68,14 +68,11 @@ def _lit(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
-@sql_entry
-def train_groups(source, group_by, features, label, model, search, options, run_id):
-    from ..fitting import fit_group, validate_request
+def _validate(session, source, group_by, features, label, model, search, options):
+    from ..fitting import validate_request
 
-    session = backend_session()
     search_obj = parse_object(search, "search", OWNER)
     options_obj = parse_object(options, "options", OWNER)
-    validate_request(model, search_obj, options_obj)
     priv = session.query("SELECT pg_catalog.has_table_privilege($1::regclass, 'SELECT') AS ok", [source], ["text"])
     if not priv[0]["ok"]:
         raise InsufficientPrivilegeError(f"permission denied for table {source}: train_groups needs SELECT on it",
@@ -90,6 +87,46 @@ def train_groups(source, group_by, features, label, model, search, options, run_
         raise InvalidParameterError("The 'label' value of train_groups must be a column name; got null",
                                     hint="Pass the label column, e.g. label => 'clicked'.")
     _check_columns(cols, [label], "label", source, numeric=True)
+    return search_obj, options_obj, cols, group_by, features
+
+
+def _check_workers(workers, strategy):
+    from ..executor.plan import STRATEGY_CHOICES
+    from ..validation import check_choice, check_number
+
+    workers = check_number(1 if workers is None else workers, "workers", OWNER, ge=1, le=64, integer=True,
+                           hint="Use workers => 1 for one backend, or up to 64 worker backends.")
+    strategy = check_choice("auto" if strategy is None else strategy, "strategy", OWNER, STRATEGY_CHOICES,
+                            hint="auto picks the cheapest by the planner's cost model.")
+    return workers, strategy
+
+
+@sql_entry
+def train_groups(source, group_by, features, label, model, search, options, run_id, workers=1, strategy="auto"):
+    from ..fitting import fit_group, validate_request
+
+    session = backend_session()
+    workers, strategy = _check_workers(workers, strategy)
+    search_obj, options_obj, cols, group_by, features = _validate(session, source, group_by, features, label,
+                                                                  model, search, options)
+    executor = workers > 1 or strategy != "auto"
+    exec_options = None
+    fit_options = options_obj
+    if executor:
+        from ..executor.glm import uses_sgd
+        from ..executor.pool import check_source_visible
+        from ..executor.run import split_options
+
+        fit_options, exec_options = split_options(options_obj)
+        family, spec, opts = validate_request(model, search_obj, fit_options)
+        check_source_visible(session, source)
+        if uses_sgd(search_obj):
+            from ..errors import FeatureNotSupportedError
+            raise FeatureNotSupportedError(
+                "solver 'sgd' needs a group's rows in one process; train_groups with workers runs full-batch "
+                "solvers (lbfgs, gd)", hint="Use solver 'lbfgs' or 'gd', or workers => 1.")
+    else:
+        validate_request(model, search_obj, options_obj)
 
     done = set()
     if run_id is None:
@@ -98,6 +135,9 @@ def train_groups(source, group_by, features, label, model, search, options, run_
             "VALUES ('train_groups', $1, $2, $3, $4, $5, $6::jsonb, $7::jsonb) RETURNING run_id",
             [source, group_by, features, label, model, json.dumps(search_obj), json.dumps(options_obj)],
             ["text", "text[]", "text[]", "text", "text", "text", "text"])[0]["run_id"]
+        if executor:
+            session.query("INSERT INTO groupml.grouped_runs (run_id, strategy, workers) VALUES ($1, $2, $3)",
+                          [run_id, strategy, workers], ["bigint", "text", "integer"])
     else:
         rows = session.query("SELECT source, group_by, features, label, family, status FROM groupml.runs "
                              "WHERE run_id = $1", [run_id], ["bigint"])
@@ -113,7 +153,19 @@ def train_groups(source, group_by, features, label, model, search, options, run_
         done = {g["k"] for g in session.query(
             "SELECT group_key::text AS k FROM groupml.models WHERE run_id = $1", [run_id], ["bigint"])}
         session.query("UPDATE groupml.runs SET status = 'running' WHERE run_id = $1", [run_id], ["bigint"])
+        if executor:
+            session.query("INSERT INTO groupml.grouped_runs (run_id, strategy, workers) VALUES ($1, $2, $3) "
+                          "ON CONFLICT (run_id) DO UPDATE SET workers = EXCLUDED.workers",
+                          [run_id, strategy, workers], ["bigint", "text", "integer"])
     session.commit()
+
+    if executor:
+        from ..executor.run import run_grouped
+
+        run_grouped(session, run_id=run_id, source=source, group_by=group_by, features=features, label=label,
+                    cols=cols, model=model, search=search_obj, fit_options=fit_options, exec_options=exec_options,
+                    workers=workers, strategy=strategy, family=family, spec=spec, opts=opts, store=_store)
+        return {"run_id": run_id}
 
     started = time.time()
     blocks = _load_blocks(session, source, group_by, features, label, cols)
@@ -140,6 +192,57 @@ def train_groups(source, group_by, features, label, model, search, options, run_
                   ["bigint", "float8"])
     session.commit()
     return {"run_id": run_id}
+
+
+@sql_entry
+def explain_train_groups(source, group_by, features, label, model, search, options, workers, strategy):
+    """Rows (strategy, chosen, worker, estimated_seconds, shards, explanation); reads group sizes only."""
+    from ..executor.plan import make_plan, placement_for, workload_of
+    from ..executor.run import split_options
+    from ..fitting import validate_request
+    from ..learners import holdout_mask  # noqa: F401  (documented split semantics)
+
+    session = backend_session()
+    workers, strategy = _check_workers(workers, strategy)
+    search_obj, options_obj, cols, group_by, features = _validate(session, source, group_by, features, label,
+                                                                  model, search, options)
+    fit_options, _ = split_options(options_obj)
+    family, spec, opts = validate_request(model, search_obj, fit_options)
+    gkey = ("pg_catalog.jsonb_build_object(" + ", ".join(f"{_lit(g)}, {quote_ident(g)}" for g in group_by)
+            + ")") if group_by else "'{}'::jsonb"
+    notnull = " AND ".join(f"{quote_ident(c)} IS NOT NULL" for c in list(features) + [label])
+    group_clause = (" GROUP BY " + ", ".join(quote_ident(g) for g in group_by)
+                    + " ORDER BY " + ", ".join(quote_ident(g) for g in group_by)) if group_by else ""
+    rows = session.query(f"SELECT {gkey}::text AS gkey, count(*) FILTER (WHERE {notnull}) AS n FROM {source}"
+                         f"{group_clause}")
+    frac = opts["validation_fraction"]
+    sizes = {i: int(round(int(r["n"]) * (1 - frac))) for i, r in enumerate(rows)}
+    keys = {i: r["gkey"] for i, r in enumerate(rows)}
+    wl = workload_of(spec, family)
+    plan = make_plan(sizes, wl["n_configs"], wl["epochs"], workers, strategy)
+    out = []
+    for name, est in plan.estimates.items():
+        chosen = name == plan.strategy
+        pl = placement_for(name, sizes, workers) if chosen else None
+        for w, secs in enumerate(est.per_worker):
+            shards = None
+            if pl is not None:
+                shards = json.dumps([{"group": json.loads(keys[sh.group]), "start": sh.start, "rows": sh.rows}
+                                     for sh in pl.workers[w]] if name != "mtp" else
+                                    [{"group": json.loads(keys[g]), "copy": True} for g in sizes])
+            out.append({"strategy": name, "chosen": chosen, "worker": w, "estimated_seconds": float(secs),
+                        "shards": shards,
+                        "explanation": plan.explanation if chosen else
+                        f"{name}: estimated makespan {est.makespan:.3g} s"})
+    out.sort(key=lambda r: (not r["chosen"], r["strategy"], r["worker"]))
+    return out
+
+
+@sql_entry
+def gap_partial(request, theta):
+    from ..executor.worker import gap_partial as _gap
+
+    return _gap(backend_session(), request, theta)
 
 
 def _store(session, run_id, gkey: str, result) -> None:

@@ -1,0 +1,151 @@
+"""Grouped learning for GLMs: grouped vs GTP vs MTP vs DP (2 worker backends) vs one backend vs the client.
+
+Two skewed data sets: 'criteo' (one group holds ~25% of the rows, long tail) and 'device'
+(two dominant groups, the paper's Criteo-Device case). End-to-end wall time and server CPU
+(all backends, workers included) per strategy; the client alternative is psycopg COPY +
+pandas groupby + scikit-learn, one model at a time. Also prints the cost model's makespan
+estimates for 4, 8 and 16 workers.
+
+    python bench/bench_grouped.py [--rows 400000] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import psycopg
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyudf"))
+
+from groupml.datagen import create_table, grouped_classification  # noqa: E402
+from groupml.devcluster import TempCluster  # noqa: E402
+from groupml.learners import holdout_mask  # noqa: E402
+from groupml.planner import choose_strategy  # noqa: E402
+
+GRID = {"l2": [0.001, 0.01, 0.1, 1.0], "max_iter": 50}
+
+
+def dataset(kind, rows, d, seed):
+    if kind == "criteo":
+        data = grouped_classification(rows, 40, d, seed=seed, exponent=1.0)    # top group ~ 23%
+    else:
+        data = grouped_classification(rows, 30, d, seed=seed, exponent=0.3)
+        rng = np.random.default_rng(seed)
+        u = rng.random(rows)
+        data["grp"] = np.where(u < 0.4, "D1", np.where(u < 0.8, "D2", data["grp"]))
+    return data
+
+
+def server_cpu(pid):
+    """CPU seconds of the postmaster's children, live and exited."""
+    tck = os.sysconf("SC_CLK_TCK")
+
+    def stat(p):
+        with open(f"/proc/{p}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()
+    total = sum(int(x) for x in stat(pid)[13:15])   # cutime, cstime of reaped children
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                s = stat(name)
+            except OSError:
+                continue
+            if int(s[1]) == pid:                      # ppid
+                total += int(s[11]) + int(s[12])
+    return total / tck
+
+
+def postmaster_pid(conn):
+    return int(open(conn.execute("SHOW data_directory").fetchone()[0] + "/postmaster.pid").readline())
+
+
+def client_side(dsn, d):
+    import pandas as pd
+    from sklearn.linear_model import LogisticRegression
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    feats = [f"f{j + 1}" for j in range(d)]
+    with psycopg.connect(dsn) as conn, conn.cursor() as cur:
+        buf = io.StringIO()
+        with cur.copy(f"COPY (SELECT country, {', '.join(feats)}, clicked::int FROM t) TO STDOUT (FORMAT csv)") as cp:
+            for chunk in cp:
+                buf.write(bytes(chunk).decode())
+    buf.seek(0)
+    df = pd.read_csv(buf, header=None, names=["country"] + feats + ["clicked"])
+    for _, g in df.groupby("country"):
+        X, y = g[feats].to_numpy(), g["clicked"].to_numpy().astype(float)
+        val = holdout_mask(X, y, 0.2, 0)
+        if val.all() or (~val).sum() < 2 or np.unique(y[~val]).size < 2:
+            continue
+        best = None
+        for l2 in GRID["l2"]:
+            m = LogisticRegression(C=1.0 / (l2 * (~val).sum()), max_iter=GRID["max_iter"])
+            m.fit(X[~val], y[~val])
+            acc = m.score(X[val], y[val])
+            best = acc if best is None else max(best, acc)
+    return time.perf_counter() - t0, time.process_time() - c0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=400_000)
+    ap.add_argument("--features", type=int, default=20)
+    ap.add_argument("--quick", action="store_true", help="80k rows, 10 features")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.rows, args.features = 80_000, 10
+    d = args.features
+    feats = "ARRAY[" + ", ".join(f"'f{j + 1}'" for j in range(d)) + "]"
+    results = {}
+    with TempCluster() as cluster, psycopg.connect(cluster.dsn(), autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION groupml CASCADE")
+        pm = postmaster_pid(conn)
+        for kind in ("criteo", "device"):
+            conn.execute("DROP TABLE IF EXISTS t")
+            data = dataset(kind, args.rows, d, 5)
+            create_table(conn, "t", data)
+            conn.execute("VACUUM ANALYZE t")
+            sizes = {}
+            for g in data["grp"]:
+                sizes[g] = sizes.get(g, 0) + 1
+            share = max(sizes.values()) / args.rows
+            rows = []
+            for label, workers, strategy in (("one backend", 1, "auto"), ("grouped", 2, "grouped"),
+                                             ("gtp", 2, "gtp"), ("mtp", 2, "mtp"), ("dp", 2, "dp"),
+                                             ("auto", 2, "auto")):
+                c0, t0 = server_cpu(pm), time.perf_counter()
+                run = conn.execute(f"CALL groupml.train_groups('t', ARRAY['country'], {feats}, 'clicked', 'logistic', "
+                                   f"%s::jsonb, '{{}}', NULL, workers => {workers}, strategy => %s)",
+                                   [json.dumps(GRID), strategy]).fetchone()[0]
+                wall, cpu = time.perf_counter() - t0, server_cpu(pm) - c0
+                chosen = conn.execute("SELECT strategy FROM groupml.grouped_runs WHERE run_id = %s", [run]).fetchone()
+                rows.append((label if label != "auto" else f"auto->{chosen[0]}", wall, cpu))
+            cw, cc = client_side(cluster.dsn(), d)
+            rows.append(("client (COPY+pandas+sklearn)", cw, cc))
+            results[kind] = (share, len(sizes), rows)
+            n_train = {g: int(n * 0.8) for g, n in sizes.items()}
+            preds = {}
+            for p in (2, 4, 8, 16):
+                plan = choose_strategy(n_train, len(GRID["l2"]), GRID["max_iter"], p)
+                preds[p] = {k: v.makespan for k, v in plan.estimates.items()} | {"chosen": plan.strategy}
+            results[kind] += (preds,)
+    for kind, (share, ng, rows, preds) in results.items():
+        print(f"\n== {kind}: {args.rows} rows, {ng} groups, largest group {share:.0%}, {d} features, "
+              f"{len(GRID['l2'])} configs, max_iter {GRID['max_iter']}")
+        best = min(w for name, w, _ in rows if name in ("grouped", "gtp", "mtp", "dp"))
+        for name, wall, cpu in rows:
+            print(f"  {name:<30} {wall:7.2f} s wall  {cpu:7.2f} s CPU   {wall / best:5.2f}x best strategy")
+        print("  cost model makespan estimates (s, default unit costs):")
+        for p, est in preds.items():
+            print(f"    p={p:<3} " + "  ".join(f"{k} {v:.3g}" for k, v in est.items() if k != "chosen")
+                  + f"  -> {est['chosen']}")
+
+
+if __name__ == "__main__":
+    main()

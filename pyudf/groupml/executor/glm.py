@@ -1,0 +1,197 @@
+"""The algebraic pattern (GLMs, L-BFGS/GD) under GAP: the coordinator keeps every
+configuration's solver state; a data pass is a set of worker tasks returning partial
+sums, accumulated until the last shard reports, then the update is applied.
+
+:class:`ShardedGLMTrainer` is a :class:`groupml.learners.GLMTrainer` whose data pass
+(``_evaluate``) is delegated to an *evaluator* ``(Theta, cfgs) -> (f_sum, G_sum)``; the
+loss/gradient normalisation and the L2/intercept terms are applied here exactly as in
+the one-process trainer, so the L-BFGS trajectory is the same up to floating-point
+summation order. Validation rows stay with the coordinator (scores, metrics).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from ..errors import FeatureNotSupportedError
+from ..learners import GLMTrainer, get_family
+from ..learners._glm import _as_data
+from ..validation import check_choice
+
+
+class ShardedGLMTrainer(GLMTrainer):
+    """A GLMTrainer without training rows: passes go to ``evaluator``."""
+
+    def __init__(self, family, n_train: int, n_pos: int, d: int, X_val, y_val, evaluator, *,
+                 metric: Optional[str] = None):
+        self.family = get_family(family)
+        fam = self.family
+        Xv, yv = _as_data(X_val, y_val, "validation data")
+        self.X_val, self.y_val = Xv, fam.prepare_labels(yv, "the validation data")
+        self.n, self.d = int(n_train), int(d)
+        self.n_pos = int(n_pos)
+        self.X = None
+        self.y = None
+        self.metric = check_choice(metric if metric is not None else fam.default_metric, "metric", fam.owner,
+                                   fam.metric_names)
+        self.passes = 0
+        self._configs = {}
+        self._retired = {}
+        self._balanced_w = None
+        self._val_cache = {}
+        self._ws = None
+        self.interrupt_check = None
+        self.evaluator = evaluator
+
+    def class_weights(self) -> List[float]:
+        n, n1 = float(self.n), float(self.n_pos)
+        n0 = n - n1
+        return [n / (2.0 * n0) if n0 else 0.0, n / (2.0 * n1) if n1 else 0.0]
+
+    def _evaluate(self, Theta, cfgs, rows=None):
+        if rows is not None:
+            raise FeatureNotSupportedError(
+                "solver 'sgd' needs a group's rows in one process; the planner-driven executor runs "
+                "full-batch solvers", hint="Use solver 'lbfgs' or 'gd', or workers => 1.")
+        d = self.d
+        fsum, Gsum = self.evaluator(np.ascontiguousarray(Theta), cfgs)
+        f = fsum / self.n
+        G = Gsum / self.n
+        W = Theta[:d]
+        l2 = np.array([c.params["l2"] for c in cfgs])
+        f = f + 0.5 * l2 * np.einsum("ij,ij->j", W, W)
+        G[:d] += l2 * W
+        no_icpt = np.array([not c.params["fit_intercept"] for c in cfgs], dtype=bool)
+        G[d, no_icpt] = 0.0
+        return f, G
+
+    def _fingerprint(self):
+        return [int(self.n), int(self.d), "sharded"]
+
+
+def uses_sgd(search: Dict[str, Any]) -> bool:
+    return '"sgd"' in json.dumps(search)
+
+
+def fit_sharded_group(model: str, search: dict, options: dict, *, n_train: int, n_val: int, n_pos: int,
+                      n_skipped: int, d: int, X_val: np.ndarray, y_val: np.ndarray,
+                      evaluator: Callable, on_epoch=None, interrupt_check=None, cost_model=None):
+    """:func:`groupml.fitting.fit_group` for a group whose training rows live on workers."""
+    from ..fitting import FitResult, _Metered, plan_group, validate_request
+    from ..search import make_procedure, run_search
+
+    family, spec, opts = validate_request(model, search, options)
+    base = dict(family=family.name, n_skipped=n_skipped, n_features=d)
+    n = n_train + n_val
+    if n == 0:
+        return FitResult(status="no_rows", message="every row had a NULL label or a NULL/NaN feature", **base)
+    family.prepare_labels(y_val, "label")
+    base.update(n_train=n_train, n_validation=n_val)
+    if n_train < 2 or n_val < 1:
+        return FitResult(status="too_small", message=(
+            f"the group has {n} usable rows: {n_train} for training and {n_val} for validation; "
+            f"need at least 2 and 1"), **base)
+    if family.kind == "classification" and (n_pos == 0 or n_pos == n_train):
+        return FitResult(status="single_class", message=(
+            f"every training row of the group has label {1.0 if n_pos else 0.0:g}; a classifier needs both classes"),
+            **base)
+    plan = plan_group(spec, family, n_train, d, cost_model)
+    trainer = ShardedGLMTrainer(family.name, n_train, n_pos, d, X_val, y_val, evaluator, metric=opts["metric"])
+    evaluator.trainer = trainer
+    if interrupt_check is not None:
+        trainer.interrupt_check = interrupt_check
+    metered = _Metered(trainer)
+    result = run_search(make_procedure(spec), metered, slots=plan["slots"],
+                        epoch_iters=spec.epoch_iters, on_epoch=on_epoch)
+    metric = trainer.metric
+    trials = []
+    for t in result.trials:
+        tm = trainer.metrics(t.trial_id) if t.epochs else {}
+        trials.append({"trial_id": t.trial_id, "params": trainer.params(t.trial_id) if t.epochs else t.params,
+                       "score": tm.get(metric), "epochs": t.epochs,
+                       "iterations": trainer.iterations(t.trial_id) if t.epochs else 0,
+                       "status": t.status, "stop_reason": t.stop_reason, "epoch_losses": list(t.scores),
+                       "passes": metered.trial_passes.get(t.trial_id, 0),
+                       "seconds": round(metered.trial_seconds.get(t.trial_id, 0.0), 6)})
+    cost = dict(seconds=metered.seconds, estimated_seconds=plan["seconds"], slots=plan["slots"],
+                mean_batch=(metered.config_passes / trainer.passes) if trainer.passes else None, plan=plan)
+    best = result.best
+    if best is None:
+        return FitResult(status="failed", message="no configuration produced a finite validation score",
+                         trials=trials, passes=trainer.passes, **cost, **base)
+    model_obj = trainer.model(best.trial_id)
+    metrics = trainer.metrics(best.trial_id)
+    return FitResult(status="ok", params=model_obj.params, metric=metric, score=metrics.get(metric),
+                     metrics=metrics, trials=trials, model=model_obj.to_bytes(), passes=trainer.passes,
+                     **cost, **base)
+
+
+class ShardEvaluator:
+    """One group's data pass as worker tasks.
+
+    ``shards`` = [(worker, row_start, n_rows, pieces)]; mode ``'shards'`` sends every
+    config to every shard (grouped / gtp / dp), mode ``'configs'`` sends each config
+    alone to one worker holding the whole group (mtp; ``shards`` then has one entry per
+    worker that may hold a copy).
+    """
+
+    def __init__(self, pool, *, snapshot_id: int, group_no: int, group_key: str, family: str, d: int,
+                 shards: Sequence[tuple], mode: str = "shards", mem_mb: float = 512, abort=None):
+        self.pool, self.snapshot_id, self.group_no, self.group_key = pool, snapshot_id, group_no, group_key
+        self.family, self.d, self.shards, self.mode, self.mem_mb = family, d, list(shards), mode, mem_mb
+        self.pass_no = 0
+        self.trainer = None
+        self.abort = abort
+
+    def _request(self, pieces, params, k, class_w) -> str:
+        return json.dumps({"snapshot": self.snapshot_id, "group_no": self.group_no, "pieces": pieces,
+                           "family": self.family, "params": params, "d": self.d, "k": k,
+                           "class_w": class_w, "mem_mb": self.mem_mb})
+
+    def __call__(self, Theta: np.ndarray, cfgs) -> tuple:
+        d, k = self.d, Theta.shape[1]
+        params = [dict(c.params) for c in cfgs]
+        trials = [int(c.trial_id) for c in cfgs]
+        cw = None
+        if any(p.get("class_weight") == "balanced" for p in params):
+            cw = self.trainer.class_weights()
+        futures = []
+        if self.mode == "configs":
+            for j in range(k):
+                w, start, rows, pieces = self.shards[(self.group_no + trials[j]) % len(self.shards)]
+                meta = {"group_key": self.group_key, "pass": self.pass_no, "shard": 0, "row_start": start,
+                        "n_rows": rows, "trials": [trials[j]]}
+                th = np.ascontiguousarray(Theta[:, j:j + 1]).astype("<f8").tobytes()
+                futures.append(self.pool.submit(w, self._request(pieces, [params[j]], 1, cw), th, meta))
+        else:
+            th = Theta.astype("<f8").tobytes()
+            for s, (w, start, rows, pieces) in enumerate(self.shards):
+                meta = {"group_key": self.group_key, "pass": self.pass_no, "shard": s, "row_start": start,
+                        "n_rows": rows, "trials": trials}
+                futures.append(self.pool.submit(w, self._request(pieces, params, k, cw), th, meta))
+        fsum = np.zeros(k)
+        Gsum = np.zeros((d + 1, k))
+        n_seen = 0
+        for j, fut in enumerate(futures):           # fixed order: deterministic summation
+            out = np.frombuffer(fut.result(), dtype="<f8")
+            kk = 1 if self.mode == "configs" else k
+            f = out[1:1 + kk]
+            G = out[1 + kk:].reshape(d + 1, kk)
+            if self.mode == "configs":
+                fsum[j], Gsum[:, j] = f[0], G[:, 0]
+            else:
+                fsum += f
+                Gsum += G
+                n_seen += int(out[0])
+        self.pass_no += 1
+        if self.abort is not None and self.abort.is_set():
+            raise _Aborted()
+        return fsum, Gsum
+
+
+class _Aborted(Exception):
+    """The run is being stopped (another group failed, or the coordinator was cancelled)."""

@@ -1,0 +1,58 @@
+"""From snapshot group sizes to the planner's Plan and per-group worker tasks (pure Python)."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from ..planner import (Placement, UnitCosts, choose_strategy, constrained_wrap_around, even_split,
+                       whole_groups)
+from .snapshot import pieces_for
+
+STRATEGY_CHOICES = ("auto", "grouped", "gtp", "mtp", "dp")
+
+
+def workload_of(spec, family) -> Dict[str, int]:
+    from ..fitting import _max_iter_of
+    from ..search import search_budget
+
+    max_iter = _max_iter_of(spec.to_dict()["space"], int(family.defaults["max_iter"]))
+    budget = search_budget(spec, max_iter=max_iter)
+    k = max(1, int(budget.in_flight))
+    per_config = -(-int(budget.epochs) * int(spec.epoch_iters) // k)
+    return {"n_configs": k, "epochs": max(1, min(per_config, max_iter))}
+
+
+def make_plan(group_sizes: Dict[int, int], n_configs: int, epochs: int, workers: int, strategy: str,
+              costs: Optional[UnitCosts] = None):
+    sizes = {g: n for g, n in group_sizes.items()}
+    return choose_strategy(sizes, n_configs, epochs, workers, costs, pattern="algebraic", strategy=strategy)
+
+
+def placement_for(strategy: str, group_sizes: Dict[int, int], workers: int) -> Placement:
+    """The placement the executor runs for a strategy (grouped: constrained wrap-around, Alg. 2)."""
+    if strategy == "grouped":
+        return constrained_wrap_around(group_sizes, workers)
+    if strategy == "dp":
+        return even_split(group_sizes, workers)
+    return whole_groups(group_sizes, workers)
+
+
+def group_tasks(strategy: str, placement: Placement, groups: List[Dict[str, Any]], workers: int) -> Dict[int, Dict]:
+    """Per group_no: mode and shards [(worker, row_start, n_rows, pieces)] ordered by row_start."""
+    out: Dict[int, Dict] = {}
+    by_no = {g["group_no"]: g for g in groups}
+    index = placement.shard_index()
+    for g in groups:
+        gno = g["group_no"]
+        if g["n_train"] <= 0:
+            continue
+        if strategy == "mtp":
+            shards = [(w, 0, g["n_train"], pieces_for(g["train_rows"], 0, g["n_train"])) for w in range(workers)]
+            out[gno] = {"mode": "configs", "shards": shards}
+            continue
+        shards = []
+        for w, sh in index.get(gno, []):
+            shards.append((w, sh.start, sh.rows, pieces_for(by_no[gno]["train_rows"], sh.start, sh.rows)))
+        shards.sort(key=lambda s: s[1])
+        out[gno] = {"mode": "shards", "shards": shards}
+    return out

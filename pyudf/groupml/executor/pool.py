@@ -1,0 +1,194 @@
+"""Worker endpoints and the pool of worker connections the coordinator drives.
+
+Workers are addressed by DSN (``groupml.worker_endpoints``; empty = loopback to this
+server as the calling role), so a remote server looks the same as a loopback backend.
+Each worker has one psycopg connection and one thread: it executes its FIFO queue of
+tasks one at a time (worker exclusivity) and logs what ran, where and when. Threads
+never call plpy; the coordinator's main thread does all catalog I/O.
+
+Workers see only committed data: the snapshot is committed before the pool starts.
+Passwords never leave this module: :func:`redact` scrubs DSNs in every message.
+"""
+
+from __future__ import annotations
+
+import queue
+import re
+import threading
+import time
+from concurrent.futures import Future
+from typing import Any, Dict, List, Optional
+
+from ..errors import GroupmlError, InvalidParameterError, PrerequisiteStateError
+
+_PW = [re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.I),
+       re.compile(r"(://[^:/@\s]*:)([^@\s]*)(@)")]
+
+
+def redact(text: str) -> str:
+    """Remove passwords from a DSN or an error message that may quote one."""
+    text = _PW[0].sub(r"\1***", str(text))
+    return _PW[1].sub(r"\1***\3", text)
+
+
+class WorkerLostError(GroupmlError):
+    sqlstate = "08006"  # connection_failure
+
+
+def loopback_dsn(session) -> str:
+    r = session.query(
+        "SELECT pg_catalog.host(pg_catalog.inet_server_addr()) AS host, pg_catalog.inet_server_port() AS port, "
+        "pg_catalog.current_setting('port') AS cport, "
+        "pg_catalog.split_part(pg_catalog.current_setting('unix_socket_directories'), ',', 1) AS sock, "
+        "pg_catalog.current_database() AS db, current_user AS usr")[0]
+    from psycopg.conninfo import make_conninfo
+    host = r["host"] or r["sock"].strip() or "localhost"
+    port = r["port"] or r["cport"]
+    return make_conninfo(host=host, port=str(port), dbname=r["db"], user=r["usr"])
+
+
+def resolve_endpoints(session, workers: int) -> List[Dict[str, str]]:
+    rows = session.query("SELECT name, dsn FROM groupml.worker_endpoints WHERE enabled ORDER BY name")
+    if not rows:
+        dsn = loopback_dsn(session)
+        return [{"name": f"loopback-{i + 1}", "dsn": dsn} for i in range(workers)]
+    if len(rows) < workers:
+        raise InvalidParameterError(
+            f"The 'workers' value of train_groups must be <= the {len(rows)} enabled rows of "
+            f"groupml.worker_endpoints; got {workers}",
+            hint="Add endpoints, or empty groupml.worker_endpoints to use loopback connections.")
+    loop = None
+    out = []
+    for r in rows[:workers]:
+        dsn = r["dsn"]
+        if dsn.strip().lower() == "loopback":
+            loop = loop or loopback_dsn(session)
+            dsn = loop
+        out.append({"name": r["name"], "dsn": dsn})
+    return out
+
+
+class Task:
+    __slots__ = ("worker", "request", "theta", "future", "meta")
+
+    def __init__(self, worker, request, theta, meta):
+        self.worker, self.request, self.theta, self.meta = worker, request, theta, meta
+        self.future: Future = Future()
+
+
+class WorkerPool:
+    """p worker connections, one thread each; ``submit`` returns a Future of the bytes."""
+
+    def __init__(self, endpoints: List[Dict[str, str]], *, run_id: int, lock_timeout_ms: int = 10000,
+                 connect_timeout: int = 10):
+        self.endpoints = endpoints
+        self.run_id = run_id
+        self.lock_timeout_ms = lock_timeout_ms
+        self.connect_timeout = connect_timeout
+        self.queues: List["queue.Queue[Optional[Task]]"] = [queue.Queue() for _ in endpoints]
+        self.log: List[Dict[str, Any]] = []
+        self._log_lock = threading.Lock()
+        self.pids: List[Optional[int]] = [None] * len(endpoints)
+        self.conns: List[Any] = [None] * len(endpoints)
+        self.errors: List[Optional[str]] = [None] * len(endpoints)
+        self.t0 = time.perf_counter()
+        self.closed = False
+        self._threads: List[threading.Thread] = []
+
+    def start(self) -> None:
+        import psycopg
+
+        for i, ep in enumerate(self.endpoints):
+            try:
+                conn = psycopg.connect(ep["dsn"], autocommit=True, connect_timeout=self.connect_timeout,
+                                       application_name=f"groupml worker {i} run {self.run_id}")
+                conn.execute(f"SET lock_timeout = {int(self.lock_timeout_ms)}")
+                conn.execute("SET statement_timeout = 0")
+                self.pids[i] = conn.info.backend_pid
+                self.conns[i] = conn
+            except psycopg.Error as exc:
+                self.close()
+                raise WorkerLostError(
+                    f"Cannot connect to worker endpoint '{ep['name']}' ({redact(ep['dsn'])}): "
+                    f"{redact(str(exc)).strip()}",
+                    hint="Loopback workers connect to this server as the calling role over TCP or the socket; "
+                         "check pg_hba.conf (a password must be given in groupml.worker_endpoints) or use "
+                         "workers => 1.") from None
+        for i in range(len(self.endpoints)):
+            t = threading.Thread(target=self._loop, args=(i,), name=f"groupml-worker-{i}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def submit(self, worker: int, request: str, theta: bytes, meta: Dict[str, Any]) -> Future:
+        task = Task(worker, request, theta, meta)
+        if self.errors[worker] is not None:
+            task.future.set_exception(WorkerLostError(self.errors[worker]))
+        elif self.closed:
+            task.future.set_exception(WorkerLostError("the worker pool is closed"))
+        else:
+            self.queues[worker].put(task)
+        return task.future
+
+    def _loop(self, i: int) -> None:
+        import psycopg
+
+        conn = self.conns[i]
+        while True:
+            task = self.queues[i].get()
+            if task is None:
+                return
+            if self.errors[i] is not None or self.closed:
+                task.future.set_exception(WorkerLostError(self.errors[i] or "the worker pool is closed"))
+                continue
+            t0 = time.perf_counter() - self.t0
+            try:
+                with conn.cursor(binary=True) as cur:
+                    cur.execute("SELECT groupml._gap_partial(%s::jsonb, %s::bytea)", [task.request, task.theta])
+                    out = bytes(cur.fetchone()[0])
+            except psycopg.Error as exc:
+                msg = (f"worker {i} ('{self.endpoints[i]['name']}', backend pid {self.pids[i]}) failed: "
+                       f"{redact(str(exc)).strip().splitlines()[0]}")
+                self.errors[i] = msg
+                task.future.set_exception(WorkerLostError(msg))
+                continue
+            t1 = time.perf_counter() - self.t0
+            with self._log_lock:
+                self.log.append(dict(task.meta, worker=i, started=t0, finished=t1, worker_pid=self.pids[i]))
+            task.future.set_result(out)
+
+    def take_log(self, group_key: str) -> List[Dict[str, Any]]:
+        with self._log_lock:
+            mine = [e for e in self.log if e["group_key"] == group_key]
+            self.log = [e for e in self.log if e["group_key"] != group_key]
+        return mine
+
+    def close(self) -> None:
+        self.closed = True
+        for c in self.conns:
+            if c is not None:
+                try:
+                    c.cancel()
+                except Exception:  # noqa: BLE001 - best effort on a possibly dead connection
+                    pass
+        for q in self.queues:
+            q.put(None)
+        for t in self._threads:
+            t.join(timeout=10)
+        for c in self.conns:
+            if c is not None:
+                try:
+                    c.close()
+                except Exception:  # noqa: BLE001
+                    pass
+
+
+def check_source_visible(session, source: str) -> None:
+    """Worker backends see only committed, regular relations: temp tables are refused."""
+    r = session.query("SELECT c.relpersistence AS p FROM pg_catalog.pg_class c WHERE c.oid = $1::regclass",
+                      [source], ["text"])
+    if r and r[0]["p"] == "t":
+        raise PrerequisiteStateError(
+            f"train_groups with workers reads {source} through other backends, which cannot see a temporary table "
+            f"(nor rows this transaction has not committed)",
+            hint="Copy it into a regular table (CREATE TABLE ... AS SELECT ...), commit, and call again; or use "
+                 "workers => 1 with strategy => 'auto'.")

@@ -1,0 +1,261 @@
+"""The coordinator of a planner-driven train_groups run (runs in the calling backend).
+
+Main thread: all catalog I/O through the :class:`groupml.db.Session` (snapshot, plan,
+per-group models/trials/schedule, per-epoch metrics and counters, commits, NOTICEs,
+cancel checks). Group-driver threads: one group's search and solver each, never
+touching plpy; their data passes become worker tasks (:class:`ShardEvaluator`). Worker
+threads: one connection each (:class:`WorkerPool`).
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+from ..errors import GroupmlError, InvalidParameterError
+from ..validation import check_bool, check_number
+from .glm import ShardEvaluator, _Aborted, fit_sharded_group
+from .invariants import schedule_violations
+from .plan import group_tasks, make_plan, placement_for, workload_of
+from .pool import WorkerLostError, WorkerPool, resolve_endpoints
+from .snapshot import (DEFAULT_BLOCK_ROWS, build_snapshot, check_snapshot, drop_snapshot, load_validation,
+                       snapshot_groups)
+
+EXEC_KEYS = ("keep_snapshot", "snapshot", "worker_memory_mb", "block_rows", "lock_timeout_ms", "drivers")
+OWNER = "train_groups options"
+
+
+class ScheduleInvariantError(GroupmlError):
+    sqlstate = "XX000"
+
+
+def split_options(options: Dict[str, Any]):
+    """(fit options, executor options), the latter validated."""
+    fit = {k: v for k, v in options.items() if k not in EXEC_KEYS}
+    ex = {k: v for k, v in options.items() if k in EXEC_KEYS}
+    out = {
+        "keep_snapshot": check_bool(ex.get("keep_snapshot", False), "keep_snapshot", OWNER,
+                                    hint="true keeps the snapshot after the run (reuse it with options.snapshot)."),
+        "snapshot": None if ex.get("snapshot") is None else check_number(ex["snapshot"], "snapshot", OWNER, ge=1,
+                                                                         integer=True,
+                                                                         hint="Pass a snapshot_id of groupml.snapshots."),
+        "worker_memory_mb": check_number(ex.get("worker_memory_mb", 512), "worker_memory_mb", OWNER, ge=0,
+                                         hint="Megabytes of shard rows each worker keeps in memory for the run "
+                                              "(beyond it, shards are re-read every pass); default 512."),
+        "block_rows": check_number(ex.get("block_rows", DEFAULT_BLOCK_ROWS), "block_rows", OWNER, ge=16,
+                                   integer=True, hint="Rows per packed snapshot block; default 8192."),
+        "lock_timeout_ms": check_number(ex.get("lock_timeout_ms", 10000), "lock_timeout_ms", OWNER, ge=1,
+                                        integer=True, hint="Lock timeout of worker connections in ms."),
+        "drivers": None if ex.get("drivers") is None else check_number(ex["drivers"], "drivers", OWNER, ge=1,
+                                                                       integer=True,
+                                                                       hint="Groups trained concurrently."),
+    }
+    return fit, out
+
+
+def run_grouped(session, *, run_id: int, source: str, group_by, features, label, cols, model: str,
+                search: dict, fit_options: dict, exec_options: dict, workers: int, strategy: str,
+                family, spec, opts, store) -> Dict[str, Any]:
+    d = len(features)
+    started = time.time()
+    seed, fraction = opts["seed"], opts["validation_fraction"]
+    # -- snapshot (committed before any worker starts: workers see only committed rows)
+    row = session.query("SELECT snapshot_id FROM groupml.grouped_runs g WHERE run_id = $1 AND EXISTS "
+                        "(SELECT 1 FROM groupml.snapshots s WHERE s.snapshot_id = g.snapshot_id AND s.status = 'ready')",
+                        [run_id], ["bigint"])
+    sid = row[0]["snapshot_id"] if row else None
+    if sid is None and exec_options["snapshot"] is not None:
+        sid = exec_options["snapshot"]
+        check_snapshot(session, sid, source, group_by, features, label, seed, fraction)
+    if sid is None:
+        t0 = time.perf_counter()
+        sid = build_snapshot(session, source, group_by, features, label, cols, seed=seed, fraction=fraction,
+                             block_rows=exec_options["block_rows"], keep=exec_options["keep_snapshot"])
+        session.notice(f"groupml: run {run_id}: snapshot {sid} of {source} built in {time.perf_counter() - t0:.2f} s")
+    session.query("UPDATE groupml.grouped_runs SET snapshot_id = $2, updated_at = clock_timestamp() WHERE run_id = $1",
+                  [run_id, sid], ["bigint", "bigint"])
+    session.commit()
+
+    groups = snapshot_groups(session, sid)
+    sizes = {g["group_no"]: int(g["n_train"]) for g in groups}
+    wl = workload_of(spec, family)
+    plan = make_plan(sizes, wl["n_configs"], wl["epochs"], workers, strategy)
+    chosen = plan.strategy
+    placement = placement_for(chosen, sizes, workers)
+    from ..planner import check_placement
+    check_placement(placement, sizes)
+    tasks = group_tasks(chosen, placement, groups, workers)
+    keys = {g["group_no"]: g["gkey"] for g in groups}
+    session.query("UPDATE groupml.runs SET n_groups = $2 WHERE run_id = $1", [run_id, len(groups)],
+                  ["bigint", "integer"])
+    session.query("UPDATE groupml.grouped_runs SET strategy = $2, plan = $3::jsonb, last_event = $4, "
+                  "updated_at = clock_timestamp() WHERE run_id = $1",
+                  [run_id, chosen, json.dumps({"explanation": plan.explanation, "makespan": plan.makespan,
+                                               "per_worker": plan.per_worker,
+                                               "placement": placement.to_dict()}), "planned"],
+                  ["bigint", "text", "text", "text"])
+    session.notice(f"groupml: run {run_id}: {chosen} on {workers} worker(s): {plan.explanation}")
+    done = {r["k"] for r in session.query("SELECT group_key::text AS k FROM groupml.models WHERE run_id = $1",
+                                          [run_id], ["bigint"])}
+    pending = [g for g in groups if g["gkey"] not in done]
+    for g in pending:  # leftovers of an interrupted attempt
+        for t in ("run_epochs", "run_schedule", "trials"):
+            session.query(f"DELETE FROM groupml.{t} WHERE run_id = $1 AND group_key = $2::jsonb",
+                          [run_id, g["gkey"]], ["bigint", "text"])
+    session.query("UPDATE groupml.runs SET groups_done = $2 WHERE run_id = $1", [run_id, len(done)],
+                  ["bigint", "integer"])
+    session.commit()
+    pending.sort(key=lambda g: (-g["n_train"], g["group_no"]))
+    if chosen == "dp":
+        n_drivers = 1                       # DP: one group at a time across all workers
+    else:
+        n_drivers = exec_options["drivers"] or max(2, 3 * workers)
+    n_drivers = max(1, min(n_drivers, len(pending) or 1))
+
+    events: "queue.Queue" = queue.Queue()
+    abort = threading.Event()
+    all_log: List[Dict[str, Any]] = []
+    pool = WorkerPool(resolve_endpoints(session, workers), run_id=run_id,
+                      lock_timeout_ms=exec_options["lock_timeout_ms"]) if pending else None
+
+    def check_abort():
+        if abort.is_set():
+            raise _Aborted()
+
+    def drive(g, Xv):
+        gno, gkey = g["group_no"], g["gkey"]
+        t = tasks.get(gno, {"mode": "shards", "shards": []})
+        ev = ShardEvaluator(pool, snapshot_id=sid, group_no=gno, group_key=gkey, family=family.name, d=d,
+                            shards=t["shards"], mode=t["mode"], mem_mb=exec_options["worker_memory_mb"], abort=abort)
+
+        def on_epoch(e):
+            events.put((gkey, e.block, e.passes, [(tid, ep, sc, dec) for tid, ep, sc, dec in e.reports]))
+
+        return fit_sharded_group(model, search, fit_options, n_train=int(g["n_train"]), n_val=int(g["n_val"]),
+                                 n_pos=int(g["n_pos"]), n_skipped=int(g["n_skipped"]), d=d,
+                                 X_val=Xv[:, :d], y_val=Xv[:, d], evaluator=ev, on_epoch=on_epoch,
+                                 interrupt_check=check_abort)
+
+    def flush_events():
+        n = 0
+        passes = 0
+        last = None
+        while True:
+            try:
+                gkey, block, p, reports = events.get_nowait()
+            except queue.Empty:
+                break
+            n += 1
+            passes = p
+            last = f"group {gkey} epoch block {block}"
+            if reports:
+                session.query(
+                    "INSERT INTO groupml.run_epochs (run_id, group_key, block, trial_id, epoch, score, decision) "
+                    "SELECT $1, $2::jsonb, $3, t, e, s, dd FROM unnest($4::int[], $5::int[], $6::float8[], "
+                    "$7::text[]) AS u(t, e, s, dd) ON CONFLICT DO NOTHING",
+                    [run_id, gkey, block, [r[0] for r in reports], [r[1] for r in reports],
+                     [None if r[2] is None or not np.isfinite(r[2]) else float(r[2]) for r in reports],
+                     [str(r[3]) for r in reports]],
+                    ["bigint", "text", "integer", "int[]", "int[]", "float8[]", "text[]"])
+        if n:
+            session.query("UPDATE groupml.grouped_runs SET epochs_done = epochs_done + $2, last_event = $3, "
+                          "updated_at = clock_timestamp() WHERE run_id = $1", [run_id, n, last],
+                          ["bigint", "bigint", "text"])
+        return n
+
+    n_groups, n_done = len(groups), len(done)
+    ex = ThreadPoolExecutor(max_workers=n_drivers, thread_name_prefix="groupml-group") if pending else None
+    in_flight: Dict[Any, Dict[str, Any]] = {}
+    try:
+        if pool is not None:
+            pool.start()
+        last_commit = time.perf_counter()
+        while pending or in_flight:
+            while pending and len(in_flight) < n_drivers:
+                g = pending.pop(0)
+                Xv = load_validation(session, sid, g["group_no"], d)
+                in_flight[ex.submit(drive, g, Xv)] = g
+            finished, _ = wait(list(in_flight), timeout=0.25, return_when=FIRST_COMPLETED)
+            session.check_cancel()
+            wrote = flush_events()
+            for fut in finished:
+                g = in_flight.pop(fut)
+                result = fut.result()
+                gkey = g["gkey"]
+                log = pool.take_log(gkey)
+                all_log.extend(log)
+                bad = schedule_violations(log, {gkey: int(g["n_train"])}, {gkey: tasks.get(g["group_no"], {}).get(
+                    "mode", "shards")})
+                if bad:
+                    raise ScheduleInvariantError("grouped learning broke an invariant: " + "; ".join(bad[:3]))
+                store(session, run_id, gkey, result)
+                _store_schedule(session, run_id, gkey, log)
+                n_done += 1
+                session.query("UPDATE groupml.runs SET groups_done = groups_done + 1 WHERE run_id = $1",
+                              [run_id], ["bigint"])
+                session.query("UPDATE groupml.grouped_runs SET passes_done = passes_done + $2, last_event = $3, "
+                              "updated_at = clock_timestamp() WHERE run_id = $1",
+                              [run_id, int(result.passes), f"group {gkey} done"], ["bigint", "bigint", "text"])
+                session.notice(f"groupml: group {n_done}/{n_groups} {gkey}: {result.status}"
+                               + (f", {result.metric} {result.score:.4f}" if result.score is not None else "")
+                               + f" ({result.passes} passes)")
+                wrote = True
+            if finished or (wrote and time.perf_counter() - last_commit > 0.5):
+                session.commit()
+                last_commit = time.perf_counter()
+        flush_events()
+    except BaseException as exc:
+        abort.set()
+        if pool is not None:
+            pool.close()
+        if ex is not None:
+            ex.shutdown(wait=True, cancel_futures=True)
+        if isinstance(exc, (WorkerLostError, ScheduleInvariantError)):
+            session.query("UPDATE groupml.runs SET status = 'failed' WHERE run_id = $1", [run_id], ["bigint"])
+            session.commit()
+            raise GroupmlError(
+                f"run {run_id} stopped: {exc.message}; {n_done} of {n_groups} groups are committed",
+                hint=f"Call train_groups again with run_id => {run_id} to resume from the committed groups.") \
+                from None
+        raise
+    if pool is not None:
+        pool.close()
+        ex.shutdown(wait=True)
+    bad = schedule_violations(all_log, {g["gkey"]: int(g["n_train"]) for g in groups},
+                              {keys[gno]: t["mode"] for gno, t in tasks.items()})
+    if bad:
+        raise ScheduleInvariantError("grouped learning broke an invariant: " + "; ".join(bad[:3]))
+    keep = exec_options["keep_snapshot"] or (exec_options["snapshot"] is not None)
+    if not keep:
+        drop_snapshot(session, sid)
+        session.query("UPDATE groupml.grouped_runs SET snapshot_id = NULL WHERE run_id = $1", [run_id], ["bigint"])
+    session.query("UPDATE groupml.runs SET status = 'done', finished_at = clock_timestamp(), "
+                  "seconds = coalesce(seconds, 0) + $2 WHERE run_id = $1", [run_id, time.time() - started],
+                  ["bigint", "float8"])
+    session.query("UPDATE groupml.grouped_runs SET last_event = 'done', updated_at = clock_timestamp() "
+                  "WHERE run_id = $1", [run_id], ["bigint"])
+    session.commit()
+    return {"run_id": run_id, "strategy": chosen, "snapshot_id": sid if keep else None}
+
+
+def _store_schedule(session, run_id, gkey, log) -> None:
+    if not log:
+        return
+    cols = ["pass", "worker", "shard", "row_start", "n_rows", "started", "finished", "worker_pid"]
+    session.query(
+        "INSERT INTO groupml.run_schedule (run_id, group_key, pass, worker, shard, row_start, n_rows, trials, started, "
+        "finished, worker_pid) SELECT $1, $2::jsonb, p, w, s, rs, nr, "
+        "pg_catalog.string_to_array(tr, ',')::int[], st, fi, pid FROM unnest($3::int[], $4::int[], "
+        "$5::int[], $6::bigint[], $7::bigint[], $8::text[], $9::float8[], $10::float8[], $11::int[]) "
+        "AS u(p, w, s, rs, nr, tr, st, fi, pid)",
+        [run_id, gkey] + [[e[c] for e in log] for c in cols[:5]]
+        + [[",".join(str(t) for t in e["trials"]) for e in log], [e["started"] for e in log],
+           [e["finished"] for e in log], [e["worker_pid"] for e in log]],
+        ["bigint", "text", "int[]", "int[]", "int[]", "bigint[]", "bigint[]", "text[]", "float8[]", "float8[]",
+         "int[]"])

@@ -1,0 +1,164 @@
+"""Training snapshots: the source materialised once as packed blocks (Kingpin's ETL step).
+
+One scan packs every group into one ``bytea`` of big-endian float8 (``float8send`` per
+value and ``string_agg`` per group, both in C). The coordinator then, per group and in
+numpy: drops rows with a NULL/NaN value (counted as skipped), marks validation rows with
+:func:`groupml.learners.holdout_mask` (the same content hash the one-backend path uses,
+so the split does not depend on the number of workers), shuffles once by the seeded
+:func:`groupml.learners.row_hash`, and cuts the group into blocks of about
+``block_rows`` rows. Every block holds its validation rows first (``n_val``), then its
+training rows; a worker reads only the training bytes with ``substring`` (the column is
+uncompressed TOAST), the coordinator only the validation bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+from ..db import quote_ident
+from ..errors import InvalidParameterError, UndefinedObjectError
+
+DEFAULT_BLOCK_ROWS = 8192
+
+INSERT_GROUP = ("INSERT INTO groupml.snapshot_groups (snapshot_id, group_no, group_key, n_train, n_val, n_pos, "
+                "n_skipped, n_blocks, train_rows) VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7, $8, $9)")
+INSERT_GROUP_TYPES = ["bigint", "integer", "text", "bigint", "bigint", "bigint", "bigint", "integer", "int[]"]
+INSERT_BLOCK = ("INSERT INTO groupml.snapshot_blocks (snapshot_id, group_no, block_no, n_rows, n_val, data) "
+                "VALUES ($1, $2, $3, $4, $5, $6)")
+INSERT_BLOCK_TYPES = ["bigint", "integer", "integer", "integer", "integer", "bytea"]
+
+
+def _lit(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def packed_scan_sql(source: str, group_by: List[str], features: List[str], label: str, cols: Dict[str, str]) -> str:
+    """One row per group: (gkey text, n_rows, block bytea of float8send values)."""
+    def val(c):
+        q = quote_ident(c)
+        return f"pg_catalog.float8send(({q})::int::float8)" if cols[c] == "boolean" else \
+            f"pg_catalog.float8send(({q})::float8)"
+    gkey = ("pg_catalog.jsonb_build_object(" + ", ".join(f"{_lit(g)}, {quote_ident(g)}" for g in group_by)
+            + ")") if group_by else "'{}'::jsonb"
+    packed = " || ".join(val(c) for c in list(features) + [label])
+    group_clause = (" GROUP BY " + ", ".join(quote_ident(g) for g in group_by)
+                    + " ORDER BY " + ", ".join(quote_ident(g) for g in group_by)) if group_by else ""
+    return (f"SELECT {gkey}::text AS gkey, count(*) AS n_rows, "
+            f"pg_catalog.string_agg({packed}, ''::bytea) AS block FROM {source}{group_clause}")
+
+
+def split_group(raw: bytes, n_rows: int, d: int, fraction: float, seed: int, block_rows: int,
+                classification: bool = True) -> Dict[str, Any]:
+    """Pure numpy: the blocks and counts of one group from its packed bytes."""
+    from ..learners import holdout_mask, row_hash
+
+    arr = np.frombuffer(raw or b"", dtype=">f8").astype(np.float64).reshape(-1, d + 1)
+    skipped = int(n_rows) - arr.shape[0]
+    ok = np.isfinite(arr).all(axis=1)
+    if not ok.all():
+        skipped += int((~ok).sum())
+        arr = arr[ok]
+    n = arr.shape[0]
+    if n == 0:
+        return {"n_train": 0, "n_val": 0, "n_pos": 0, "n_skipped": skipped, "blocks": [], "train_rows": []}
+    X, y = arr[:, :d], arr[:, d]
+    val = holdout_mask(X, y, fraction, seed)
+    order = np.argsort(row_hash(X, y, seed), kind="stable")
+    va, tr = arr[order[val[order]]], arr[order[~val[order]]]
+    nb = max(1, math.ceil(n / block_rows))
+    blocks, train_rows = [], []
+    for vchunk, tchunk in zip(np.array_split(va, nb), np.array_split(tr, nb)):
+        data = np.concatenate([vchunk, tchunk]).astype(">f8").tobytes()
+        blocks.append((vchunk.shape[0] + tchunk.shape[0], vchunk.shape[0], data))
+        train_rows.append(int(tchunk.shape[0]))
+    n_pos = int(np.count_nonzero(tr[:, d] > 0.5)) if classification else 0
+    return {"n_train": int(tr.shape[0]), "n_val": int(va.shape[0]), "n_pos": n_pos, "n_skipped": skipped,
+            "blocks": blocks, "train_rows": train_rows}
+
+
+def build_snapshot(session, source: str, group_by, features, label, cols, *, seed: int, fraction: float,
+                   block_rows: int = DEFAULT_BLOCK_ROWS, keep: bool = False, progress=None) -> int:
+    """Materialise ``source`` into a new snapshot; returns its id (the caller commits)."""
+    sid = session.query(
+        "INSERT INTO groupml.snapshots (source, group_by, features, label, seed, validation_fraction, block_rows, "
+        "keep) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING snapshot_id",
+        [source, list(group_by), list(features), label, seed, fraction, block_rows, keep],
+        ["text", "text[]", "text[]", "text", "bigint", "float8", "integer", "boolean"])[0]["snapshot_id"]
+    d = len(features)
+    cur = session.cursor(packed_scan_sql(source, group_by, features, label, cols))
+    n_total, g = 0, 0
+    while True:
+        rows = cur.fetch(1)
+        if not rows:
+            break
+        r = rows[0]
+        part = split_group(r["block"], r["n_rows"], d, fraction, seed, block_rows)
+        session.query(INSERT_GROUP, [sid, g, r["gkey"], part["n_train"], part["n_val"], part["n_pos"],
+                                     part["n_skipped"], len(part["blocks"]), part["train_rows"]],
+                      INSERT_GROUP_TYPES)
+        for b, (n, nv, data) in enumerate(part["blocks"]):
+            session.query(INSERT_BLOCK, [sid, g, b, n, nv, data], INSERT_BLOCK_TYPES)
+        n_total += part["n_train"] + part["n_val"]
+        g += 1
+        if progress is not None:
+            progress(g)
+    session.query("UPDATE groupml.snapshots SET status = 'ready', n_rows = $2, n_groups = $3 WHERE snapshot_id = $1",
+                  [sid, n_total, g], ["bigint", "bigint", "integer"])
+    return sid
+
+
+def check_snapshot(session, snapshot_id: int, source: str, group_by, features, label, seed: int,
+                   fraction: float) -> None:
+    rows = session.query("SELECT source, group_by, features, label, seed, validation_fraction, status "
+                         "FROM groupml.snapshots WHERE snapshot_id = $1", [snapshot_id], ["bigint"])
+    if not rows:
+        raise UndefinedObjectError(f"The 'snapshot' option of train_groups must name an existing snapshot; "
+                                   f"got {snapshot_id}", hint="See SELECT * FROM groupml.snapshots.")
+    r = rows[0]
+    if (r["source"], list(r["group_by"]), list(r["features"]), r["label"], int(r["seed"]),
+            float(r["validation_fraction"]), r["status"]) != \
+            (source, list(group_by), list(features), label, int(seed), float(fraction), "ready"):
+        raise InvalidParameterError(
+            f"Snapshot {snapshot_id} was built from other arguments (source, group_by, features, label, seed or "
+            f"validation_fraction) or is not ready",
+            hint="Omit the 'snapshot' option to build a fresh snapshot.")
+
+
+def snapshot_groups(session, snapshot_id: int) -> List[Dict[str, Any]]:
+    rows = session.query("SELECT group_no, group_key::text AS gkey, n_train, n_val, n_pos, n_skipped, n_blocks, "
+                         "train_rows FROM groupml.snapshot_groups WHERE snapshot_id = $1 ORDER BY group_no",
+                         [snapshot_id], ["bigint"])
+    for r in rows:
+        r["train_rows"] = [int(x) for x in (r["train_rows"] or [])]
+    return rows
+
+
+def load_validation(session, snapshot_id: int, group_no: int, d: int) -> np.ndarray:
+    rb = (d + 1) * 8
+    rows = session.query("SELECT pg_catalog.substr(data, 1, n_val * $3) AS data FROM groupml.snapshot_blocks "
+                         "WHERE snapshot_id = $1 AND group_no = $2 ORDER BY block_no",
+                         [snapshot_id, group_no, rb], ["bigint", "integer", "integer"])
+    raw = b"".join(bytes(r["data"]) for r in rows)
+    return np.frombuffer(raw, dtype=">f8").astype(np.float64).reshape(-1, d + 1)
+
+
+def pieces_for(train_rows: List[int], start: int, rows: int) -> List[List[int]]:
+    """[[block_no, skip, take], ...] covering training rows [start, start + rows) of a group."""
+    out, pos, stop = [], 0, start + rows
+    for b, n in enumerate(train_rows):
+        lo, hi = max(start, pos), min(stop, pos + n)
+        if hi > lo:
+            out.append([b, lo - pos, hi - lo])
+        pos += n
+        if pos >= stop:
+            break
+    return out
+
+
+def drop_snapshot(session, snapshot_id: Optional[int]) -> None:
+    if snapshot_id is not None:
+        session.query("DELETE FROM groupml.snapshots WHERE snapshot_id = $1 AND NOT keep", [snapshot_id], ["bigint"])

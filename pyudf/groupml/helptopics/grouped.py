@@ -1,0 +1,67 @@
+"""Help topics of grouped learning (planner-driven train_groups, snapshots, workers)."""
+
+from __future__ import annotations
+
+TOPICS = {}
+
+TOPICS["grouped"] = """\
+CALL groupml.train_groups(source, group_by, features, label, model, search, options, run_id, workers => p, strategy => s)
+  The planner-driven form of train_groups (Kingpin grouped learning), used when workers > 1 or a
+  strategy is named. Steps: (1) a training snapshot: the source is packed once into
+  groupml.snapshot_blocks (big-endian float8 blocks, rows shuffled by a seeded row hash, validation
+  rows marked with the same content hash as workers => 1), committed; (2) the planner
+  (groupml.planner) estimates every strategy and places shards; (3) p worker backends (loopback
+  connections, or the DSNs in groupml.worker_endpoints) compute partial loss/gradient sums of their
+  shards for all configurations of a group at once (groupml._gap_partial); the coordinator adds
+  them up and applies each L-BFGS step when the last shard has reported.
+
+  strategy  auto (cheapest estimate) | grouped (constrained wrap-around, groups split over workers,
+            all groups in flight) | gtp (whole group per worker) | mtp (one configuration per task,
+            group data copied to every worker) | dp (every group split over all workers, one group
+            at a time, synchronous per pass)
+  options   besides validation_fraction/metric/seed: keep_snapshot (false), snapshot (reuse a kept
+            snapshot_id), worker_memory_mb (512: shard rows cached per worker; beyond, re-read every
+            pass), block_rows (8192), lock_timeout_ms (10000), drivers (groups in flight)
+
+  Workers only see COMMITTED data: the source must be a regular table or view (temp tables are
+  refused), and CALL must run outside an explicit transaction block. Models, trials, per-epoch
+  losses (groupml.run_epochs) and what ran where (groupml.run_schedule) are committed as groups and
+  epochs finish; a failed or cancelled run resumes with run_id => its id. solver 'sgd' needs
+  workers => 1. Passwords in endpoint DSNs never appear in errors.
+
+  Example:
+    SELECT * FROM groupml.explain_train_groups('clicks', ARRAY['country'], ARRAY['f1','f2'], 'clicked',
+                                               'logistic', '{"l2": [0.001, 0.1]}', '{}', 4);
+    CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1','f2'], 'clicked', 'logistic',
+                              '{"l2": [0.001, 0.1]}', workers => 4, strategy => 'auto');
+    SELECT * FROM groupml.progress;          -- from another session, while it runs
+"""
+
+TOPICS["explain_train_groups"] = """\
+groupml.explain_train_groups(source, group_by, features, label, model, search, options, workers, strategy) -> TABLE
+  One row per (strategy, worker): the planner's estimated busy seconds, and for the chosen strategy
+  the shards the worker would hold and why it was chosen. Reads group sizes only; trains nothing.
+  Example: SELECT * FROM groupml.explain_train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic');
+"""
+
+TOPICS["progress"] = """\
+groupml.progress (view)
+  Live state of train_groups runs: status, strategy, workers, groups done of n_groups, epoch blocks and
+  data passes done, last event, elapsed time. Committed as the run goes, so another session sees it.
+  Example: SELECT run_id, status, groups_done, n_groups, last_event FROM groupml.progress;
+"""
+
+TOPICS["worker_endpoints"] = """\
+groupml.worker_endpoints (table: name, dsn, enabled, comment)
+  Worker backends for train_groups with workers => p: the first p enabled rows by name. Empty (the
+  default): p loopback connections to this server as the calling role (pg_hba must allow it).
+  dsn 'loopback' means the same. Passwords are redacted in every message.
+  Example: INSERT INTO groupml.worker_endpoints VALUES ('w1', 'host=10.0.0.5 dbname=db user=ml password=...');
+"""
+
+TOPICS["snapshots"] = """\
+groupml.snapshots / snapshot_groups / snapshot_blocks, groupml.drop_snapshot(snapshot_id)
+  Training snapshots built by train_groups with workers. Dropped with the run unless
+  options.keep_snapshot; reuse with options.snapshot => id (same source, columns, seed, fraction).
+  Example: SELECT groupml.drop_snapshot(3);
+"""

@@ -1,0 +1,244 @@
+"""train_groups with workers: snapshot, worker backends, GAP for GLMs, strategies, resume."""
+
+import json
+import threading
+import time
+
+import numpy as np
+import psycopg
+import pytest
+
+from groupml.datagen import create_table, grouped_classification
+from groupml.executor.invariants import schedule_violations
+from groupml.learners import load_model
+from pg_helpers import sql_error
+
+pytestmark = pytest.mark.integration
+
+GRID = '{"l2": [0.001, 0.1], "class_weight": [null, "balanced"]}'
+FEATS = "ARRAY['f1', 'f2', 'f3']"
+
+
+@pytest.fixture
+def clicks(db):
+    data = grouped_classification(6000, 5, 3, seed=41, exponent=1.1)
+    create_table(db, "clicks", data)
+    return data
+
+
+def call(db, workers, strategy="auto", options="{}", run_id="NULL", spec=GRID, source="clicks"):
+    return db.execute(f"CALL groupml.train_groups({source!r}, ARRAY['country'], {FEATS}, 'clicked', 'logistic', "
+                      f"%s::jsonb, %s::jsonb, {run_id}, workers => {workers}, strategy => %s)",
+                      [spec, options, strategy]).fetchone()[0]
+
+
+def models(db, run_id):
+    out = {}
+    for key, fit_params, score, model in db.execute(
+            "SELECT group_key->>'country', (fit).params, (fit).score, (fit).model FROM groupml.models "
+            "WHERE run_id = %s", [run_id]).fetchall():
+        m = load_model(bytes(model)) if model is not None else None
+        out[key] = (fit_params, score, None if m is None else np.append(m.coef, m.intercept))
+    return out
+
+
+def schedule(db, run_id):
+    rows = db.execute("SELECT group_key::text, pass, worker, shard, row_start, n_rows, trials, started, finished "
+                      "FROM groupml.run_schedule WHERE run_id = %s", [run_id]).fetchall()
+    names = ["group_key", "pass", "worker", "shard", "row_start", "n_rows", "trials", "started", "finished"]
+    return [dict(zip(names, r)) for r in rows]
+
+
+def assert_same(a, b, tol=1e-6):
+    assert set(a) == set(b)
+    for k in a:
+        assert a[k][0] == b[k][0], k
+        assert a[k][1] == pytest.approx(b[k][1], abs=tol)
+        np.testing.assert_allclose(a[k][2], b[k][2], atol=tol, rtol=0)
+
+
+def test_gap_equals_single_worker_and_one_backend(db, clicks):
+    one = call(db, 1)                                  # the one-backend path (no executor)
+    single = call(db, 1, "grouped")                    # executor, one worker
+    gap = call(db, 4, "grouped", '{"block_rows": 256}')
+    for r in (single, gap):
+        assert db.execute("SELECT status, groups_done FROM groupml.runs WHERE run_id = %s", [r]).fetchone() == ("done", 5)
+    assert_same(models(db, gap), models(db, single))
+    assert_same(models(db, gap), models(db, one))
+    # the big group was split across both workers, and the executed schedule keeps the invariants
+    log = schedule(db, gap)
+    assert max(e["shard"] for e in log) >= 1
+    sizes = dict(db.execute("SELECT group_key::text, (fit).n_train FROM groupml.models WHERE run_id = %s",
+                            [gap]).fetchall())
+    assert schedule_violations(log, sizes, {}) == []
+    trials = db.execute("SELECT count(*) FROM groupml.trials WHERE run_id = %s", [gap]).fetchone()[0]
+    assert trials == 20
+    epochs = db.execute("SELECT count(*) FROM groupml.run_epochs WHERE run_id = %s", [gap]).fetchone()[0]
+    assert epochs > 0
+    # the snapshot went with the run
+    assert db.execute("SELECT count(*) FROM groupml.snapshot_blocks").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize("strategy", ["gtp", "mtp", "dp"])
+def test_every_strategy_trains_the_same_models(db, clicks, strategy):
+    base = call(db, 1, "grouped")
+    other = call(db, 2, strategy)
+    assert db.execute("SELECT strategy FROM groupml.grouped_runs WHERE run_id = %s", [other]).fetchone()[0] == strategy
+    assert_same(models(db, other), models(db, base))
+    log = schedule(db, other)
+    sizes = dict(db.execute("SELECT group_key::text, (fit).n_train FROM groupml.models WHERE run_id = %s",
+                            [other]).fetchall())
+    modes = {k: "configs" for k in sizes} if strategy == "mtp" else {}
+    assert schedule_violations(log, sizes, modes) == []
+    workers = {e["worker"] for e in log}
+    assert workers == {0, 1}
+
+
+def test_auto_and_explain(db, clicks):
+    rows = db.execute(f"SELECT strategy, chosen, worker, estimated_seconds, shards, explanation FROM "
+                      f"groupml.explain_train_groups('clicks', ARRAY['country'], {FEATS}, 'clicked', 'logistic', "
+                      f"%s::jsonb, '{{}}', 4)", [GRID]).fetchall()
+    chosen = [r for r in rows if r[1]]
+    assert len(chosen) == 4 and len({r[0] for r in chosen}) == 1
+    assert {r[0] for r in rows} == {"grouped", "gtp", "mtp", "dp"}
+    assert "lowest estimate" in chosen[0][5]
+    placed = [s for r in chosen for s in r[4]]
+    assert placed
+    run = call(db, 2)
+    strategy = db.execute("SELECT strategy FROM groupml.grouped_runs WHERE run_id = %s", [run]).fetchone()[0]
+    assert strategy in ("grouped", "gtp", "mtp", "dp")
+    prog = db.execute("SELECT status, groups_done, n_groups, workers FROM groupml.progress WHERE run_id = %s",
+                      [run]).fetchone()
+    assert prog == ("done", 5, 5, 2)
+
+
+def test_kept_snapshot_is_reused(db, clicks):
+    a = call(db, 2, "grouped", '{"keep_snapshot": true}')
+    sid = db.execute("SELECT snapshot_id FROM groupml.grouped_runs WHERE run_id = %s", [a]).fetchone()[0]
+    assert sid is not None
+    n_blocks = db.execute("SELECT count(*) FROM groupml.snapshot_blocks WHERE snapshot_id = %s", [sid]).fetchone()[0]
+    assert n_blocks >= 5
+    b = call(db, 2, "gtp", json.dumps({"snapshot": sid}))
+    assert db.execute("SELECT snapshot_id FROM groupml.grouped_runs WHERE run_id = %s", [b]).fetchone()[0] == sid
+    assert_same(models(db, a), models(db, b))
+    assert db.execute("SELECT groupml.drop_snapshot(%s)", [sid]).fetchone()[0] is True
+    assert db.execute("SELECT count(*) FROM groupml.snapshot_blocks").fetchone()[0] == 0
+
+
+def _slow_spec():
+    return json.dumps({"l2": [10 ** -k for k in range(1, 7)], "max_iter": 400, "tol": 1e-300})
+
+
+def test_resume_after_a_worker_is_terminated(cluster, dsn, db):
+    data = grouped_classification(20000, 6, 6, seed=43, exponent=0.5)
+    create_table(db, "big", data)
+    feats = "ARRAY[" + ", ".join(f"'f{j + 1}'" for j in range(6)) + "]"
+    stmt = (f"CALL groupml.train_groups('big', ARRAY['country'], {feats}, 'clicked', 'logistic', %s::jsonb, "
+            f"'{{}}', NULL, workers => 2, strategy => 'grouped')")
+    errors = []
+
+    def killer():
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            for _ in range(600):
+                done = conn.execute("SELECT coalesce(sum(groups_done), 0) FROM groupml.runs").fetchone()[0]
+                pids = [r[0] for r in conn.execute("SELECT pid FROM pg_stat_activity WHERE application_name "
+                                                   "LIKE 'groupml worker 1 run %'").fetchall()]
+                if pids and done >= 1:
+                    conn.execute("SELECT pg_terminate_backend(%s)", [pids[0]])
+                    return
+                time.sleep(0.05)
+            errors.append("no worker to terminate")
+
+    t = threading.Thread(target=killer)
+    t.start()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        state, msg, hint = sql_error(conn, stmt.replace("%s", "'" + _slow_spec() + "'"))
+    t.join()
+    assert not errors
+    assert msg.startswith("groupml: run ") and "worker 1" in msg and "groups are committed" in msg
+    assert "run_id =>" in hint
+    run_id, status, done = db.execute("SELECT run_id, status, groups_done FROM groupml.runs").fetchone()
+    assert status == "failed" and 1 <= done < 6
+    kept = dict(db.execute("SELECT group_key::text, model_id FROM groupml.models WHERE run_id = %s",
+                           [run_id]).fetchall())
+    again = db.execute(stmt.replace("NULL", str(run_id)), [_slow_spec()]).fetchone()[0]
+    assert again == run_id
+    after = dict(db.execute("SELECT group_key::text, model_id FROM groupml.models WHERE run_id = %s",
+                            [run_id]).fetchall())
+    assert len(after) == 6 and all(after[k] == v for k, v in kept.items())
+    assert db.execute("SELECT status, groups_done FROM groupml.runs WHERE run_id = %s", [run_id]).fetchone() == ("done", 6)
+    fresh = db.execute(stmt.replace("%s::jsonb", "%s::jsonb"), [_slow_spec()]).fetchone()[0]
+    assert_same(models(db, run_id), models(db, fresh), tol=1e-6)
+
+
+def test_resume_after_the_coordinator_is_cancelled(cluster, dsn, db):
+    data = grouped_classification(20000, 6, 6, seed=44, exponent=0.5)
+    create_table(db, "big", data)
+    feats = "ARRAY[" + ", ".join(f"'f{j + 1}'" for j in range(6)) + "]"
+    stmt = (f"CALL groupml.train_groups('big', ARRAY['country'], {feats}, 'clicked', 'logistic', %s::jsonb, "
+            f"'{{}}', RUN, workers => 2, strategy => 'gtp')")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SET statement_timeout = '4s'")
+        with pytest.raises(psycopg.errors.QueryCanceled):
+            conn.execute(stmt.replace("RUN", "NULL"), [_slow_spec()])
+    time.sleep(0.5)
+    left = db.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'groupml worker%'").fetchone()[0]
+    assert left == 0
+    run_id, done = db.execute("SELECT run_id, groups_done FROM groupml.runs").fetchone()
+    assert done < 6
+    again = db.execute(stmt.replace("RUN", str(run_id)), [_slow_spec()]).fetchone()[0]
+    assert again == run_id
+    assert db.execute("SELECT status, groups_done FROM groupml.runs WHERE run_id = %s", [run_id]).fetchone() == ("done", 6)
+
+
+def test_bad_input_writes_nothing(cluster, dbname, db, clicks):
+    db.execute("CREATE TABLE words (country text, f1 text, clicked boolean)")
+    cases = [
+        (f"CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'nope'], 'clicked', 'logistic', "
+         f"workers => 2)", "42703", "groupml: Column 'nope' of train_groups features does not exist in clicks"),
+        ("CALL groupml.train_groups('words', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', workers => 2)",
+         "42804", "groupml: Column 'f1' of train_groups features must be numeric or boolean; it is text"),
+        ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'missing', 'logistic', workers => 2)",
+         "42703", "groupml: Column 'missing' of train_groups label does not exist in clicks"),
+        ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], NULL, 'logistic', workers => 2)",
+         "22023", "groupml: The 'label' value of train_groups must be a column name; got null"),
+        ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', workers => 0)",
+         "22023", "groupml: The 'workers' value of train_groups must be >= 1; got 0"),
+        ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', workers => 2, "
+         "strategy => 'magic')", "22023", "groupml: The 'strategy' value of train_groups must be one of"),
+        ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', "
+         "'{\"solver\": [\"sgd\"]}', workers => 2)", "0A000", "groupml: solver 'sgd' needs"),
+        ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', '{}', "
+         "'{\"worker_memory_mb\": -1}', workers => 2)", "22023",
+         "groupml: The 'worker_memory_mb' value of train_groups options must be >= 0; got -1"),
+    ]
+    for stmt, state, msg in cases:
+        got = sql_error(db, stmt)
+        assert got[0] == state, (stmt, got)
+        assert got[1].startswith(msg), (stmt, got)
+        assert got[2], (stmt, got)
+    db.execute("CREATE ROLE nobody_gx LOGIN")
+    with psycopg.connect(dsn_for(cluster, dbname, "nobody_gx"), autocommit=True) as conn:
+        got = sql_error(conn, "CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', "
+                              "'logistic', workers => 2)")
+        assert got[0] == "42501" and got[1].startswith("groupml: permission denied for table clicks")
+    with psycopg.connect(dsn_for(cluster, dbname, None), autocommit=True) as conn:
+        conn.execute("CREATE TEMP TABLE tmp_clicks AS SELECT * FROM clicks")
+        got = sql_error(conn, "CALL groupml.train_groups('tmp_clicks', ARRAY['country'], ARRAY['f1'], 'clicked', "
+                              "'logistic', workers => 2)")
+        assert got[0] == "55000", got
+        assert "cannot see a temporary table" in got[1] and "commit" in got[2]
+    for t in ("runs", "models", "trials", "snapshots", "snapshot_blocks", "grouped_runs"):
+        assert db.execute(f"SELECT count(*) FROM groupml.{t}").fetchone()[0] == 0, t
+
+
+def dsn_for(cluster, dbname, user):
+    return cluster.dsn(dbname, user) if user else cluster.dsn(dbname)
+
+
+def test_passwords_are_redacted():
+    from groupml.executor.pool import redact
+
+    assert redact("host=x password=s3cret user=u") == "host=x password=*** user=u"
+    assert redact("postgresql://u:s3cret@h:5432/db") == "postgresql://u:***@h:5432/db"
+    assert "s3cret" not in redact("password='s3 cret' dbname=x")

@@ -1,0 +1,112 @@
+"""Pure-Python parts of the grouped executor: snapshot splitting, shard pieces, partial sums,
+the sharded trainer, schedule invariants, redaction."""
+
+import numpy as np
+import pytest
+
+from groupml.executor.glm import ShardedGLMTrainer
+from groupml.executor.invariants import schedule_violations
+from groupml.executor.plan import group_tasks, placement_for
+from groupml.executor.pool import redact
+from groupml.executor.snapshot import pieces_for, split_group
+from groupml.executor.worker import _shard_trainer, partial_sums
+from groupml.learners import GLMTrainer, holdout_mask
+
+
+def data(n=3000, d=4, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = (X @ rng.normal(size=d) + rng.normal(size=n) > 0).astype(float)
+    return X, y
+
+
+def test_split_group_marks_the_holdout_like_holdout_mask():
+    X, y = data()
+    X[5, 1] = np.nan
+    raw = np.column_stack([X, y]).astype(">f8").tobytes()
+    part = split_group(raw, 3002, 4, 0.2, 7, 500)
+    ok = np.isfinite(X).all(axis=1)
+    val = holdout_mask(X[ok], y[ok], 0.2, 7)
+    assert part["n_skipped"] == 3 and part["n_val"] == int(val.sum()) and part["n_train"] == int((~val).sum())
+    assert sum(part["train_rows"]) == part["n_train"] and len(part["blocks"]) == 6
+    assert part["n_pos"] == int((y[ok][~val] > 0.5).sum())
+    assert split_group(b"", 4, 4, 0.2, 7, 500)["n_skipped"] == 4
+
+
+def test_pieces_cover_a_row_range():
+    rows = [10, 10, 7]
+    assert pieces_for(rows, 0, 27) == [[0, 0, 10], [1, 0, 10], [2, 0, 7]]
+    assert pieces_for(rows, 5, 10) == [[0, 5, 5], [1, 0, 5]]
+    assert pieces_for(rows, 20, 7) == [[2, 0, 7]]
+
+
+@pytest.mark.parametrize("balanced", [False, True])
+def test_shard_sums_equal_one_process_training(balanced):
+    X, y = data()
+    d = X.shape[1]
+    params = [{"l2": 0.01, "class_weight": "balanced" if balanced else None}, {"l2": 0.5, "fit_intercept": False}]
+    ref = GLMTrainer("logistic", X[:2400], y[:2400], X[2400:], y[2400:])
+    M = np.column_stack([X[:2400], y[:2400]])
+    shards = [_shard_trainer("logistic", M[a:b], d) for a, b in ((0, 1000), (1000, 1700), (1700, 2400))]
+
+    def evaluator(Theta, cfgs):
+        cw = tr.class_weights() if balanced else None
+        outs = [partial_sums(s, [c.params for c in cfgs], Theta, cw) for s in shards]
+        k = Theta.shape[1]
+        f = sum(o[1:1 + k] for o in outs)
+        G = sum(o[1 + k:].reshape(d + 1, k) for o in outs)
+        return f, G
+
+    tr = ShardedGLMTrainer("logistic", 2400, int((y[:2400] > 0.5).sum()), d, X[2400:], y[2400:], evaluator)
+    for i, p in enumerate(params):
+        ref.add(i, p)
+        tr.add(i, p)
+    ref.run(100)
+    tr.run(100)
+    for i in range(2):
+        np.testing.assert_allclose(tr.model(i).coef, ref.model(i).coef, atol=1e-8)
+        assert tr.score(i) == pytest.approx(ref.score(i), abs=1e-9)
+
+
+def test_schedule_invariants_detect_violations():
+    ok = [
+        {"group_key": "a", "pass": 0, "worker": 0, "shard": 0, "row_start": 0, "n_rows": 5, "trials": [0, 1],
+         "started": 0.0, "finished": 1.0},
+        {"group_key": "a", "pass": 0, "worker": 1, "shard": 1, "row_start": 5, "n_rows": 5, "trials": [0, 1],
+         "started": 0.0, "finished": 1.5},
+        {"group_key": "a", "pass": 1, "worker": 0, "shard": 0, "row_start": 0, "n_rows": 5, "trials": [0, 1],
+         "started": 1.6, "finished": 2.0},
+        {"group_key": "a", "pass": 1, "worker": 1, "shard": 1, "row_start": 5, "n_rows": 5, "trials": [0, 1],
+         "started": 1.6, "finished": 2.0},
+    ]
+    assert schedule_violations(ok, {"a": 10}, {}) == []
+    early = [dict(e) for e in ok]
+    early[2]["started"] = 1.2                       # pass 1 before pass 0's last shard reported
+    assert any("config isolation" in v for v in schedule_violations(early, {"a": 10}, {}))
+    gap = [dict(e) for e in ok]
+    gap[1]["row_start"] = 6
+    assert any("data sharding" in v for v in schedule_violations(gap, {"a": 11}, {}))
+    overlap = ok + [{"group_key": "b", "pass": 0, "worker": 0, "shard": 0, "row_start": 0, "n_rows": 3,
+                     "trials": [0], "started": 0.5, "finished": 0.7}]
+    assert any("worker exclusivity" in v for v in schedule_violations(overlap, {"a": 10, "b": 3}, {}))
+
+
+def test_group_tasks_follow_the_strategy():
+    groups = [{"group_no": 0, "n_train": 900, "train_rows": [300, 300, 300]},
+              {"group_no": 1, "n_train": 100, "train_rows": [100]},
+              {"group_no": 2, "n_train": 0, "train_rows": []}]
+    sizes = {g["group_no"]: g["n_train"] for g in groups}
+    dp = group_tasks("dp", placement_for("dp", sizes, 3), groups, 3)
+    assert [s[:3] for s in dp[0]["shards"]] == [(0, 0, 300), (1, 300, 300), (2, 600, 300)]
+    assert 2 not in dp
+    gtp = group_tasks("gtp", placement_for("gtp", sizes, 3), groups, 3)
+    assert len(gtp[0]["shards"]) == 1 and gtp[0]["shards"][0][3] == [[0, 0, 300], [1, 0, 300], [2, 0, 300]]
+    mtp = group_tasks("mtp", placement_for("mtp", sizes, 3), groups, 3)
+    assert mtp[1]["mode"] == "configs" and [s[0] for s in mtp[1]["shards"]] == [0, 1, 2]
+    grouped = group_tasks("grouped", placement_for("grouped", sizes, 3), groups, 3)
+    assert len(grouped[0]["shards"]) >= 2
+
+
+def test_redact():
+    assert redact("host=h password=pw user=u") == "host=h password=*** user=u"
+    assert redact("postgresql://u:pw@h/db") == "postgresql://u:***@h/db"
