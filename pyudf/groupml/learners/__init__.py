@@ -8,6 +8,13 @@ Public API (everything else in this package is private)::
     GLMModel, load_model(data), register_loader(kind, loader)
     holdout_mask(X, y, fraction, seed=0)
     METRICS, LOSS_OF
+
+    # every learner (docs/learners_mlp_lgbm.md); torch/lightgbm are imported lazily
+    LEARNER_FAMILIES, get_learner_family(name), access_pattern(name)
+    make_trainer(family, X_train, y_train, X_val=None, y_val=None, *, metric=None)
+    MLPTrainer, MLPModel, LightGBMTrainer, LightGBMModel
+    train_sharded, replay, visit, run_mop        # sharded sequential training (MOP/GAP)
+    train_lightgbm_distributed                   # LightGBM data-parallel over shards
 """
 
 from ._families import FAMILIES, GLMFamily, get_family
@@ -15,8 +22,16 @@ from ._glm import GLMTrainer, fit_many
 from ._holdout import holdout_mask, row_hash
 from ._metrics import LOSS_OF, METRICS
 from ._model import GLMModel, load_model, register_loader
+from ._extfamilies import EXTRA_FAMILIES, LearnerFamily
+from ._factory import LEARNER_FAMILIES, access_pattern, get_learner_family, make_trainer
+from ._mlp import MLPModel, MLPTrainer
+from ._lgbm import LightGBMModel, LightGBMTrainer, train_lightgbm, train_lightgbm_distributed
+from ._sharded import replay, run_mop, train_sharded, visit
 
 __all__ = [
     "FAMILIES", "GLMFamily", "get_family", "GLMTrainer", "fit_many", "holdout_mask", "row_hash",
     "LOSS_OF", "METRICS", "GLMModel", "load_model", "register_loader",
+    "EXTRA_FAMILIES", "LearnerFamily", "LEARNER_FAMILIES", "access_pattern", "get_learner_family",
+    "make_trainer", "MLPModel", "MLPTrainer", "LightGBMModel", "LightGBMTrainer", "train_lightgbm",
+    "train_lightgbm_distributed", "replay", "run_mop", "train_sharded", "visit",
 ]

@@ -1,0 +1,59 @@
+"""One entry point for every learner: family lookup and the matching engine.Trainer.
+
+``FAMILIES``/``get_family`` keep naming the batched GLM families (the GLM trainer's
+own lookup); :data:`LEARNER_FAMILIES` and :func:`get_learner_family` know every model
+a user can ask for, and :func:`make_trainer` builds the trainer of its access pattern:
+
+=====================  ============  ==========================================
+family                 pattern       trainer
+=====================  ============  ==========================================
+logistic, linear, svm  algebraic     :class:`GLMTrainer` (configs batched, W d x k)
+mlp, mlp_regressor     sequential    :class:`MLPTrainer` (PyTorch, CPU)
+lightgbm,              sampling      :class:`LightGBMTrainer`
+lightgbm_regressor
+=====================  ============  ==========================================
+
+torch and lightgbm are imported only when their trainer or model is used.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+from ..errors import UndefinedObjectError
+from ._extfamilies import EXTRA_FAMILIES, LearnerFamily
+from ._families import FAMILIES, GLMFamily
+
+LEARNER_FAMILIES: Dict[str, Any] = {**FAMILIES, **EXTRA_FAMILIES}
+
+
+def access_pattern(family) -> str:
+    """'algebraic', 'sequential' or 'sampling' (Kingpin section 2.2)."""
+    fam = get_learner_family(family)
+    return "algebraic" if isinstance(fam, GLMFamily) else fam.pattern
+
+
+def get_learner_family(name: Any):
+    """The family object of any learner; unknown -> UndefinedObjectError."""
+    if isinstance(name, (GLMFamily, LearnerFamily)):
+        return name
+    fam = LEARNER_FAMILIES.get(name) if isinstance(name, str) else None
+    if fam is None:
+        raise UndefinedObjectError(
+            f"Unknown model family {name!r}",
+            hint=f"Known model families are {', '.join(sorted(LEARNER_FAMILIES))}.")
+    return fam
+
+
+def make_trainer(family, X_train, y_train, X_val=None, y_val=None, *,
+                 metric: Optional[str] = None):
+    """The engine.Trainer for ``family`` over one train/validation split."""
+    fam = get_learner_family(family)
+    if isinstance(fam, GLMFamily):
+        from ._glm import GLMTrainer
+        return GLMTrainer(fam, X_train, y_train, X_val, y_val, metric=metric)
+    if fam.pattern == "sequential":
+        from ._mlp import MLPTrainer
+        return MLPTrainer(fam, X_train, y_train, X_val, y_val, metric=metric)
+    from ._lgbm import LightGBMTrainer
+    return LightGBMTrainer(fam, X_train, y_train, X_val, y_val, metric=metric)

@@ -1,0 +1,550 @@
+"""PyTorch multi-layer perceptron: the *sequential* access pattern (Kingpin section 2.2).
+
+Everything about one configuration's training lives in a :class:`MLPRun` -- network,
+optimizer, the torch generator that draws dropout masks -- and one epoch over a block
+of rows is :func:`train_epoch`.  Both the single-backend :class:`MLPTrainer` and the
+sharded executor (``_sharded``: a model hops from shard to shard) call that same
+function, so a run is reproducible bit for bit from its visit log.
+
+Determinism on CPU (no global state is read or written while training):
+
+* weights are initialised from a ``torch.Generator`` seeded with the config's ``seed``
+  (PyTorch's default ``nn.Linear`` ranges, drawn explicitly);
+* dropout masks come from that same generator, whose state travels with the model;
+* the row order of an epoch is ``numpy.random.default_rng([seed, epoch, shard_id])``;
+* torch runs with one intra-op thread (:data:`TORCH_THREADS`) and
+  ``torch.use_deterministic_algorithms(True)``: parallelism comes from running many
+  backends, never from threads inside one, and results do not depend on the core count.
+
+``torch`` is imported lazily: the package imports without it.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+import numpy as np
+
+from ..errors import (ArrayLengthError, DataError, DatatypeMismatchError,
+                      FeatureNotSupportedError, InvalidParameterError, PrerequisiteStateError,
+                      UndefinedObjectError)
+from ..validation import check_choice
+from . import _container
+from ._extfamilies import EXTRA_FAMILIES, LearnerFamily
+from ._metrics import LOSS_OF, METRICS
+from ._model import pack_model, register_loader
+
+TORCH_THREADS = 1
+STATE_FORMAT = "groupml-mlp-state-1"
+_torch_mod = None
+_net_cls = None
+
+
+def torch_module():
+    """Import torch once and make it deterministic (one thread, deterministic kernels)."""
+    global _torch_mod
+    if _torch_mod is None:
+        try:
+            import torch
+        except ImportError:
+            raise FeatureNotSupportedError(
+                "Model 'mlp' needs PyTorch, which is not installed in groupml's Python",
+                hint="Reinstall with: groupml install --extras torch") from None
+        if torch.get_num_threads() != TORCH_THREADS:
+            torch.set_num_threads(TORCH_THREADS)
+        torch.use_deterministic_algorithms(True)
+        _torch_mod = torch
+    return _torch_mod
+
+
+def _family(name) -> LearnerFamily:
+    fam = EXTRA_FAMILIES.get(name) if isinstance(name, str) else name
+    if not isinstance(fam, LearnerFamily) or fam.pattern != "sequential":
+        raise UndefinedObjectError(f"Unknown MLP model family {name!r}",
+                                   hint="MLP families are mlp and mlp_regressor.")
+    return fam
+
+
+def net_class():
+    """The torch module class (built on first use so torch stays a lazy import)."""
+    global _net_cls
+    if _net_cls is not None:
+        return _net_cls
+    torch = torch_module()
+    nn = torch.nn
+    F = nn.functional
+    acts = {"relu": F.relu, "tanh": torch.tanh, "gelu": F.gelu}
+
+    class GroupmlMLP(nn.Module):
+        """Standardise inputs, hidden Linear+activation(+dropout) layers, one output."""
+
+        def __init__(self, n_features: int, layers: List[int], activation: str, dropout: float):
+            super().__init__()
+            self.register_buffer("x_mean", torch.zeros(n_features))
+            self.register_buffer("x_scale", torch.ones(n_features))
+            self.register_buffer("y_mean", torch.zeros(()))
+            self.register_buffer("y_scale", torch.ones(()))
+            widths = [n_features] + list(layers)
+            self.hidden = nn.ModuleList(nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:]))
+            self.out = nn.Linear(widths[-1], 1)
+            self.act = acts[activation]
+            self.dropout = float(dropout)
+
+        def forward(self, x, generator=None):
+            h = (x - self.x_mean) / self.x_scale
+            p = self.dropout
+            for lin in self.hidden:
+                h = self.act(lin(h))
+                if self.training and p > 0.0:
+                    keep = torch.rand(h.shape, generator=generator) >= p
+                    h = h * keep / (1.0 - p)
+            return self.out(h).squeeze(-1)
+
+        def init_weights(self, generator) -> None:
+            """PyTorch's default nn.Linear ranges, drawn from ``generator``."""
+            with torch.no_grad():
+                for lin in list(self.hidden) + [self.out]:
+                    bound = 1.0 / math.sqrt(lin.in_features)
+                    lin.weight.uniform_(-bound, bound, generator=generator)
+                    lin.bias.uniform_(-bound, bound, generator=generator)
+
+    _net_cls = GroupmlMLP
+    return _net_cls
+
+
+# ------------------------------------------------------------------ data and statistics
+def as_data(X, y, what: str) -> Tuple[np.ndarray, np.ndarray]:
+    try:
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        y = np.asarray(y, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        raise DatatypeMismatchError(f"The {what} must be numeric",
+                                    hint="Pass float8 features and a numeric label.") from None
+    if X.ndim != 2:
+        raise DatatypeMismatchError(f"The {what} features must be a 2-D matrix; got {X.ndim} "
+                                    "dimensions", hint="Pass X with shape (rows, features).")
+    if X.shape[0] != y.shape[0]:
+        raise ArrayLengthError(f"The {what} has {X.shape[0]} feature rows but {y.shape[0]} labels",
+                               hint="X and y must have one entry per row.")
+    if not np.isfinite(X).all():
+        raise DataError(f"The {what} features contain NaN or infinite values",
+                        hint="Skip rows with NULL or NaN features before training.")
+    return X, y
+
+
+def partial_stats(X: np.ndarray, y: np.ndarray) -> Dict[str, Any]:
+    """Algebraic (mergeable) moments of one shard: row count, sums and sums of squares."""
+    return {"n": int(X.shape[0]), "sx": X.sum(axis=0), "sxx": np.einsum("ij,ij->j", X, X),
+            "sy": float(y.sum()), "syy": float(y @ y)}
+
+
+def merge_stats(parts: List[Dict[str, Any]], d: int) -> Dict[str, Any]:
+    """Standardisation statistics (mean, scale) of the union of shards, merged in order."""
+    n, sx, sxx, sy, syy = 0, np.zeros(d), np.zeros(d), 0.0, 0.0
+    for p in parts:
+        n += p["n"]
+        sx = sx + p["sx"]
+        sxx = sxx + p["sxx"]
+        sy += p["sy"]
+        syy += p["syy"]
+    n = max(n, 1)
+    mx = sx / n
+    vx = np.maximum(sxx / n - mx * mx, 0.0)
+    sdx = np.sqrt(vx)
+    sdx[~(sdx > 1e-12)] = 1.0
+    my = sy / n
+    sdy = math.sqrt(max(syy / n - my * my, 0.0))
+    if not sdy > 1e-12:
+        sdy = 1.0
+    return {"x_mean": [float(v) for v in mx], "x_scale": [float(v) for v in sdx],
+            "y_mean": float(my), "y_scale": float(sdy)}
+
+
+# ------------------------------------------------------------------ one config's training
+class MLPRun:
+    """Network, optimizer and dropout generator of one configuration."""
+
+    def __init__(self, family: LearnerFamily, params: Dict[str, Any], n_features: int,
+                 net, opt, gen, epochs_done: int = 0, visits: int = 0):
+        self.family, self.params, self.n_features = family, params, n_features
+        self.net, self.opt, self.gen = net, opt, gen
+        self.epochs_done, self.visits = epochs_done, visits
+
+    @property
+    def regression(self) -> bool:
+        return self.family.kind == "regression"
+
+
+def _build(params: Mapping[str, Any], n_features: int):
+    torch = torch_module()
+    net = net_class()(n_features, params["layers"], params["activation"], params["dropout"])
+    if params["optimizer"] == "adam":
+        opt = torch.optim.Adam(net.parameters(), lr=params["lr"],
+                               weight_decay=params["weight_decay"])
+    else:
+        opt = torch.optim.SGD(net.parameters(), lr=params["lr"], momentum=params["momentum"],
+                              weight_decay=params["weight_decay"])
+    return net, opt
+
+
+def new_run(family, params: Mapping[str, Any], n_features: int,
+            stats: Mapping[str, Any]) -> MLPRun:
+    """A freshly initialised config; ``stats`` from :func:`merge_stats` of its training rows."""
+    torch = torch_module()
+    fam = _family(family)
+    params = fam.validate_params(params)
+    net, opt = _build(params, n_features)
+    gen = torch.Generator().manual_seed(int(params["seed"]))
+    net.init_weights(gen)
+    with torch.no_grad():
+        net.x_mean.copy_(torch.tensor(stats["x_mean"], dtype=torch.float32))
+        net.x_scale.copy_(torch.tensor(stats["x_scale"], dtype=torch.float32))
+        if fam.kind == "regression":
+            net.y_mean.fill_(float(stats["y_mean"]))
+            net.y_scale.fill_(float(stats["y_scale"]))
+    return MLPRun(fam, params, n_features, net, opt, gen)
+
+
+def epoch_order(seed: int, epoch: int, shard_id: int, n: int) -> np.ndarray:
+    """The row order of one epoch over one shard (seeded; independent of everything else)."""
+    return np.random.default_rng([int(seed), int(epoch), int(shard_id)]).permutation(n)
+
+
+def train_epoch(run: MLPRun, Xt, yt, *, epoch: int, shard_id: int = 0) -> float:
+    """One pass of mini-batch updates over ``Xt``/``yt`` (float32 tensors); mean batch loss."""
+    torch = torch_module()
+    F = torch.nn.functional
+    n = int(Xt.shape[0])
+    if n == 0:
+        return math.nan
+    p = run.params
+    bs = int(p["batch_size"])
+    order = torch.from_numpy(epoch_order(p["seed"], epoch, shard_id, n))
+    net, opt = run.net, run.opt
+    net.train()
+    total, batches = 0.0, 0
+    if run.regression:
+        target = (yt - net.y_mean) / net.y_scale
+    else:
+        target = yt
+    for s in range(0, n, bs):
+        idx = order[s:s + bs]
+        out = net(Xt[idx], generator=run.gen)
+        if run.regression:
+            loss = F.mse_loss(out, target[idx])
+        else:
+            loss = F.binary_cross_entropy_with_logits(out, target[idx])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        total += float(loss.detach())
+        batches += 1
+    net.eval()
+    run.visits += 1
+    return total / batches
+
+
+def decision_values(net, X: np.ndarray, regression: bool) -> np.ndarray:
+    """Logits (classifier) or predictions (regressor) as float64, in eval mode."""
+    torch = torch_module()
+    net.eval()
+    with torch.no_grad():
+        z = net(torch.from_numpy(np.ascontiguousarray(X, dtype=np.float32)))
+        if regression:
+            z = z * net.y_scale + net.y_mean
+    return z.double().numpy().reshape(-1)
+
+
+# ------------------------------------------------------------------ bytes (never pickle)
+def _torch_bytes(obj) -> bytes:
+    torch = torch_module()
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return buf.getvalue()
+
+
+def _torch_load(body: bytes):
+    torch = torch_module()
+    return torch.load(io.BytesIO(body), weights_only=True, map_location="cpu")
+
+
+def run_to_bytes(run: MLPRun) -> bytes:
+    """The whole training state (weights, optimizer moments, dropout generator) as bytes."""
+    header = {"format": STATE_FORMAT, "family": run.family.name, "params": run.params,
+              "n_features": run.n_features, "epochs_done": run.epochs_done, "visits": run.visits}
+    body = _torch_bytes({"net": run.net.state_dict(), "opt": run.opt.state_dict(),
+                         "gen": run.gen.get_state()})
+    return _container.pack(header, body)
+
+
+def run_from_bytes(state: bytes) -> MLPRun:
+    torch = torch_module()
+    header, body = _container.unpack(state, "mlp training state")
+    if header.get("format") != STATE_FORMAT:
+        raise _container.bad("mlp training state", "unknown format")
+    fam = _family(header.get("family"))
+    params = fam.validate_params(header["params"])
+    d = int(header["n_features"])
+    obj = _torch_load(body)
+    net, opt = _build(params, d)
+    net.load_state_dict(obj["net"], strict=True)
+    opt.load_state_dict(obj["opt"])
+    gen = torch.Generator()
+    gen.set_state(obj["gen"])
+    net.eval()
+    return MLPRun(fam, params, d, net, opt, gen, int(header["epochs_done"]),
+                  int(header["visits"]))
+
+
+def check_matrix(X, n_features: int) -> np.ndarray:
+    """Rows to predict on as a float64 matrix with ``n_features`` columns."""
+    try:
+        X = np.asarray(X, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise DatatypeMismatchError("Features must be numbers",
+                                    hint="Pass a float8[] (or a 2-D numeric array).") from None
+    if X.ndim == 1:
+        X = X.reshape(1, -1)
+    if X.ndim != 2:
+        raise DatatypeMismatchError(f"Features must be a vector or a matrix; got {X.ndim} "
+                                    "dimensions", hint="Pass one row or a 2-D array of rows.")
+    if X.shape[1] != n_features:
+        raise ArrayLengthError(
+            f"The model expects {n_features} features; got {X.shape[1]}",
+            hint="Pass the features in the same order and number as at training time.")
+    return X
+
+
+class MLPModel:
+    """A fitted MLP: ``predict`` gives 0/1 labels (mlp) or values (mlp_regressor)."""
+
+    kind = "mlp"
+
+    def __init__(self, family: str, params: Mapping[str, Any], n_features: int, net):
+        self.family = str(family)
+        self.params = dict(params)
+        self.n_features = int(n_features)
+        self.net = net
+        self.net.eval()
+
+    def __repr__(self) -> str:
+        return f"MLPModel(family={self.family!r}, n_features={self.n_features})"
+
+    @property
+    def regression(self) -> bool:
+        return EXTRA_FAMILIES[self.family].kind == "regression"
+
+    def _as_matrix(self, X) -> np.ndarray:
+        return check_matrix(X, self.n_features)
+
+    def decision_function(self, X) -> np.ndarray:
+        return decision_values(self.net, self._as_matrix(X), self.regression)
+
+    def predict(self, X) -> np.ndarray:
+        z = self.decision_function(X)
+        return z if self.regression else (z > 0).astype(np.int64)
+
+    def predict_proba(self, X) -> np.ndarray:
+        if self.regression:
+            raise FeatureNotSupportedError(
+                f"predict_proba is not available for model '{self.family}'",
+                hint="Only classifiers give probabilities; use predict instead.")
+        from scipy.special import expit
+        return expit(self.decision_function(X))
+
+    def to_bytes(self) -> bytes:
+        header = {"family": self.family, "params": self.params, "n_features": self.n_features}
+        return pack_model(self.kind, _container.pack(header, _torch_bytes(self.net.state_dict())))
+
+    @classmethod
+    def from_payload(cls, payload: bytes) -> "MLPModel":
+        header, body = _container.unpack(payload, "mlp model")
+        fam = EXTRA_FAMILIES.get(header.get("family"))
+        if fam is None or fam.pattern != "sequential" or not isinstance(header.get("params"), dict):
+            raise _container.bad("mlp model", "unknown family or parameters")
+        params = fam.validate_params(header["params"])
+        d = header.get("n_features")
+        if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+            raise _container.bad("mlp model", "n_features")
+        state = _torch_load(body)
+        torch = torch_module()
+        if not isinstance(state, dict) or not all(torch.is_tensor(v) for v in state.values()):
+            raise _container.bad("mlp model", "the weights are not a state dict")
+        if not all(bool(torch.isfinite(v).all()) for v in state.values()):
+            raise _container.bad("mlp model", "non-finite weights")
+        net, _ = _build(params, d)
+        net.load_state_dict(state, strict=True)
+        return cls(fam.name, params, d, net)
+
+    @classmethod
+    def from_run(cls, run: MLPRun) -> "MLPModel":
+        net, _ = _build(run.params, run.n_features)
+        net.load_state_dict(run.net.state_dict())
+        return cls(run.family.name, run.params, run.n_features, net)
+
+
+register_loader(MLPModel.kind, MLPModel.from_payload)
+
+
+# ------------------------------------------------------------------ the engine Trainer
+class MLPTrainer:
+    """Trains many MLP configurations over one train/validation split (engine.Trainer).
+
+    ``run(iterations)`` advances every active, unfinished config by up to
+    ``iterations`` *epochs*; a config is finished after its ``epochs`` parameter.
+    Configs are trained one after another (each has its own network), so ``passes``
+    counts config-epochs: every one reads the training rows once.
+    """
+
+    def __init__(self, family, X_train, y_train, X_val=None, y_val=None, *,
+                 metric: Optional[str] = None):
+        torch = torch_module()
+        self.family = _family(family)
+        fam = self.family
+        X, y = as_data(X_train, y_train, "training data")
+        if X.shape[0] == 0:
+            raise DataError("The training data has no rows",
+                            hint="A group needs at least one training row.")
+        if X.shape[1] == 0:
+            raise DataError("The training data has no feature columns",
+                            hint="Pass at least one feature.")
+        y = fam.prepare_labels(y, "the training data")
+        if X_val is None:
+            Xv, yv = X, y
+        else:
+            Xv, yv = as_data(X_val, y_val, "validation data")
+            if Xv.shape[1] != X.shape[1]:
+                raise ArrayLengthError(f"The validation data has {Xv.shape[1]} features; the "
+                                       f"training data has {X.shape[1]}",
+                                       hint="Use the same feature columns for both.")
+            yv = fam.prepare_labels(yv, "the validation data")
+        self.n, self.d = X.shape
+        self.X_val, self.y_val = Xv, yv
+        self.stats = merge_stats([partial_stats(X, y)], self.d)
+        self._Xt = torch.from_numpy(X.astype(np.float32))
+        self._yt = torch.from_numpy(y.astype(np.float32))
+        if metric is None:
+            metric = fam.default_metric
+        self.metric = check_choice(metric, "metric", fam.owner, fam.metric_names,
+                                   hint=f"Model '{fam.name}' is scored with "
+                                        f"{', '.join(fam.metric_names)}.")
+        self.passes = 0
+        self._runs: Dict[int, MLPRun] = {}
+        self._retired: Dict[int, MLPRun] = {}
+        self._status: Dict[int, str] = {}
+        self._val_cache: Dict[int, Tuple[int, np.ndarray]] = {}
+        self.interrupt_check: Optional[Callable[[], None]] = None
+
+    def add(self, trial_id: int, params: Mapping[str, Any]) -> None:
+        if trial_id in self._runs:
+            raise InvalidParameterError(f"Trial {trial_id} is already in the batch",
+                                        hint="Use a new trial id for every configuration.")
+        run = new_run(self.family, params, self.d, self.stats)
+        self._retired.pop(trial_id, None)
+        self._val_cache.pop(trial_id, None)
+        self._runs[trial_id] = run
+        self._status[trial_id] = "running"
+
+    def remove(self, trial_id: int) -> None:
+        self._check(trial_id, active_only=True)
+        run = self._runs.pop(trial_id)
+        run.opt = None                          # the optimizer state is not needed any more
+        self._retired[trial_id] = run
+
+    def active(self) -> List[int]:
+        return list(self._runs)
+
+    def converged(self, trial_id: int) -> bool:
+        self._check(trial_id)
+        return self._status[trial_id] != "running"
+
+    def status(self, trial_id: int) -> str:
+        """'running', 'max_iter' (all epochs done) or 'diverged' (non-finite loss)."""
+        self._check(trial_id)
+        return self._status[trial_id]
+
+    def iterations(self, trial_id: int) -> int:
+        return self._check(trial_id).epochs_done
+
+    def params(self, trial_id: int) -> Dict[str, Any]:
+        return dict(self._check(trial_id).params)
+
+    def run(self, iterations: int) -> None:
+        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+            raise InvalidParameterError(f"The 'iterations' value of run must be an integer >= 1; "
+                                        f"got {iterations}")
+        for tid, run in self._runs.items():
+            for _ in range(iterations):
+                if self._status[tid] != "running":
+                    break
+                loss = train_epoch(run, self._Xt, self._yt, epoch=run.epochs_done, shard_id=0)
+                run.epochs_done += 1
+                self.passes += 1
+                if not math.isfinite(loss):
+                    self._status[tid] = "diverged"
+                elif run.epochs_done >= run.params["epochs"]:
+                    self._status[tid] = "max_iter"
+                if self.interrupt_check is not None:
+                    self.interrupt_check()
+
+    def score(self, trial_id: int) -> float:
+        z = self._val_margins(trial_id)
+        return float(LOSS_OF[self.metric](METRICS[self.metric](self.y_val, z)))
+
+    def metrics(self, trial_id: int) -> Dict[str, float]:
+        z = self._val_margins(trial_id)
+        names = list(self.family.report_metrics)
+        if self.metric not in names:
+            names.append(self.metric)
+        return {name: float(METRICS[name](self.y_val, z)) for name in names}
+
+    def model(self, trial_id: int) -> MLPModel:
+        return MLPModel.from_run(self._check(trial_id))
+
+    def run_state(self, trial_id: int) -> bytes:
+        """Training state bytes of an active config: a checkpoint (and ``_sharded.visit`` input)."""
+        return run_to_bytes(self._check(trial_id, active_only=True))
+
+    def restore(self, trial_id: int, state: bytes) -> None:
+        """Add a config from :meth:`run_state` bytes (a committed checkpoint).
+
+        Continuing from the checkpoint gives bit for bit the weights of an uninterrupted
+        run on the same rows (the epoch counter, optimizer moments and dropout
+        generator are all in the state).
+        """
+        if trial_id in self._runs:
+            raise InvalidParameterError(f"Trial {trial_id} is already in the batch",
+                                        hint="Use a new trial id for every configuration.")
+        run = run_from_bytes(state)
+        if run.family.name != self.family.name or run.n_features != self.d:
+            raise PrerequisiteStateError(
+                f"The checkpoint is for model '{run.family.name}' with {run.n_features} "
+                f"features; this trainer trains '{self.family.name}' with {self.d}",
+                hint="Resume a checkpoint on the same group's data and model.")
+        self._retired.pop(trial_id, None)
+        self._val_cache.pop(trial_id, None)
+        self._runs[trial_id] = run
+        self._status[trial_id] = ("max_iter" if run.epochs_done >= run.params["epochs"]
+                                  else "running")
+
+    # ------------------------------------------------------------ internals
+    def _check(self, trial_id: int, active_only: bool = False) -> MLPRun:
+        run = self._runs.get(trial_id)
+        if run is None and not active_only:
+            run = self._retired.get(trial_id)
+        if run is None:
+            raise UndefinedObjectError(f"Trial {trial_id} is not in this trainer",
+                                       hint="Add the configuration with add() first.")
+        return run
+
+    def _val_margins(self, trial_id: int) -> np.ndarray:
+        run = self._check(trial_id)
+        hit = self._val_cache.get(trial_id)
+        if hit is not None and hit[0] == run.visits:
+            return hit[1]
+        with np.errstate(over="ignore", invalid="ignore"):
+            z = decision_values(run.net, self.X_val, run.regression)
+        self._val_cache[trial_id] = (run.visits, z)
+        return z

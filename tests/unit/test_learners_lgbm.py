@@ -1,0 +1,197 @@
+"""LightGBM learner: families, incremental Trainer, text model format, distributed data-parallel."""
+
+import re
+
+import numpy as np
+import pytest
+
+from groupml.errors import (ArrayLengthError, DataError, FeatureNotSupportedError,
+                            InvalidParameterError, ModelFormatError, PrerequisiteStateError,
+                            SearchSpecError)
+from groupml.learners import (LightGBMModel, LightGBMTrainer, get_learner_family, load_model,
+                              train_lightgbm, train_lightgbm_distributed)
+from groupml.learners import _container
+from groupml.learners._lgbm import free_ports, lgb_params
+from groupml.learners._metrics import auc
+from groupml.learners._model import pack_model
+from groupml.search import make_procedure, parse_search, run_search
+
+
+def _data(n=2000, d=6, seed=0, regression=False):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    f = X[:, 0] + 0.5 * X[:, 1] ** 2 - X[:, 2] * X[:, 3]
+    if regression:
+        return X, 2.0 * f + 0.2 * rng.normal(size=n)
+    return X, (f + 0.5 * rng.normal(size=n) > 0.5).astype(float)
+
+
+FAST = {"num_leaves": 15, "num_boost_round": 20, "min_data_in_leaf": 10}
+
+
+def test_family_defaults_and_validation():
+    fam = get_learner_family("lightgbm")
+    p = fam.validate_params({})
+    assert p == {"num_leaves": 31, "learning_rate": 0.1, "num_boost_round": 100,
+                 "min_data_in_leaf": 20, "feature_fraction": 1.0, "bagging_fraction": 1.0,
+                 "lambda_l1": 0.0, "lambda_l2": 0.0, "max_depth": -1, "max_bin": 255, "seed": 0}
+    assert fam.validate_params(p) == p
+    assert fam.default_metric == "logloss"
+    assert get_learner_family("lightgbm_regressor").default_metric == "rmse"
+    with pytest.raises(InvalidParameterError) as e:
+        fam.validate_params({"max_depth": 0})
+    assert e.value.message == ("The 'max_depth' value of model 'lightgbm' must be -1 (no limit) "
+                               "or >= 1; got 0") and e.value.hint
+    with pytest.raises(InvalidParameterError) as e:
+        fam.validate_params({"num_leaves": 1})
+    assert e.value.message == "The 'num_leaves' value of model 'lightgbm' must be >= 2; got 1"
+    with pytest.raises(InvalidParameterError):
+        fam.validate_params({"bagging_fraction": 0})
+    with pytest.raises(InvalidParameterError):
+        fam.validate_params({"learning_rate": -1})
+    with pytest.raises(SearchSpecError):
+        fam.validate_params({"n_estimators": 10})
+    lp = lgb_params("lightgbm", {"bagging_fraction": 0.5, "seed": 3})
+    assert lp["deterministic"] and lp["force_row_wise"] and lp["num_threads"] == 1
+    assert lp["bagging_freq"] == 1 and lp["seed"] == 3 and lp["objective"] == "binary"
+    assert lgb_params("lightgbm_regressor", {})["objective"] == "regression"
+
+
+def test_blocks_of_rounds_equal_one_training_and_are_deterministic():
+    X, y = _data()
+    Xtr, ytr, Xva, yva = X[:1500], y[:1500], X[1500:], y[1500:]
+    cfg = {**FAST, "bagging_fraction": 0.7, "feature_fraction": 0.8, "seed": 5}
+    tr = LightGBMTrainer("lightgbm", Xtr, ytr, Xva, yva)
+    tr.add(0, cfg)
+    tr.add(1, {**FAST, "learning_rate": 0.3, "num_leaves": 4})
+    scores = []
+    for _ in range(4):
+        tr.run(5)
+        scores.append(tr.score(0))
+    assert tr.converged(0) and tr.status(0) == "max_iter" and tr.iterations(0) == 20
+    assert tr.passes == 40
+    assert scores[-1] < scores[0]
+    m = tr.metrics(0)
+    assert set(m) == {"accuracy", "auc", "logloss"} and m["auc"] > 0.85
+    # four blocks of 5 rounds == lgb.train for 20 rounds; and a second run is identical
+    single = LightGBMModel("lightgbm", cfg, train_lightgbm("lightgbm", Xtr, ytr, cfg))
+    assert np.array_equal(single.decision_function(Xva), tr.model(0).decision_function(Xva))
+    tr2 = LightGBMTrainer("lightgbm", Xtr, ytr, Xva, yva)
+    tr2.add(0, cfg)
+    tr2.run(20)
+    assert tr2.model(0).model_text == tr.model(0).model_text
+    assert tr.score(0) == pytest.approx(m["logloss"])
+
+
+def test_join_leave_and_no_split_convergence():
+    X, y = _data(600)
+    tr = LightGBMTrainer("lightgbm", X[:400], y[:400], X[400:], y[400:], metric="auc")
+    tr.add(0, FAST)
+    tr.run(3)
+    tr.add(1, {**FAST, "min_data_in_leaf": 1000})    # no leaf can hold 1000 of 400 rows
+    tr.run(3)
+    assert tr.iterations(0) == 6
+    assert tr.converged(1) and tr.status(1) == "converged"
+    tr.remove(0)
+    assert tr.active() == [1]
+    assert tr.model(0).num_trees == 6 and tr.metrics(0)["auc"] > 0.7
+    with pytest.raises(InvalidParameterError):
+        tr.add(1, FAST)
+    with pytest.raises(InvalidParameterError):
+        tr.run(0)
+
+
+def test_regressor_and_bad_input():
+    X, y = _data(1500, regression=True)
+    tr = LightGBMTrainer("lightgbm_regressor", X[:1200], y[:1200], X[1200:], y[1200:])
+    tr.add(0, {**FAST, "num_boost_round": 60})
+    tr.run(60)
+    assert tr.metrics(0)["r2"] > 0.7
+    model = load_model(tr.model(0).to_bytes())
+    assert model.predict(X[:4]).dtype == np.float64
+    with pytest.raises(FeatureNotSupportedError):
+        model.predict_proba(X[:4])
+    with pytest.raises(DataError):
+        LightGBMTrainer("lightgbm", X, y)            # real-valued labels for a classifier
+    with pytest.raises(ArrayLengthError):
+        LightGBMTrainer("lightgbm_regressor", X, y, X[:, :2], y)
+
+
+def test_model_text_round_trip_and_garbage():
+    X, y = _data(800)
+    tr = LightGBMTrainer("lightgbm", X, y)
+    tr.add(0, FAST)
+    tr.run(10)
+    model = tr.model(0)
+    data = model.to_bytes()
+    back = load_model(data)
+    assert isinstance(back, LightGBMModel) and back.family == "lightgbm" and back.n_features == 6
+    assert back.model_text == model.model_text and back.model_text.startswith("tree\n")
+    assert np.array_equal(back.predict(X), (model.decision_function(X) > 0).astype(np.int64))
+    p = back.predict_proba(X[:5])
+    assert np.all((p > 0) & (p < 1))
+    with pytest.raises(ArrayLengthError):
+        back.predict(X[:, :5])
+    header = {"family": "lightgbm", "params": {}, "n_features": 6}
+    for bad in (data[:30], pack_model("lightgbm", _container.pack(header, b"\x80\x04pickle")),
+                pack_model("lightgbm", _container.pack({**header, "n_features": 5},
+                                                       model.model_text.encode())),
+                pack_model("lightgbm", _container.pack({**header, "family": "logistic"},
+                                                       model.model_text.encode()))):
+        with pytest.raises(ModelFormatError):
+            load_model(bad)
+
+
+def test_search_driver_runs_lightgbm_configs():
+    X, y = _data(1200)
+    fam = get_learner_family("lightgbm")
+    spec = parse_search({"method": "hyperband", "max_epochs": 4, "eta": 2, "epoch_iters": 5,
+                         "seed": 1, "learning_rate": {"loguniform": [0.05, 0.5]},
+                         "num_leaves": {"int": [4, 31]}, "num_boost_round": 20},
+                        param_names=fam.param_names)
+    tr = LightGBMTrainer("lightgbm", X[:900], y[:900], X[900:], y[900:])
+    result = run_search(make_procedure(spec), tr, slots=8, epoch_iters=spec.epoch_iters)
+    assert result.best is not None and len(result.trials) >= 4
+    assert all(tr.iterations(t.trial_id) <= 20 for t in result.trials if t.epochs)
+
+
+def test_distributed_data_parallel_matches_single_node_quality():
+    X, y = _data(3000, seed=1)
+    Xte, yte = _data(2000, seed=2)
+    cfg = {**FAST, "num_boost_round": 25}
+    shards = [(X[:1400], y[:1400]), (X[1400:], y[1400:])]
+    text = train_lightgbm_distributed(shards, cfg, timeout=90)
+    dist = LightGBMModel("lightgbm", cfg, text)
+    assert dist.num_trees == 25
+    single = LightGBMModel("lightgbm", cfg, train_lightgbm("lightgbm", X, y, cfg))
+    a_dist, a_single = auc(yte, dist.decision_function(Xte)), auc(yte, single.decision_function(Xte))
+    assert a_single > 0.85
+    assert abs(a_dist - a_single) < 0.02, (a_dist, a_single)
+    # one shard is plain single-node training
+    assert train_lightgbm_distributed([(X, y)], cfg) == single.model_text
+
+
+def test_distributed_bounds_and_errors():
+    X, y = _data(400)
+    # a deadline far too short: every worker process is killed, a clear error comes back
+    with pytest.raises(PrerequisiteStateError) as e:
+        train_lightgbm_distributed([(X[:200], y[:200]), (X[200:], y[200:])], FAST, timeout=0.05)
+    assert e.value.message == "Distributed LightGBM did not finish within 0.05 s" and e.value.hint
+    with pytest.raises(DataError):
+        train_lightgbm_distributed([(X, y), (X[:0], y[:0])], FAST)
+    with pytest.raises(ArrayLengthError):
+        train_lightgbm_distributed([(X, y), (X[:, :3], y)], FAST)
+    with pytest.raises(InvalidParameterError):
+        train_lightgbm_distributed([], FAST)
+    ports = free_ports(3)
+    assert len(set(ports)) == 3 and all(p > 0 for p in ports)
+
+
+def test_a_failing_worker_is_reported_not_waited_for(monkeypatch):
+    from groupml.learners import _lgbm
+    monkeypatch.setattr(_lgbm, "_WORKER_BOOT", "raise SystemExit('lost shard')")
+    X, y = _data(400)
+    with pytest.raises(PrerequisiteStateError) as e:
+        train_lightgbm_distributed([(X[:200], y[:200]), (X[200:], y[200:])], FAST, timeout=60)
+    # the first rank to fail is reported; the peers still starting are killed, not awaited
+    assert re.match(r"Distributed LightGBM failed: worker [01]: lost shard", e.value.message)
