@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
@@ -40,6 +41,12 @@ class FitResult:
     message: Optional[str] = None
     model: Optional[bytes] = None
     passes: int = 0
+    # cost of the search (not part of the SQL type groupml.fit; catalog writers store them):
+    seconds: float = 0.0                       # measured wall time of the training passes
+    estimated_seconds: Optional[float] = None  # the planner's estimate before training (upper bound)
+    slots: Optional[int] = None                # batch size k the search ran with
+    mean_batch: Optional[float] = None         # configurations per data pass, averaged over passes
+    plan: Optional[dict] = None                # the planner's decision (see plan_group)
 
     def as_sql(self) -> Dict[str, Any]:
         """The row of the SQL composite type groupml.fit (jsonb fields as JSON text)."""
@@ -110,6 +117,104 @@ def plan_search(family, search: dict):
     return spec
 
 
+MAX_SLOTS = 256
+
+
+def default_cost_model():
+    """The cost model of one backend before any run is recorded: the planner's priors with
+    the worker terms at 0 (with one worker they cannot be told apart from the fixed cost,
+    and CostModel keeps them at their prior when every calibration run has one worker)."""
+    from .planner import CostModel
+
+    return CostModel({"per_worker": 0.0, "network": 0.0})
+
+
+def _max_iter_of(space_json, default: int) -> int:
+    """Largest max_iter a configuration of the space can have (the learner default otherwise)."""
+    found = []
+
+    def walk(obj, inside=False):
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                walk(v, inside or k == "max_iter")
+        elif isinstance(obj, (list, tuple)):
+            for v in obj:
+                walk(v, inside)
+        elif inside and isinstance(obj, (int, float)) and not isinstance(obj, bool):
+            found.append(int(obj))
+
+    walk(space_json)
+    return max(found) if found else default
+
+
+def plan_group(spec, family, n_train: int, d: int, cost_model=None) -> dict:
+    """The planner's decision for one group: batch size k (slots), its reason, the budget
+    and the estimated seconds (TuPAQ eq. 1 cost model; an upper bound, since converged or
+    stopped configurations free their slot early)."""
+    from .planner import CostModel, choose_batch_size
+    from .search import search_budget
+
+    model = cost_model if cost_model is not None else default_cost_model()
+    max_iter = _max_iter_of(spec.to_dict()["space"], int(family.defaults["max_iter"]))
+    budget = search_budget(spec, max_iter=max_iter)
+    n = max(int(n_train), 1)
+    if spec.slots is not None:
+        k = int(spec.slots)
+        why = f"slots = {k} given by the search spec"
+    else:
+        top = min(budget.in_flight, MAX_SLOTS)
+        k = choose_batch_size(model, n, d, budget.in_flight, max_batch=top)
+        calibrated = "calibrated on %d measured runs" % len(model.runs) if model.runs else "uncalibrated priors"
+        if k == top and top == budget.in_flight:
+            why = (f"k = {k}: every configuration that can be in flight shares each data pass; the cost "
+                   f"model ({calibrated}) prices one pass at {model.predict(n, d, 1):.3g}s for k = 1 and "
+                   f"{model.predict(n, d, k):.3g}s for k = {k}")
+        elif k == top:
+            why = f"k = {k}: capped at {MAX_SLOTS} configurations per pass (cost model: {calibrated})"
+        else:
+            why = (f"k = {k} minimises the estimated time to give all {budget.in_flight} configurations a "
+                   f"pass (cost model: {calibrated})")
+        if spec.method == "tpe" and budget.in_flight < budget.n_configs:
+            why += (f"; TPE keeps {budget.in_flight} of its {budget.n_configs} trials in flight so that it "
+                    f"proposes from finished ones")
+    k_eff = max(1, min(k, budget.in_flight))
+    config_passes = budget.epochs * spec.epoch_iters
+    passes = math.ceil(config_passes / k_eff)
+    seconds = passes * model.predict(n, d, k_eff)
+    return {"slots": k, "why": why, "passes": passes, "config_passes": config_passes,
+            "seconds": seconds, "seconds_per_pass": model.predict(n, d, k_eff),
+            "budget": budget.to_dict(), "max_iter": max_iter}
+
+
+class _Metered:
+    """A Trainer proxy that times every block and remembers which configs shared it."""
+
+    def __init__(self, trainer):
+        self._t = trainer
+        self.seconds = 0.0
+        self.config_passes = 0          # sum over passes of the configs in the pass
+        self.trial_passes: Dict[int, int] = {}
+        self.trial_seconds: Dict[int, float] = {}
+
+    @property
+    def passes(self):
+        return self._t.passes
+
+    def __getattr__(self, name):
+        return getattr(self._t, name)
+
+    def run(self, iterations):
+        active = [tid for tid in self._t.active() if not self._t.converged(tid)]
+        p0, t0 = self._t.passes, time.perf_counter()
+        self._t.run(iterations)
+        dt, dp = time.perf_counter() - t0, self._t.passes - p0
+        self.seconds += dt
+        self.config_passes += dp * len(active)
+        for tid in active:
+            self.trial_passes[tid] = self.trial_passes.get(tid, 0) + dp
+            self.trial_seconds[tid] = self.trial_seconds.get(tid, 0.0) + dt / len(active)
+
+
 def validate_request(model: str, search: dict, options: dict):
     """Everything about a request that can be checked before any row is read."""
     from .learners import get_family
@@ -122,12 +227,14 @@ def validate_request(model: str, search: dict, options: dict):
 
 def fit_group(X: np.ndarray, y: np.ndarray, model: str, search: dict, options: dict, *,
               n_skipped: int = 0, on_epoch: Optional[Callable[[Any], None]] = None,
-              interrupt_check: Optional[Callable[[], None]] = None) -> FitResult:
+              interrupt_check: Optional[Callable[[], None]] = None, cost_model=None) -> FitResult:
     """Split the group's rows, run the search with every config batched, return the selection.
 
     Rows are ordered by a hash of their content before training, so the result does not
     depend on the order the rows arrived in (which a GROUP BY does not guarantee).
     ``interrupt_check`` is called after every data pass (cancel), ``on_epoch`` after every block.
+    ``cost_model`` (a calibrated :class:`groupml.planner.CostModel`; priors when None) picks
+    the batch size k when the spec gives no ``slots``.
     """
     from .learners import GLMTrainer, holdout_mask, row_hash
     from .search import make_procedure, run_search
@@ -156,23 +263,33 @@ def fit_group(X: np.ndarray, y: np.ndarray, model: str, search: dict, options: d
     if family.kind == "classification" and np.unique(ytr).size < 2:
         return FitResult(status="single_class", message=(
             f"every training row of the group has label {ytr[0]:g}; a classifier needs both classes"), **base)
+    plan = plan_group(spec, family, n_train, d, cost_model)
     trainer = GLMTrainer(family.name, Xtr, ytr, Xva, yva, metric=opts["metric"])
     if interrupt_check is not None:
         trainer.interrupt_check = interrupt_check
-    result = run_search(make_procedure(spec), trainer, slots=spec.slots or 1 << 30,
+    metered = _Metered(trainer)
+    result = run_search(make_procedure(spec), metered, slots=plan["slots"],
                         epoch_iters=spec.epoch_iters, on_epoch=on_epoch)
     metric = trainer.metric
     trials = []
     for t in result.trials:
         tm = trainer.metrics(t.trial_id) if t.epochs else {}
         trials.append({"trial_id": t.trial_id, "params": trainer.params(t.trial_id) if t.epochs else t.params,
-                       "score": tm.get(metric), "epochs": t.epochs, "status": t.status,
-                       "stop_reason": t.stop_reason, "epoch_losses": list(t.scores)})
+                       "score": tm.get(metric), "epochs": t.epochs,
+                       "iterations": trainer.iterations(t.trial_id) if t.epochs else 0,
+                       "status": t.status, "stop_reason": t.stop_reason, "epoch_losses": list(t.scores),
+                       "passes": metered.trial_passes.get(t.trial_id, 0),
+                       "seconds": round(metered.trial_seconds.get(t.trial_id, 0.0), 6)})
+    cost = dict(seconds=metered.seconds, estimated_seconds=plan["seconds"], slots=plan["slots"],
+                mean_batch=(metered.config_passes / trainer.passes) if trainer.passes else None, plan=plan)
     best = result.best
     if best is None:
         return FitResult(status="failed", message="no configuration produced a finite validation score",
-                         trials=trials, **base)
+                         trials=trials, passes=trainer.passes, **cost, **base)
+    for t in trials:
+        t["is_best"] = t["trial_id"] == best.trial_id
     model_obj = trainer.model(best.trial_id)
     metrics = trainer.metrics(best.trial_id)
     return FitResult(status="ok", params=model_obj.params, metric=metric, score=metrics.get(metric),
-                     metrics=metrics, trials=trials, model=model_obj.to_bytes(), passes=trainer.passes, **base)
+                     metrics=metrics, trials=trials, model=model_obj.to_bytes(), passes=trainer.passes,
+                     **cost, **base)

@@ -217,18 +217,18 @@ class LogisticFamily(_BinaryFamily):
         # loss = softplus(z) - y z with softplus(z) = max(z, 0) + log(1 + exp(-|z|))
         # and sum max(z, 0) = (sum z + sum |z|) / 2; sigmoid(z) = 1/2 + sign(z) (1/(1+e) - 1/2)
         A, B = scratch
+        h = 0.5 - y                               # 1/2 - y, one value per row
         np.abs(Z, out=A)
-        f = 0.5 * (cw.sums(Z) + cw.sums(A)) - cw.sums(Z, y)
+        f = cw.sums(Z, h) + 0.5 * cw.sums(A)      # sum max(z, 0) - y z
         np.negative(A, out=A)
-        np.exp(A, out=A)                      # e = exp(-|z|) in (0, 1]
-        A += 1.0
-        np.log(A, out=B)
+        np.exp(A, out=A)                          # e = exp(-|z|) in (0, 1]
+        np.log1p(A, out=B)
         f += cw.sums(B)
-        np.reciprocal(A, out=A)               # sigmoid(|z|)
+        A += 1.0
+        np.reciprocal(A, out=A)                   # sigmoid(|z|)
         A -= 0.5
-        np.copysign(A, Z, out=Z)
-        Z += 0.5                              # sigmoid(z)
-        Z -= y[:, None]
+        np.copysign(A, Z, out=Z)                  # sigmoid(z) - 1/2
+        Z += h[:, None]                           # sigmoid(z) - y
         return f
 
 

@@ -28,6 +28,11 @@ MAX_BACKTRACKS = 40
 APPROX_EPS = 1e-10
 APPROX_SLOPE = 0.8
 CHUNK_ROWS = 8192          # rows per block (fewer when a block of X would exceed ~8 MB)
+# Up to this many configs, the two products of a pass run as one matrix-vector product
+# per config (BLAS-2) instead of one skinny matrix-matrix product: OpenBLAS's dgemm with
+# 2-4 right-hand columns costs 2-3x its dgemv, more than k separate dgemv calls
+# (bench/bench_batching.py, docs/perf/search.md).
+GEMV_MAX_K = 4
 
 # status values of a config
 RUNNING, CONVERGED, MAX_ITER = "running", "converged", "max_iter"
@@ -392,12 +397,21 @@ class GLMTrainer:
             m = e - s
             Xb = X[s:e]
             Z = Zbuf[:m]
-            np.matmul(Xb, W, out=Z)
+            if 1 < k <= GEMV_MAX_K:
+                for j in range(k):
+                    Z[:, j] = Xb @ W[:, j]
+            else:
+                np.matmul(Xb, W, out=Z)
             Z += b
             cw = ColumnWeights(ones[:m], None if sw is None else sw[s:e], split)
             f += self.family.batch_loss(Z, y[s:e], cw, params_list, (Abuf[:m], Bbuf[:m]))
             cw.apply(Z)                                   # Z := weighted dloss/dz
-            np.matmul(Xb.T, Z, out=Gpart)
+            if 1 < k <= GEMV_MAX_K:
+                ZT = Z.T.copy()
+                for j in range(k):
+                    Gpart[:, j] = ZT[j] @ Xb
+            else:
+                np.matmul(Xb.T, Z, out=Gpart)
             G[:d] += Gpart
             G[d] += ones[:m] @ Z
         f /= n

@@ -19,6 +19,7 @@ from ._tpe import TPESearch
 from ._halving import ASHA, Hyperband, SuccessiveHalving, halving_rungs, hyperband_brackets
 from ._bandit import BanditStopping, bandit_keeps
 from ._driver import EpochEvent, SearchResult, best_trial, make_procedure, run_search
+from ._budget import SearchBudget, search_budget
 
 __all__ = [
     "parse_search", "SearchSpec", "EarlyStopping", "METHODS",
@@ -26,5 +27,5 @@ __all__ = [
     "GridSearch", "RandomSearch", "TPESearch", "SuccessiveHalving", "Hyperband", "ASHA",
     "BanditStopping", "bandit_keeps", "hyperband_brackets", "halving_rungs",
     "make_procedure", "run_search", "SearchResult", "EpochEvent", "best_trial",
-    "iter_grid", "sample", "grid_size",
+    "iter_grid", "sample", "grid_size", "SearchBudget", "search_budget",
 ]

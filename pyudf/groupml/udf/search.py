@@ -1,0 +1,318 @@
+"""SQL entry points of the search engine: cost-model calibration, explain_search, trial_info.
+
+* ``groupml.cost_runs`` holds measured training runs (rows, features, batch size k,
+  workers, passes, seconds); :func:`load_cost_model` refits TuPAQ's eq. (1) cost model
+  from them (NNLS, :class:`groupml.planner.CostModel`), :func:`record_cost_run` adds one
+  (catalog writers call it after every group), :func:`calibrate_cost_model` measures a
+  few real passes on synthetic data so a fresh install has a model.
+* :func:`explain_search` prints the plan of a search without training anything.
+* :func:`trial_info` expands ``fit.trials`` into rows (BigQuery's ML.TRIAL_INFO).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+from ..db import quote_ident
+from ..errors import (DatatypeMismatchError, InsufficientPrivilegeError, InvalidParameterError,
+                      UndefinedColumnError)
+from ..validation import check_keys, check_number
+from . import parse_object, sql_entry
+
+NUMERIC_TYPES = {"smallint", "integer", "bigint", "real", "double precision", "numeric", "boolean"}
+MAX_COST_RUNS = 1000
+CALIBRATION_SIZES = [  # (rows, features, k): a few seconds in all on one core
+    (2000, 10, 1), (2000, 10, 8), (20000, 10, 1), (20000, 10, 8),
+    (5000, 100, 1), (5000, 100, 8), (20000, 50, 4), (50000, 20, 2),
+]
+
+
+# ----------------------------------------------------------------------------- cost runs
+def record_cost_run(session, *, n, d, k, workers=1, passes, seconds, source, family=None) -> None:
+    """Store one measured training run in groupml.cost_runs (``seconds`` is the wall time
+    of all ``passes`` data passes over ``n`` rows of ``d`` features with ``k`` configs per
+    pass on ``workers`` workers). Invalid measurements (no pass, no time) are ignored, so a
+    catalog writer may call this after every group without checks of its own."""
+    if passes is None or seconds is None or not passes or passes < 1 or not seconds > 0 or not n:
+        return
+    owner = "cost run"
+    n = check_number(int(n), "n", owner, ge=1, integer=True)
+    d = check_number(int(d), "d", owner, ge=1, integer=True)
+    k = check_number(max(1, int(round(k or 1))), "k", owner, ge=1, integer=True)
+    workers = check_number(int(workers or 1), "workers", owner, ge=1, integer=True)
+    passes = check_number(int(passes), "passes", owner, ge=1, integer=True)
+    seconds = check_number(float(seconds), "seconds", owner, gt=0)
+    session.query(
+        "INSERT INTO groupml.cost_runs (n, d, k, workers, passes, seconds, family, source) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        [n, d, k, workers, passes, seconds, family, str(source)],
+        ["bigint", "integer", "integer", "integer", "integer", "float8", "text", "text"])
+
+
+def record_fit_cost(session, result, *, source: str, workers: int = 1) -> None:
+    """Record the cost of a :class:`groupml.fitting.FitResult` (no-op when nothing trained)."""
+    record_cost_run(session, n=result.n_train, d=result.n_features or 1, k=result.mean_batch or 1,
+                    workers=workers, passes=result.passes, seconds=result.seconds, source=source,
+                    family=result.family)
+
+
+def load_cost_model(session, family: Optional[str] = None):
+    """The cost model refitted on the newest recorded runs (all families when ``family`` is
+    None or has no runs of its own); the priors when the table is empty."""
+    from ..fitting import default_cost_model
+
+    sql = ("SELECT n, d, k, workers, passes, seconds FROM groupml.cost_runs {} "
+           "ORDER BY run_id DESC LIMIT " + str(MAX_COST_RUNS))
+    rows = []
+    if family is not None:
+        rows = session.query(sql.format("WHERE family = $1"), [family], ["text"])
+    if len(rows) < 3:
+        rows = session.query(sql.format(""))
+    model = default_cost_model()
+    model.max_runs = MAX_COST_RUNS
+    runs = [{"n": int(r["n"]), "d": int(r["d"]), "k": int(r["k"]), "workers": int(r["workers"]),
+             "seconds": float(r["seconds"]) / int(r["passes"])} for r in reversed(rows)]
+    if runs:
+        model.add_runs(runs)
+    return model
+
+
+def _synthetic(n: int, d: int, seed: int):
+    rng = np.random.default_rng([seed, n, d])
+    X = rng.standard_normal((n, d))
+    w = rng.standard_normal(d) / math.sqrt(d)
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-(X @ w)))).astype(np.float64)
+    return X, y
+
+
+def measure_passes(family: str, n: int, d: int, k: int, passes: int, seed: int = 0):
+    """(wall seconds, passes) of ``passes`` batched gradient passes of ``k`` configs over synthetic data."""
+    from ..learners import GLMTrainer
+
+    X, y = _synthetic(n, d, seed)
+    if family == "linear":
+        y = X[:, 0] + 0.1 * y
+    trainer = GLMTrainer(family, X, y)
+    for j in range(k):
+        trainer.add(j, {"solver": "gd", "lr": 1e-3, "tol": 1e-300, "max_iter": passes + 1,
+                        "l2": 10.0 ** -(j % 6)})
+    trainer.run(1)  # warm the workspace
+    p0, t0 = trainer.passes, time.perf_counter()
+    trainer.run(passes)
+    return time.perf_counter() - t0, trainer.passes - p0
+
+
+@sql_entry
+def calibrate_cost_model(sizes, family, passes):
+    """Measure a few real passes, store them in groupml.cost_runs, return them with the refit estimate."""
+    from ..db import backend_session
+    from ..learners import get_family
+
+    owner = "calibrate_cost_model"
+    fam = get_family(family).name
+    passes = check_number(passes, "passes", owner, ge=1, le=1000, integer=True,
+                          hint="A handful of passes per size is enough (default 5).")
+    plan = CALIBRATION_SIZES
+    if sizes is not None:
+        raw = json.loads(sizes) if isinstance(sizes, str) else sizes
+        if not isinstance(raw, list) or not raw:
+            raise InvalidParameterError(
+                f"The 'sizes' value of {owner} must be a non-empty JSON array of objects "
+                f"{{\"n\": rows, \"d\": features, \"k\": configs}}; got {json.dumps(raw)}",
+                hint='Example: \'[{"n": 10000, "d": 20, "k": 1}, {"n": 10000, "d": 20, "k": 10}]\'')
+        plan = []
+        for item in raw:
+            if not isinstance(item, dict):
+                raise InvalidParameterError(
+                    f"Every element of {owner} sizes must be an object {{\"n\", \"d\", \"k\"}}; got {json.dumps(item)}",
+                    hint='Example: {"n": 10000, "d": 20, "k": 4}')
+            check_keys(item, f"{owner} sizes", ("n", "d", "k"))
+            plan.append((check_number(item.get("n"), "n", f"{owner} sizes", ge=2, le=10_000_000, integer=True),
+                         check_number(item.get("d"), "d", f"{owner} sizes", ge=1, le=100_000, integer=True),
+                         check_number(item.get("k", 1), "k", f"{owner} sizes", ge=1, le=1000, integer=True)))
+            if plan[-1][0] * plan[-1][1] > 50_000_000:
+                raise InvalidParameterError(
+                    f"A calibration size of {owner} must have n*d <= 50000000 values; got n={plan[-1][0]}, "
+                    f"d={plan[-1][1]}", hint="Calibrate on smaller synthetic tables; the model extrapolates.")
+    session = backend_session()
+    measured = []
+    for i, (n, d, k) in enumerate(plan):
+        session.check_cancel()
+        secs, done = measure_passes(fam, n, d, k, passes, seed=i)
+        record_cost_run(session, n=n, d=d, k=k, workers=1, passes=done, seconds=secs,
+                        source="calibrate_cost_model", family=fam)
+        measured.append((n, d, k, done, secs))
+    model = load_cost_model(session, fam)
+    return [{"n": n, "d": d, "k": k, "measured_passes": p, "seconds_per_pass": s / p,
+             "estimated_seconds_per_pass": model.predict(n, d, k)} for n, d, k, p, s in measured]
+
+
+# ----------------------------------------------------------------------------- explain_search
+def _columns(session, source) -> dict:
+    rows = session.query(
+        "SELECT a.attname AS name, pg_catalog.format_type(a.atttypid, NULL) AS type "
+        "FROM pg_catalog.pg_attribute a WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped",
+        [source], ["text"])
+    return {r["name"]: r["type"] for r in rows}
+
+
+def _check_columns(cols, names, what, source, numeric, owner) -> list:
+    if names is None:
+        raise InvalidParameterError(f"The '{what}' value of {owner} must be an array of column names; got null",
+                                    hint="Pass ARRAY['col1', 'col2'].")
+    names = [names] if isinstance(names, str) else list(names)
+    for name in names:
+        if name not in cols:
+            raise UndefinedColumnError(f"Column '{name}' of {owner} {what} does not exist in {source}",
+                                       hint=f"Columns of {source}: {', '.join(sorted(cols))}.")
+        if numeric and cols[name] not in NUMERIC_TYPES:
+            raise DatatypeMismatchError(
+                f"Column '{name}' of {owner} {what} must be numeric or boolean; it is {cols[name]}",
+                hint="Cast or encode it into a numeric column first.")
+    return names
+
+
+def _fmt_s(x: float) -> str:
+    if x < 1:
+        return f"{x * 1000:.3g} ms"
+    if x < 120:
+        return f"{x:.3g} s"
+    if x < 7200:
+        return f"{x / 60:.3g} min"
+    return f"{x / 3600:.3g} h"
+
+
+def explain_plan(model: str, search: dict, options: dict, *, n_groups: int, n_rows: int, largest: int,
+                 d: int, cost_model) -> List[Dict[str, Any]]:
+    """The rows of explain_search for given group statistics (pure: no database)."""
+    from ..fitting import plan_group, validate_request
+
+    family, spec, opts = validate_request(model, search, options)
+    vf = opts["validation_fraction"]
+    rows: List[Dict[str, Any]] = []
+
+    def add(item, value, detail=None):
+        rows.append({"item": item, "value": None if value is None else str(value), "detail": detail})
+
+    add("model", family.name, f"metric {opts['metric'] or family.default_metric} on a {vf:g} validation holdout")
+    add("procedure", spec.method, {
+        "grid": "every grid point, trained until it converges or hits max_iter",
+        "random": "n_trials configurations sampled with a seeded generator",
+        "tpe": "n_trials configurations proposed by Optuna's TPE from the results so far",
+        "successive_halving": "one bracket: keep the best 1/eta at every rung",
+        "hyperband": "all Hyperband brackets run concurrently (Li et al.)",
+        "asha": "asynchronous successive halving, promotions decided as results arrive"}[spec.method])
+    es = spec.early_stopping
+    add("early_stopping", "bandit" if es else "none",
+        (f"TuPAQ Alg. 3: after {spec.partial_epochs * spec.epoch_iters} iterations keep configurations whose "
+         f"loss is within a factor 1 + {es.epsilon:g} of the best so far") if es else None)
+    mean_n = n_rows / n_groups if n_groups else 0
+    n_train_mean = max(1, int(round(mean_n * (1 - vf))))
+    n_train_max = max(1, int(round(largest * (1 - vf))))
+    big = plan_group(spec, family, n_train_max, d, cost_model)
+    mean = plan_group(spec, family, n_train_mean, d, cost_model)
+    b = big["budget"]
+    add("configurations", b["n_configs"], b["note"])
+    add("budget_epochs", b["epochs"], f"epoch blocks of {spec.epoch_iters} solver iterations summed over "
+        f"configurations (at most {b['epochs_per_config']} per configuration; max_iter {big['max_iter']})")
+    add("budget_passes", big["passes"], f"data passes per group with k = {big['slots']} configurations per pass "
+        f"({big['config_passes']} configuration-passes); an upper bound")
+    add("batch_size", big["slots"], big["why"])
+    add("groups", n_groups, None)
+    add("rows", n_rows, f"mean {mean_n:.1f} rows per group; {1 - vf:g} of each group trains")
+    add("largest_group_rows", largest, None)
+    add("features", d, None)
+    runs = len(cost_model.runs)
+    add("cost_model", "calibrated" if runs else "priors",
+        (f"refitted on the {runs} newest runs of groupml.cost_runs: "
+         + ", ".join(f"{t} {v:.3g}" for t, v in cost_model.coefficients.items()))
+        if runs else "groupml.cost_runs is empty: run SELECT * FROM groupml.calibrate_cost_model();")
+    total = mean["seconds"] * n_groups
+    add("estimated_seconds", f"{total:.6g}", f"{_fmt_s(total)} for all groups, one after another on one "
+        f"backend ({_fmt_s(mean['seconds_per_pass'])} per pass for a mean group)")
+    add("estimated_seconds_largest_group", f"{big['seconds']:.6g}",
+        f"{_fmt_s(big['seconds'])}: {big['passes']} passes at {_fmt_s(big['seconds_per_pass'])} per pass")
+    return rows
+
+
+@sql_entry
+def explain_search(source, features, label, model, search, group_by, options):
+    from ..db import backend_session
+    from ..fitting import validate_request
+
+    owner = "explain_search"
+    session = backend_session()
+    if model is None:
+        raise InvalidParameterError(f"The 'model' value of {owner} must be a model family name; got null",
+                                    hint="Use 'logistic', 'linear' or 'svm'.")
+    search_obj = parse_object(search, "search", owner)
+    options_obj = parse_object(options, "options", owner)
+    validate_request(model, search_obj, options_obj)
+    if source is None:
+        raise InvalidParameterError(f"The 'source' value of {owner} must be a table or view; got null",
+                                    hint="Pass the table name, e.g. 'clicks'.")
+    priv = session.query("SELECT pg_catalog.has_table_privilege($1::regclass, 'SELECT') AS ok", [source], ["text"])
+    if not priv[0]["ok"]:
+        raise InsufficientPrivilegeError(f"permission denied for table {source}: {owner} needs SELECT on it",
+                                         hint=f"GRANT SELECT ON {source} TO the calling role.")
+    cols = _columns(session, source)
+    group_by = _check_columns(cols, group_by or [], "group_by", source, False, owner)
+    features = _check_columns(cols, features, "features", source, True, owner)
+    if not features:
+        raise InvalidParameterError(f"The 'features' value of {owner} must name at least one column; got []",
+                                    hint="Pass ARRAY['f1', 'f2', ...].")
+    if label is None:
+        raise InvalidParameterError(f"The 'label' value of {owner} must be a column name; got null",
+                                    hint="Pass the label column, e.g. 'clicked'.")
+    _check_columns(cols, [label], "label", source, True, owner)
+    if group_by:
+        keys = ", ".join(quote_ident(g) for g in group_by)
+        sql = (f"SELECT count(*) AS groups, coalesce(sum(c), 0) AS n_rows, coalesce(max(c), 0) AS largest "
+               f"FROM (SELECT count(*) AS c FROM {source} GROUP BY {keys}) s")
+    else:
+        sql = f"SELECT CASE WHEN count(*) > 0 THEN 1 ELSE 0 END AS groups, count(*) AS n_rows, count(*) AS largest FROM {source}"
+    stats = session.query(sql)[0]
+    cost_model = load_cost_model(session, model)
+    return explain_plan(model, search_obj, options_obj, n_groups=int(stats["groups"]),
+                        n_rows=int(stats["n_rows"]), largest=int(stats["largest"]), d=len(features),
+                        cost_model=cost_model)
+
+
+# ----------------------------------------------------------------------------- trial_info
+def trial_rows(fit: Optional[dict]) -> List[Dict[str, Any]]:
+    """Rows of groupml.trial_info for a fit (a dict of the composite type's fields)."""
+    if fit is None:
+        return []
+    trials = fit.get("trials")
+    if isinstance(trials, str):
+        trials = json.loads(trials)
+    if not trials:
+        return []
+    params = fit.get("params")
+    if isinstance(params, str):
+        params = json.loads(params)
+    marked = any("is_best" in t for t in trials)
+    best_id = None
+    if not marked and params is not None:
+        same = [t["trial_id"] for t in trials if t.get("params") == params and t.get("score") == fit.get("score")]
+        best_id = min(same) if same else None
+    out = []
+    for t in trials:
+        out.append({
+            "trial_id": t.get("trial_id"), "params": json.dumps(t.get("params")), "score": t.get("score"),
+            "epochs": t.get("epochs"), "iterations": t.get("iterations"), "status": t.get("status"),
+            "stop_reason": t.get("stop_reason"), "epoch_losses": t.get("epoch_losses") or [],
+            "passes": t.get("passes"), "seconds": t.get("seconds"),
+            "is_best": bool(t.get("is_best")) if marked else t.get("trial_id") == best_id,
+        })
+    return out
+
+
+@sql_entry
+def trial_info(fit):
+    return trial_rows(fit)
