@@ -60,6 +60,9 @@ class TenantPolicy(abc.ABC):
         recorded; ``view`` lists the active tenants afterwards, ``total_best`` is the sum
         of best-so-far qualities over all tenants."""
 
+    def on_tenant_added(self) -> None:
+        """Called when a tenant joins (the scheduler's tenant set changed)."""
+
     def state_dict(self) -> Dict[str, Any]:
         return {}
 
@@ -153,6 +156,15 @@ class Hybrid(TenantPolicy):
         if self.mode == "roundrobin":
             return self._rr.select(view, rng)
         return self._greedy.select(view, rng)
+
+    def on_tenant_added(self):
+        # A new tenant ends any freezing stage: the candidate set is about to change and the
+        # newcomer's regret is all to be gained. Back to GREEDY with a fresh stall counter
+        # (ease.ml assumes all users arrive together; a long-running server does not).
+        self.mode = "greedy"
+        self.stall = 0
+        self.prev_set = None
+        self.prev_total = None
 
     def after_observe(self, view, served, served_order, total_best):
         self._rr.after_observe(view, served, served_order, total_best)

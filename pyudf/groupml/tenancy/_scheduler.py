@@ -21,7 +21,7 @@ from ._policies import TenantView, make_policy
 
 OWNER = "the scheduler"
 STATE_VERSION = 1
-CONFIG_KEYS = ["policy", "cost_aware", "delta", "noise", "beta_scale", "seed", "shrinkage",
+CONFIG_KEYS = ["policy", "cost_aware", "delta", "noise", "beta_scale", "beta_rule", "refresh_every", "seed", "shrinkage",
                "cost_floor", "patience"]
 
 
@@ -40,6 +40,12 @@ class Scheduler:
     delta: confidence parameter of beta (0 < delta < 1).
     noise: observation noise standard deviation of the GP (quality units).
     beta_scale: multiplies the theoretical beta (1.0 = Theorem 1/2 as written).
+    beta_rule: 'theorem' (default): beta_t = 2 c_max log(pi^2 n K_max t^2 / (6 delta)) of
+        Theorems 1-3; 'algorithm': beta_t = log(K_i t^2 / delta), the line the paper's
+        Algorithms 1 and 2 actually list (smaller: less exploration).
+    refresh_every: when > 0, re-estimate every tenant's prior from all outcomes recorded so
+        far after every ``refresh_every``-th outcome (0: priors are fixed when a tenant is
+        added). Tenants that arrive together see nothing of each other otherwise.
     seed: integer seed of the per-step random generator (RANDOM policy).
     history: optional list of past jobs, each ``{candidate_key: quality}``; used with
         the other tenants' observations to estimate each tenant's GP prior.
@@ -49,7 +55,8 @@ class Scheduler:
     """
 
     def __init__(self, policy: str = "hybrid", *, cost_aware: bool = True, delta: float = 0.1,
-                 noise: float = 0.02, beta_scale: float = 1.0, seed: int = 0,
+                 noise: float = 0.02, beta_scale: float = 1.0, beta_rule: str = "theorem",
+                 refresh_every: int = 0, seed: int = 0,
                  history: Optional[Sequence[Mapping[str, float]]] = None,
                  shrinkage: float = 0.05, cost_floor: float = 1e-3, patience: int = 10):
         self.cost_aware = check_bool(cost_aware, "cost_aware", OWNER)
@@ -58,7 +65,12 @@ class Scheduler:
         self.noise = check_number(noise, "noise", OWNER, gt=0,
                                   hint="Give the noise standard deviation of a quality, e.g. 0.02.")
         self.beta_scale = check_number(beta_scale, "beta_scale", OWNER, gt=0)
+        from ..validation import check_choice
+        self.beta_rule = check_choice(beta_rule, "beta_rule", OWNER, ["theorem", "algorithm"],
+                                      hint="'theorem' is beta of Theorems 1-3, 'algorithm' the beta of Algorithm 2.")
         self.seed = check_number(seed, "seed", OWNER, ge=0, integer=True)
+        self.refresh_every = check_number(refresh_every, "refresh_every", OWNER, ge=0, integer=True,
+                                          hint="0 keeps priors fixed; e.g. 10 re-estimates them every 10 outcomes.")
         self.shrinkage = check_number(shrinkage, "shrinkage", OWNER, ge=0, le=1)
         self.cost_floor = check_number(cost_floor, "cost_floor", OWNER, gt=0, le=1)
         self.patience = check_number(patience, "patience", OWNER, ge=1, integer=True)
@@ -67,6 +79,7 @@ class Scheduler:
         self.history: List[Dict[str, float]] = self._check_history(history or [])
         self.tenants: Dict[str, TenantBandit] = {}
         self._prior_upto: Dict[str, int] = {}
+        self._added_at: Dict[str, int] = {}   # log length when each tenant was added
         self.log: List[list] = []          # [tenant, candidate, quality or None (failed), cost]
         self._prior_cache: Dict[tuple, Tuple[np.ndarray, np.ndarray]] = {}
         self._c_max: Optional[float] = None    # caches, reset when tenants change
@@ -126,7 +139,9 @@ class Scheduler:
         self.tenants[name] = bandit
         self._c_max = self._k_max = None
         self._prior_upto[name] = len(self.log)
+        self._added_at[name] = len(self.log)
         self._build_gp(bandit)
+        self.policy.on_tenant_added()
 
     def _prior(self, bandit: TenantBandit, upto: int) -> Tuple[np.ndarray, np.ndarray]:
         own_in_prefix = any(e[0] == bandit.name for e in self.log[:upto])
@@ -172,6 +187,8 @@ class Scheduler:
         if self._k_max is None:
             self._k_max = max(len(b.keys) for b in self.tenants.values())
         t = int(bandit.tried.sum()) + 1
+        if self.beta_rule == "algorithm":
+            return self.beta_scale * math.log(len(bandit.keys) * t * t / self.delta)
         return beta(t, len(self.tenants), self._k_max, self.delta, 1.0, self.beta_scale)
 
     def ucb_scores(self, tenant: str) -> Dict[str, Optional[float]]:
@@ -230,6 +247,7 @@ class Scheduler:
         bandit.record(idx, quality, ucb_at_pick)
         self.log.append([tenant, candidate, quality, cost])
         self.policy.after_observe(self._view(False), tenant, bandit.order, self._total_best())
+        self._maybe_refresh()
 
     def observe_failure(self, tenant: str, candidate: str, cost: Optional[float] = None) -> None:
         """Record that training a candidate failed: it is never proposed again, the GP is unchanged."""
@@ -240,6 +258,11 @@ class Scheduler:
         bandit.record_failure(idx)
         self.log.append([tenant, candidate, None, cost])
         self.policy.after_observe(self._view(False), tenant, bandit.order, self._total_best())
+        self._maybe_refresh()
+
+    def _maybe_refresh(self) -> None:
+        if self.refresh_every and len(self.log) % self.refresh_every == 0:
+            self.refresh_priors()
 
     # ------------------------------------------------------------------ introspection
     def summary(self) -> Dict[str, Dict[str, Any]]:
@@ -256,7 +279,8 @@ class Scheduler:
     # ------------------------------------------------------------------ persistence
     def config(self) -> Dict[str, Any]:
         return {"policy": self.policy_name, "cost_aware": self.cost_aware, "delta": self.delta,
-                "noise": self.noise, "beta_scale": self.beta_scale, "seed": self.seed,
+                "noise": self.noise, "beta_scale": self.beta_scale, "beta_rule": self.beta_rule,
+                "refresh_every": self.refresh_every, "seed": self.seed,
                 "shrinkage": self.shrinkage, "cost_floor": self.cost_floor, "patience": self.patience}
 
     def state_dict(self) -> Dict[str, Any]:
@@ -267,6 +291,7 @@ class Scheduler:
             "tenants": [{"name": b.name, "candidates": list(b.keys),
                          "costs": [float(c) for c in b.est_costs],
                          "prior_upto": self._prior_upto[b.name],
+                         "added_at": self._added_at.get(b.name, self._prior_upto[b.name]),
                          "ecb": _num_or_none(b.ecb), "gap": b.gap}
                         for b in sorted(self.tenants.values(), key=lambda b: b.order)],
             "log": [list(e) for e in self.log],
@@ -290,6 +315,7 @@ class Scheduler:
             b = TenantBandit(t["name"], t["candidates"], t["costs"], order=len(sched.tenants))
             sched.tenants[b.name] = b
             sched._prior_upto[b.name] = int(t["prior_upto"])
+            sched._added_at[b.name] = int(t.get("added_at", t["prior_upto"]))
         for tenant, key, quality, _cost in sched.log:
             b = sched._tenant(tenant)
             b.tried[b.index[key]] = True
@@ -305,3 +331,46 @@ class Scheduler:
             sched._build_gp(b)
         sched.policy.load_state(dict(state.get("policy") or {}))
         return sched
+
+    @classmethod
+    def replay(cls, state: Mapping[str, Any], **config: Any) -> "Scheduler":
+        """A scheduler with another configuration (e.g. policy, cost_aware) that has seen the
+        same tenants and outcomes as ``state``: tenants are added at the log position where
+        they were originally added, and every logged outcome is observed again in order.
+
+        The policy's own state (HYBRID's mode, the round-robin pointer) is rebuilt by the
+        replay, as if the new policy had been in charge from the start; GREEDY's empirical
+        bounds use the new configuration's UCB scores.
+        """
+        check_keys(state, "scheduler state", ["version", "config", "history", "tenants", "log", "policy"],
+                   cls=InvalidParameterError)
+        base = dict(state.get("config") or {})
+        check_keys(config, "scheduler configuration", CONFIG_KEYS, cls=InvalidParameterError)
+        base.update(config)
+        policy = base.pop("policy")
+        sched = cls(policy, history=state.get("history") or [], **base)
+        log = list(state.get("log", []))
+        first = {}
+        for pos, entry in enumerate(log):
+            first.setdefault(entry[0], pos)
+        tenants = list(state.get("tenants", []))
+        add_at = {t["name"]: min(int(t.get("added_at", t["prior_upto"])), first.get(t["name"], len(log)))
+                  for t in tenants}
+        pending = sorted(tenants, key=lambda t: add_at[t["name"]])
+        for pos, (tenant, key, quality, cost) in enumerate(log):
+            while pending and add_at[pending[0]["name"]] <= pos:
+                t = pending.pop(0)
+                sched.add_tenant(t["name"], t["candidates"], t["costs"])
+            if quality is None:
+                sched.observe_failure(tenant, key, cost)
+            else:
+                sched.observe(tenant, key, quality, cost)
+        for t in pending:
+            sched.add_tenant(t["name"], t["candidates"], t["costs"])
+        # The priors exactly as recorded (they depend only on the log, not on the policy).
+        sched._prior_cache.clear()
+        for t in tenants:
+            sched._prior_upto[t["name"]] = int(t["prior_upto"])
+            sched._build_gp(sched.tenants[t["name"]])
+        return sched
+

@@ -1,0 +1,594 @@
+"""Multi-tenant model selection in SQL: tenants, jobs, the coordinator procedure, pg_cron, infer.
+
+Tables (sql/tenancy/): ``tenants`` (bound to a role), ``jobs``, ``candidates``,
+``observations`` and ``scheduler_state``; row-level security lets a role see only the
+rows of tenants it is a member of, ``groupml_admin`` members see all.
+
+The coordinator (:func:`run_scheduler`) keeps the pure-Python
+:class:`groupml.tenancy.Scheduler` in ``scheduler_state.state`` (jsonb). One core
+*tenant* is one job (``"job:<job_id>"``); candidate keys are the stable strings
+``"<family>:<canonical JSON params>"``, identical across jobs, so the GP prior of one job
+is estimated from the qualities other jobs observed for the same keys. Every step runs
+in its own transaction::
+
+    lock state row -> Scheduler.from_state -> add new jobs -> next_step -> train
+    -> observation row + candidate status + job best + state (log grows by one) -> COMMIT
+
+so a cancelled or crashed run loses at most the step in flight, and the next call makes
+exactly the decision the interrupted one was working on.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import time
+from typing import Any, Dict, List, Tuple
+
+import numpy as np
+
+from ..db import backend_session, quote_ident
+from ..errors import (DataError, DatatypeMismatchError, GroupmlError, InsufficientPrivilegeError,
+                      InvalidParameterError, PrerequisiteStateError, SearchSpecError, UndefinedColumnError,
+                      UndefinedObjectError)
+from ..validation import check_bool, check_choice, check_keys, check_number
+from . import parse_jsonb, sql_entry
+
+NUMERIC_TYPES = {"smallint", "integer", "bigint", "real", "double precision", "numeric", "boolean"}
+#: Relative cost of one solver iteration over one row-feature, per family (estimated cost unit).
+FAMILY_COST = {"logistic": 1.0, "svm": 1.0, "linear": 0.5}
+#: Validation metric per task: the job's quality, higher is better.
+TASK_METRIC = {"classification": "accuracy", "regression": "r2"}
+MAX_CANDIDATES = 1000
+STATE_NAME = "default"
+#: The coordinator re-estimates every job's GP prior from all recorded qualities every this many steps.
+PRIOR_REFRESH = 10
+ADMIN_HINT = "Run it as a member of groupml_admin: GRANT groupml_admin TO <role>; (or as a superuser)."
+
+
+class DuplicateObjectError(GroupmlError):
+    sqlstate = "42710"  # duplicate_object
+
+
+# ---------------------------------------------------------------------------- helpers
+def _is_admin(session) -> bool:
+    return bool(session.query("SELECT pg_catalog.pg_has_role('groupml_admin', 'MEMBER') AS ok")[0]["ok"])
+
+
+def _require_admin(session, what: str) -> None:
+    if not _is_admin(session):
+        raise InsufficientPrivilegeError(f"permission denied: {what} needs membership in groupml_admin",
+                                         hint=ADMIN_HINT)
+
+
+def candidate_key(family: str, params: Dict[str, Any]) -> str:
+    """Stable key of a candidate: the same family and params give the same key in every job."""
+    return f"{family}:{json.dumps(params, sort_keys=True, separators=(',', ':'))}"
+
+
+def estimated_cost(family: str, params: Dict[str, Any], n_rows: int, n_features: int) -> float:
+    """rows x (features + 1) x family factor x max_iter / 100 (see docs/multitenant.md)."""
+    max_iter = params.get("max_iter", 100)
+    return max(1.0, float(n_rows)) * (n_features + 1) * FAMILY_COST[family] * float(max_iter) / 100.0
+
+
+def expand_candidates(raw: Any, owner: str = "submit_job") -> Tuple[str, List[Dict[str, Any]]]:
+    """Turn the candidates jsonb into (task, [{family, params, key}]), validating everything.
+
+    Each entry is a family name (its defaults), ``{"model": f, "params": {...}}`` (one
+    candidate) or ``{"model": f, "search": <grid or random search spec>}`` (one candidate
+    per configuration of the search).
+    """
+    from ..fitting import plan_search
+    from ..learners import get_family
+    from ..search import make_procedure
+
+    hint = ('Pass a JSON array such as \'[{"model": "logistic", "search": {"l2": [0, 0.01, 0.1]}}, '
+            '{"model": "svm", "params": {"l2": 0.1}}]\'.')
+    if not isinstance(raw, list):
+        raise InvalidParameterError(f"The 'candidates' value of {owner} must be a JSON array; got {json.dumps(raw)}",
+                                    hint=hint)
+    if not raw:
+        raise InvalidParameterError(f"The 'candidates' value of {owner} must list at least one model; got []",
+                                    hint=hint)
+    out: List[Dict[str, Any]] = []
+    tasks = set()
+    for i, entry in enumerate(raw):
+        where = f"{owner} candidates[{i}]"
+        if isinstance(entry, str):
+            entry = {"model": entry}
+        if not isinstance(entry, dict):
+            raise InvalidParameterError(f"The 'candidates[{i}]' value of {owner} must be a model name or an "
+                                        f"object; got {json.dumps(entry)}", hint=hint)
+        check_keys(entry, where, ["model", "params", "search"], cls=InvalidParameterError, hint=hint)
+        if "model" not in entry:
+            raise InvalidParameterError(f"The 'model' value of {where} is missing", hint=hint)
+        if "params" in entry and "search" in entry:
+            raise InvalidParameterError(f"{where} gives both 'params' and 'search'; give one of them",
+                                        hint="'params' is one configuration, 'search' expands into many.")
+        family = get_family(entry["model"])
+        tasks.add(family.kind)
+        if "search" in entry:
+            search = entry["search"]
+            if not isinstance(search, dict):
+                raise SearchSpecError(f"The 'search' value of {where} must be a JSON object; got {json.dumps(search)}",
+                                      hint=hint)
+            spec = plan_search(family, search)
+            if spec.method not in ("grid", "random"):
+                raise SearchSpecError(
+                    f"The 'method' value of {where} search must be 'grid' or 'random'; got {spec.method!r}",
+                    hint="Candidates are fixed configurations; the scheduler's GP decides which to train. "
+                         "Use a grid or a random sample of the space.")
+            configs = [t.params for t in make_procedure(spec).ask(MAX_CANDIDATES + 1)]
+        else:
+            params = entry.get("params") or {}
+            if not isinstance(params, dict):
+                raise InvalidParameterError(f"The 'params' value of {where} must be a JSON object; got "
+                                            f"{json.dumps(params)}", hint=hint)
+            family.validate_params(params)
+            configs = [params]
+        for params in configs:
+            out.append({"family": family.name, "params": params, "key": candidate_key(family.name, params)})
+        if len(out) > MAX_CANDIDATES:
+            raise InvalidParameterError(f"The 'candidates' value of {owner} must expand into at most "
+                                        f"{MAX_CANDIDATES} configurations; got more",
+                                        hint="Submit a smaller grid, or a random search with fewer n_trials.")
+    if len(tasks) > 1:
+        raise InvalidParameterError(
+            f"The 'candidates' value of {owner} must be all classifiers (logistic, svm) or all regressors "
+            f"(linear); got a mix", hint="Submit one job per task.")
+    seen = set()
+    for c in out:
+        if c["key"] in seen:
+            raise InvalidParameterError(f"The 'candidates' value of {owner} lists the configuration "
+                                        f"{c['key']} twice", hint="Give each configuration once.")
+        seen.add(c["key"])
+    return tasks.pop(), out
+
+
+def _columns(session, relid: int) -> Dict[str, str]:
+    rows = session.query(
+        "SELECT a.attname AS name, pg_catalog.format_type(a.atttypid, NULL) AS type "
+        "FROM pg_catalog.pg_attribute a WHERE a.attrelid = $1::oid AND a.attnum > 0 AND NOT a.attisdropped",
+        [relid], ["oid"])
+    return {r["name"]: r["type"] for r in rows}
+
+
+def _check_column(cols: Dict[str, str], name: Any, what: str, source: str) -> str:
+    if not isinstance(name, str) or name == "":
+        raise InvalidParameterError(f"The '{what}' value of submit_job must name a column; got {name!r}",
+                                    hint=f"Columns of {source}: {', '.join(sorted(cols))}.")
+    if name not in cols:
+        raise UndefinedColumnError(f"Column '{name}' of submit_job {what} does not exist in {source}",
+                                   hint=f"Columns of {source}: {', '.join(sorted(cols))}.")
+    if cols[name] not in NUMERIC_TYPES:
+        raise DatatypeMismatchError(f"Column '{name}' of submit_job {what} must be numeric or boolean; "
+                                    f"it is {cols[name]}",
+                                    hint="Cast or encode it into a numeric column first (e.g. a view).")
+    return name
+
+
+def _value_expr(col: str, typ: str) -> str:
+    q = quote_ident(col)
+    return f"pg_catalog.float8send(({q})::int::float8)" if typ == "boolean" else f"pg_catalog.float8send(({q})::float8)"
+
+
+# ---------------------------------------------------------------------------- create_tenant
+@sql_entry
+def create_tenant(name, role):
+    session = backend_session()
+    if name is None or not str(name).strip():
+        raise InvalidParameterError(f"The 'name' value of create_tenant must be a non-empty text; got {name!r}",
+                                    hint="Name the tenant, e.g. SELECT groupml.create_tenant('astro');")
+    if role is None:
+        raise InvalidParameterError("The 'role' value of create_tenant must name a role; got null",
+                                    hint="Omit role to bind the tenant to the calling role.")
+    rows = session.query("SELECT oid::bigint AS oid FROM pg_catalog.pg_roles WHERE rolname = $1", [role], ["name"])
+    if not rows:
+        raise UndefinedObjectError(f"Role '{role}' of create_tenant does not exist",
+                                   hint=f"CREATE ROLE {quote_ident(role)} LOGIN; first, or pass an existing role.")
+    ok = session.query("SELECT pg_catalog.pg_has_role($1::oid, 'MEMBER') OR "
+                       "pg_catalog.pg_has_role('groupml_admin', 'MEMBER') AS ok", [rows[0]["oid"]], ["bigint"])
+    if not ok[0]["ok"]:
+        raise InsufficientPrivilegeError(
+            f"permission denied: create_tenant may bind tenant '{name}' to role '{role}' only for a member of "
+            f"that role or of groupml_admin", hint="Create the tenant as that role, or as a groupml_admin member.")
+    got = session.query("INSERT INTO groupml.tenants (name, role) VALUES ($1, $2::oid::regrole) "
+                        "ON CONFLICT (name) DO NOTHING RETURNING tenant_id", [name, rows[0]["oid"]],
+                        ["text", "bigint"])
+    if not got:
+        raise DuplicateObjectError(f"Tenant '{name}' already exists", hint="Pick another tenant name.")
+    return got[0]["tenant_id"]
+
+
+# ---------------------------------------------------------------------------- submit_job
+@sql_entry
+def submit_job(tenant, source, features, label, candidates):
+    session = backend_session()
+    if tenant is None:
+        raise InvalidParameterError("The 'tenant' value of submit_job must name a tenant; got null",
+                                    hint="Create one with SELECT groupml.create_tenant('name');")
+    trows = session.query("SELECT tenant_id, role::oid::bigint AS role_oid, role::text AS role "
+                          "FROM groupml.tenants WHERE name = $1", [tenant], ["text"])
+    if not trows:
+        raise UndefinedObjectError(f"Tenant '{tenant}' does not exist (or belongs to a role you are not a member of)",
+                                   hint="Create it with SELECT groupml.create_tenant('" + str(tenant).replace("'", "''")
+                                   + "'); or use one of SELECT name FROM groupml.tenants;")
+    t = trows[0]
+    if source is None:
+        raise InvalidParameterError("The 'source' value of submit_job must name a table or view; got null",
+                                    hint="Pass source => 'my_table'.")
+    rel = session.query("SELECT $1::regclass::oid::bigint AS oid, $1::regclass::text AS name", [source], ["text"])[0]
+    readable = session.query("SELECT pg_catalog.has_table_privilege($1::oid, $2::oid, 'SELECT') AS ok",
+                             [t["role_oid"], rel["oid"]], ["bigint", "bigint"])[0]["ok"]
+    if not readable:
+        raise InsufficientPrivilegeError(
+            f"permission denied for table {rel['name']}: the role '{t['role']}' of tenant '{tenant}' cannot SELECT it",
+            hint=f"GRANT SELECT ON {rel['name']} TO {quote_ident(t['role'])};")
+    cols = _columns(session, rel["oid"])
+    if features is None or len(features) == 0:
+        raise InvalidParameterError(f"The 'features' value of submit_job must name at least one column; got "
+                                    f"{'null' if features is None else '{}'}", hint="Pass ARRAY['f1', 'f2', ...].")
+    features = [_check_column(cols, f, "features", rel["name"]) for f in features]
+    if len(set(features)) != len(features):
+        raise InvalidParameterError(f"The 'features' value of submit_job must not repeat a column; got {features}",
+                                    hint="Name each feature column once.")
+    label = _check_column(cols, label, "label", rel["name"])
+    if label in features:
+        raise InvalidParameterError(f"The 'label' column '{label}' of submit_job is also a feature",
+                                    hint="Remove the label from the features.")
+    task, cands = expand_candidates(parse_jsonb(candidates, "candidates", "submit_job"))
+    can_read = session.query("SELECT pg_catalog.has_table_privilege($1::oid, 'SELECT') AS ok",
+                             [rel["oid"]], ["bigint"])[0]["ok"]
+    if can_read:
+        n_rows = session.query(f"SELECT count(*) AS n FROM {rel['name']}")[0]["n"]
+    else:  # an administrator submitting for a tenant whose table it cannot read: planner estimate
+        n_rows = max(0, int(session.query("SELECT reltuples::bigint AS n FROM pg_catalog.pg_class "
+                                          "WHERE oid = $1::oid", [rel["oid"]], ["bigint"])[0]["n"]))
+    job_id = session.query(
+        "INSERT INTO groupml.jobs (tenant_id, owner_role, source, features, label, task, metric, n_rows) "
+        "VALUES ($1, $2::oid::regrole, $3::oid::regclass, $4, $5, $6, $7, $8) RETURNING job_id",
+        [t["tenant_id"], t["role_oid"], rel["oid"], features, label, task, TASK_METRIC[task], n_rows],
+        ["bigint", "bigint", "bigint", "text[]", "text", "text", "text", "bigint"])[0]["job_id"]
+    session.query(
+        "INSERT INTO groupml.candidates (job_id, owner_role, key, family, params, estimated_cost) "
+        "SELECT $1, $2::oid::regrole, k, f, p::jsonb, c FROM unnest($3::text[], $4::text[], $5::text[], $6::float8[]) "
+        "AS u(k, f, p, c)",
+        [job_id, t["role_oid"], [c["key"] for c in cands], [c["family"] for c in cands],
+         [json.dumps(c["params"]) for c in cands],
+         [estimated_cost(c["family"], c["params"], n_rows, len(features)) for c in cands]],
+        ["bigint", "bigint", "text[]", "text[]", "text[]", "float8[]"])
+    return job_id
+
+
+# ---------------------------------------------------------------------------- loading a job (SECURITY DEFINER)
+def load_job_block(job_id):
+    """Body of groupml._tenancy_load: runs with the extension owner's rights (search_path pinned).
+
+    Returns (n_rows, block, error); expected problems are reported in ``error`` so the
+    coordinator can record the candidate as failed without catching database errors.
+    """
+    session = backend_session()
+    rows = session.query(
+        "SELECT j.source::oid::bigint AS relid, j.owner_role::oid::bigint AS role_oid, j.features, j.label, "
+        "EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid = j.source::oid) AS rel_exists "
+        "FROM groupml.jobs j WHERE j.job_id = $1", [job_id], ["bigint"])
+    if not rows:
+        return None, None, f"job {job_id} does not exist"
+    j = rows[0]
+    if not j["rel_exists"]:
+        return None, None, f"the source relation of job {job_id} (oid {j['relid']}) no longer exists"
+    ok = session.query("SELECT pg_catalog.has_table_privilege($1::oid, $2::oid, 'SELECT') AS ok, "
+                       "$2::oid::regclass::text AS name", [j["role_oid"], j["relid"]], ["bigint", "bigint"])[0]
+    if not ok["ok"]:
+        return None, None, f"the job's role may no longer SELECT from {ok['name']}"
+    cols = _columns(session, j["relid"])
+    for c in list(j["features"]) + [j["label"]]:
+        if cols.get(c) not in NUMERIC_TYPES:
+            return None, None, f"column {c!r} of {ok['name']} is missing or not numeric"
+    packed = " || ".join(_value_expr(c, cols[c]) for c in list(j["features"]) + [j["label"]])
+    got = session.query(f"SELECT count(*) AS n_rows, pg_catalog.string_agg({packed}, ''::bytea) AS block "
+                        f"FROM {ok['name']}")[0]
+    return got["n_rows"], got["block"], None
+
+
+# ---------------------------------------------------------------------------- run_scheduler
+def _tenant_name(job_id: int) -> str:
+    return f"job:{job_id}"
+
+
+def _job_of(tenant: str) -> int:
+    return int(tenant.split(":", 1)[1])
+
+
+def _load_scheduler(session, policy: str, cost_aware: bool, cached=None):
+    """Lock the state row and return (scheduler, steps) with every submitted job registered.
+
+    ``cached`` is (updated_at, scheduler) as saved by this call's previous step: when the row
+    is unchanged since, the in-memory scheduler is reused (it equals from_state of the saved
+    state; rebuilding costs ~0.5 s at 50 jobs x 100 candidates and 2000 outcomes).
+    """
+    from ..tenancy import Scheduler
+
+    rows = session.query("SELECT steps, policy, cost_aware, updated_at::text AS updated_at "
+                         "FROM groupml.scheduler_state WHERE name = $1 FOR UPDATE", [STATE_NAME], ["text"])
+    if rows:
+        same_config = rows[0]["policy"] == policy and rows[0]["cost_aware"] == cost_aware
+        if same_config and cached is not None and cached[0] == rows[0]["updated_at"]:
+            sched = cached[1]
+        else:
+            state = json.loads(session.query("SELECT state::text AS state FROM groupml.scheduler_state "
+                                             "WHERE name = $1", [STATE_NAME], ["text"])[0]["state"])
+            if same_config:
+                sched = Scheduler.from_state(state)
+            else:  # same history, another configuration: replay the outcomes under the new one
+                sched = Scheduler.replay(state, policy=policy, cost_aware=cost_aware)
+        steps = int(rows[0]["steps"])
+    else:
+        sched = Scheduler(policy, cost_aware=cost_aware, refresh_every=PRIOR_REFRESH)
+        steps = None  # rebuilt below from the tables (first run, or the state row was deleted)
+    known = set(sched.tenants)
+    jobs = session.query("SELECT job_id FROM groupml.jobs ORDER BY job_id")
+    new = [j["job_id"] for j in jobs if _tenant_name(j["job_id"]) not in known]
+    if new:
+        cands = session.query("SELECT job_id, key, estimated_cost FROM groupml.candidates "
+                              "WHERE job_id = ANY($1) ORDER BY job_id, candidate_id", [new], ["bigint[]"])
+        by_job: Dict[int, List[Tuple[str, float]]] = {}
+        for c in cands:
+            by_job.setdefault(c["job_id"], []).append((c["key"], c["estimated_cost"]))
+        for job_id in new:
+            if job_id in by_job:
+                keys, costs = zip(*by_job[job_id])
+                sched.add_tenant(_tenant_name(job_id), list(keys), list(costs))
+    if steps is None:
+        # Outcomes already in the tables (the state row was deleted) are replayed in order, so
+        # no candidate is ever trained twice.
+        steps = 0
+        for o in session.query("SELECT o.job_id, c.key, o.quality, o.cost_seconds, o.step FROM groupml.observations o "
+                               "JOIN groupml.candidates c USING (candidate_id) ORDER BY o.step, o.observation_id"):
+            name = _tenant_name(o["job_id"])
+            if name in sched.tenants:
+                if o["quality"] is None:
+                    sched.observe_failure(name, o["key"], o["cost_seconds"])
+                else:
+                    sched.observe(name, o["key"], o["quality"], o["cost_seconds"])
+            steps = max(steps, int(o["step"]))
+    return sched, steps
+
+
+def _save_scheduler(session, sched, steps: int):
+    """Write the state; returns (updated_at, scheduler) for the next step's cache."""
+    got = session.query(
+        "INSERT INTO groupml.scheduler_state (name, policy, cost_aware, state, steps) "
+        "VALUES ($1, $2, $3, $4::jsonb, $5) ON CONFLICT (name) DO UPDATE SET policy = EXCLUDED.policy, "
+        "cost_aware = EXCLUDED.cost_aware, state = EXCLUDED.state, steps = EXCLUDED.steps, "
+        "updated_at = clock_timestamp() RETURNING updated_at::text AS updated_at",
+        [STATE_NAME, sched.policy_name, sched.cost_aware, json.dumps(sched.state_dict(), allow_nan=False), steps],
+        ["text", "text", "boolean", "text", "bigint"])
+    return got[0]["updated_at"], sched
+
+
+def _load_data(session, job_id: int, n_features: int):
+    """(X, y, n_skipped) of a job, or an error text."""
+    got = session.query("SELECT n_rows, block, error FROM groupml._tenancy_load($1)", [job_id], ["bigint"])[0]
+    if got["error"] is not None:
+        return None, got["error"]
+    raw = got["block"] or b""
+    arr = np.frombuffer(raw, dtype=">f8").astype(np.float64).reshape(-1, n_features + 1)
+    return (np.ascontiguousarray(arr[:, :n_features]), arr[:, n_features].copy(),
+            int(got["n_rows"]) - arr.shape[0]), None
+
+
+# Numerical trouble in a learner is a failed candidate, not a failed run.
+TRAINING_ERRORS = (GroupmlError, ValueError, ArithmeticError, np.linalg.LinAlgError)
+
+
+def train_candidate(data, family: str, params: Dict[str, Any], metric: str, check_cancel=None):
+    """Train one configuration with the foundation's fit_group; (quality, model bytes, error)."""
+    from ..fitting import fit_group
+
+    X, y, n_skipped = data
+    try:
+        search = {"method": "grid", "space": params} if params else {}
+        result = fit_group(X, y, family, search, {"metric": metric},
+                           n_skipped=n_skipped, interrupt_check=check_cancel)
+    except TRAINING_ERRORS as exc:
+        return None, None, f"{type(exc).__name__}: {exc}"
+    if result.status != "ok" or result.score is None or not math.isfinite(result.score):
+        return None, None, f"{result.status}: {result.message or 'no finite validation score'}"
+    return float(result.score), result.model, None
+
+
+@sql_entry
+def run_scheduler(max_steps, max_seconds, policy, cost_aware):
+    from ..tenancy import POLICIES
+
+    session = backend_session()
+    owner = "run_scheduler"
+    check_choice(policy, "policy", owner, sorted(POLICIES),
+                 hint="hybrid (default) and greedy are the ease.ml policies; roundrobin, random and fcfs are baselines.")
+    if cost_aware is None:
+        raise InvalidParameterError("The 'cost_aware' value of run_scheduler must be true or false; got null",
+                                    hint="Omit it for the default (true).")
+    check_bool(cost_aware, "cost_aware", owner)
+    if max_steps is not None:
+        check_number(max_steps, "max_steps", owner, ge=1, integer=True, hint="Omit it to run until done.")
+    if max_seconds is not None:
+        check_number(max_seconds, "max_seconds", owner, gt=0, hint="Omit it to run until done.")
+    _require_admin(session, owner)
+    session.commit()
+
+    started = time.time()
+    cache: Dict[int, Any] = {}
+    cached = None
+    done_steps = 0
+    while True:
+        if max_steps is not None and done_steps >= max_steps:
+            break
+        if max_seconds is not None and time.time() - started >= max_seconds:
+            break
+        session.check_cancel()
+        sched, steps = _load_scheduler(session, policy, cost_aware, cached)
+        step = sched.next_step()
+        if step is None:
+            _save_scheduler(session, sched, steps)
+            session.commit()
+            session.notice(f"groupml: run_scheduler: every candidate of every job is done ({steps} steps)")
+            break
+        tenant, key = step
+        job_id = _job_of(tenant)
+        rows = session.query(
+            "SELECT c.candidate_id, c.family, c.params::text AS params, j.features, j.metric, j.best_quality "
+            "FROM groupml.candidates c JOIN groupml.jobs j USING (job_id) WHERE c.job_id = $1 AND c.key = $2",
+            [job_id, key], ["bigint", "text"])
+        if not rows:  # job or candidate deleted by its tenant: retire it without training
+            sched.observe_failure(tenant, key, 0.0)
+            cached = _save_scheduler(session, sched, steps + 1)
+            session.commit()
+            done_steps += 1
+            continue
+        c = rows[0]
+        t0 = datetime.datetime.now(datetime.timezone.utc)
+        if job_id not in cache:
+            cache[job_id] = _load_data(session, job_id, len(c["features"]))
+        data, error = cache[job_id]
+        clock = time.perf_counter()
+        quality = model = None
+        if error is None:
+            quality, model, error = train_candidate(data, c["family"], json.loads(c["params"]), c["metric"],
+                                                    session.check_cancel)
+        seconds = time.perf_counter() - clock
+        t1 = datetime.datetime.now(datetime.timezone.utc)
+        status = "ok" if error is None else "failed"
+        obs = session.query(
+            "INSERT INTO groupml.observations (job_id, candidate_id, owner_role, step, policy, status, quality, "
+            "cost_seconds, error, started_at, finished_at, model) SELECT $1, $2, j.owner_role, $3, $4, $5, $6, $7, "
+            "$8, $9::timestamptz, $10::timestamptz, $11 FROM groupml.jobs j WHERE j.job_id = $1 "
+            "RETURNING observation_id",
+            [job_id, c["candidate_id"], steps + 1, policy, status, quality, seconds, error, t0.isoformat(),
+             t1.isoformat(), model],
+            ["bigint", "bigint", "bigint", "text", "text", "float8", "float8", "text", "text", "text", "bytea"])
+        session.query("UPDATE groupml.candidates SET status = $2 WHERE candidate_id = $1",
+                      [c["candidate_id"], status], ["bigint", "text"])
+        if error is None:
+            sched.observe(tenant, key, quality, seconds)
+            if c["best_quality"] is None or quality > c["best_quality"]:
+                session.query("UPDATE groupml.jobs SET best_observation_id = $2, best_quality = $3 "
+                              "WHERE job_id = $1", [job_id, obs[0]["observation_id"], quality],
+                              ["bigint", "bigint", "float8"])
+        else:
+            sched.observe_failure(tenant, key, seconds)
+        cached = _save_scheduler(session, sched, steps + 1)
+        session.commit()
+        done_steps += 1
+        session.notice(f"groupml: step {steps + 1}: job {job_id} {key}: "
+                       + (f"{c['metric']} {quality:.4f}" if error is None else f"failed ({error})")
+                       + f", {seconds:.3f} s")
+
+
+# ---------------------------------------------------------------------------- pg_cron
+def _literal(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+@sql_entry
+def schedule_with_cron(schedule, max_seconds, policy, cost_aware, database, job_name):
+    from ..tenancy import POLICIES
+
+    session = backend_session()
+    owner = "schedule_with_cron"
+    if schedule is None or not str(schedule).strip():
+        raise InvalidParameterError(f"The 'schedule' value of {owner} must be a cron schedule; got {schedule!r}",
+                                    hint="For example '* * * * *' (every minute) or '*/5 * * * *'.")
+    check_number(max_seconds, "max_seconds", owner, gt=0,
+                 hint="Give each run less time than the schedule's interval, e.g. 50 for every minute.")
+    check_choice(policy, "policy", owner, sorted(POLICIES), hint="hybrid is the default.")
+    check_bool(cost_aware, "cost_aware", owner)
+    if not job_name:
+        raise InvalidParameterError(f"The 'job_name' value of {owner} must be a non-empty text; got {job_name!r}",
+                                    hint="Omit it for 'groupml_scheduler'.")
+    if not database:
+        raise InvalidParameterError(f"The 'database' value of {owner} must name a database; got {database!r}",
+                                    hint="Omit it for the current database.")
+    _require_admin(session, owner)
+    info = session.query(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'pg_cron') AS installed, "
+        "current_database() AS db, pg_catalog.current_setting('shared_preload_libraries') AS preload, "
+        "pg_catalog.current_setting('cron.database_name', true) AS cron_db")[0]
+    if not info["installed"]:
+        if "pg_cron" not in (info["preload"] or ""):
+            hint = ("Add pg_cron to shared_preload_libraries in postgresql.conf (and set cron.database_name), "
+                    "restart the server, then CREATE EXTENSION pg_cron; in that database (Debian/Ubuntu: "
+                    "apt-get install postgresql-15-cron).")
+        else:
+            hint = (f"pg_cron runs in database '{info['cron_db']}' (cron.database_name): CREATE EXTENSION pg_cron; "
+                    f"there, install groupml there too and call groupml.schedule_with_cron(..., database => "
+                    f"'{info['db']}') from it.")
+        raise PrerequisiteStateError(f"pg_cron is not installed in database '{info['db']}'", hint=hint)
+    command = (f"CALL groupml.run_scheduler(max_seconds => {float(max_seconds)!r}, policy => {_literal(policy)}, "
+               f"cost_aware => {'true' if cost_aware else 'false'})")
+    got = session.query("SELECT cron.schedule_in_database($1, $2, $3, $4) AS jobid",
+                        [job_name, schedule, command, database], ["text", "text", "text", "text"])
+    return got[0]["jobid"]
+
+
+# ---------------------------------------------------------------------------- infer
+@sql_entry
+def infer(job_id, features):
+    from .predict import load_cached
+
+    session = backend_session()
+    if job_id is None:
+        raise InvalidParameterError("The 'job_id' value of infer must be a job id; got null",
+                                    hint="See SELECT job_id FROM groupml.jobs;")
+    rows = session.query("SELECT j.best_observation_id, o.model FROM groupml.jobs j LEFT JOIN groupml.observations o "
+                         "ON o.observation_id = j.best_observation_id WHERE j.job_id = $1", [job_id], ["bigint"])
+    if not rows:
+        raise UndefinedObjectError(f"Job {job_id} does not exist (or belongs to a tenant you are not a member of)",
+                                   hint="See SELECT job_id, tenant_id, source FROM groupml.jobs;")
+    if rows[0]["model"] is None:
+        raise PrerequisiteStateError(f"Job {job_id} has no trained model yet",
+                                     hint="Run the coordinator first: CALL groupml.run_scheduler(max_steps => 10);")
+    model = load_cached(bytes(rows[0]["model"]))
+    if features is None:
+        raise DataError("The 'features' value of infer must be an array of numbers; got null",
+                        hint="Pass ARRAY[f1, f2, ...] in the job's feature order.")
+    try:
+        X = np.asarray(features, dtype=np.float64).reshape(1, -1)
+    except (TypeError, ValueError):
+        raise DataError("The 'features' value of infer must contain numbers only; got a NULL element",
+                        hint="Replace NULL features (e.g. with coalesce) before predicting.")
+    if not np.isfinite(X).all():
+        raise DataError("The 'features' value of infer must not contain NULL, NaN or infinite values",
+                        hint="Replace missing features (e.g. with coalesce) before predicting.")
+    if X.shape[1] != model.n_features:
+        from ..errors import ArrayLengthError
+        raise ArrayLengthError(f"Job {job_id}'s model expects {model.n_features} features; found {X.shape[1]}",
+                               hint="Pass the job's feature columns, in the order given to submit_job.")
+    return float(model.predict(X)[0])
+
+
+# ---------------------------------------------------------------------------- simulation
+@sql_entry
+def simulate_scheduler(policy, sigma_m, alpha, seeds, cost_aware, n_users, n_models, n_tenants,
+                       budget_fraction, grid_points):
+    from ..tenancy import POLICIES, aggregate, simulate, synthetic_dataset
+
+    owner = "simulate_scheduler"
+    check_choice(policy, "policy", owner, sorted(POLICIES), hint="hybrid, greedy, roundrobin, random or fcfs.")
+    seeds = check_number(seeds, "seeds", owner, ge=1, le=1000, integer=True, hint="Average over e.g. 5 seeds.")
+    check_bool(cost_aware, "cost_aware", owner)
+    n_users = check_number(n_users, "n_users", owner, ge=2, le=100000, integer=True)
+    n_tenants = check_number(n_tenants, "n_tenants", owner, ge=1, lt=n_users, integer=True,
+                             hint="The other users form the history that feeds the GP prior.")
+    grid_points = check_number(grid_points, "grid_points", owner, ge=2, le=10000, integer=True)
+    results = []
+    for seed in range(seeds):
+        q, c = synthetic_dataset(n_users, n_models, sigma_m, alpha, seed=1000 + seed)
+        results.append(simulate(q, c, policy, cost_aware, seed=seed, n_test=n_tenants,
+                                budget_fraction=budget_fraction))
+    grid = np.linspace(0.0, max(float(r.cum_cost[-1]) for r in results), grid_points)
+    agg = aggregate(results, grid)
+    return [(float(g), float(a), float(w), float(r))
+            for g, a, w, r in zip(grid, agg["avg"], agg["worst_tenant"], agg["worst_run"])]

@@ -1,0 +1,24 @@
+CREATE TABLE @extschema@.candidates (
+    candidate_id    bigserial PRIMARY KEY,
+    job_id          bigint NOT NULL REFERENCES @extschema@.jobs (job_id) ON DELETE CASCADE,
+    owner_role      regrole NOT NULL,
+    key             text NOT NULL,              -- stable key 'family:{params}' shared across jobs
+    family          text NOT NULL,
+    params          jsonb NOT NULL,
+    estimated_cost  float8 NOT NULL CHECK (estimated_cost > 0),
+    status          text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'ok', 'failed')),
+    UNIQUE (job_id, key)
+);
+COMMENT ON TABLE @extschema@.candidates IS
+  'Multi-tenant model selection: the candidate models of each job (family, fixed hyperparameters, estimated cost, status pending|ok|failed). Row-level security by owner_role.';
+ALTER TABLE @extschema@.candidates ENABLE ROW LEVEL SECURITY;
+CREATE POLICY candidates_own ON @extschema@.candidates
+    USING (pg_catalog.pg_has_role(owner_role::oid, 'MEMBER') OR pg_catalog.pg_has_role('groupml_admin', 'MEMBER'))
+    WITH CHECK (pg_catalog.pg_has_role(owner_role::oid, 'MEMBER') OR pg_catalog.pg_has_role('groupml_admin', 'MEMBER'));
+COMMENT ON POLICY candidates_own ON @extschema@.candidates IS
+  'Row-level security: members of the row''s role see and change it; groupml_admin members see and change all rows.';
+GRANT SELECT, INSERT, UPDATE, DELETE ON @extschema@.candidates TO PUBLIC;
+GRANT USAGE ON SEQUENCE @extschema@.candidates_candidate_id_seq TO PUBLIC;
+GRANT ALL ON @extschema@.candidates TO groupml_admin;
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.candidates', '');
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.candidates_candidate_id_seq', '');

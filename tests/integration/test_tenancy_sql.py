@@ -1,0 +1,413 @@
+"""Multi-tenant model selection in SQL: tenants with real roles, jobs, the coordinator procedure,
+resume after cancel, row-level security, failures, infer, pg_cron and bad input."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import numpy as np
+import psycopg
+import pytest
+from psycopg import sql
+
+from groupml.datagen import create_table, grouped_classification
+from groupml.learners import load_model
+from pg_helpers import sql_error
+
+CLS_CANDIDATES = json.dumps([
+    {"model": "logistic", "search": {"l2": [0, 0.01, 0.1, 1.0]}},
+    {"model": "svm", "search": {"l2": [0.01, 1.0]}},
+])
+
+
+def _connect(cluster, dbname, user):
+    return psycopg.connect(cluster.dsn(dbname, user=user), autocommit=True)
+
+
+def _make_table(db, name, n_rows=400, n_features=3, seed=0, regression=False):
+    data = grouped_classification(n_rows=n_rows, n_groups=1, n_features=n_features, seed=seed,
+                                  task="regression" if regression else "classification")
+    create_table(db, name, data, group_col="grp", label_col="y", bool_label=not regression)
+
+
+@pytest.fixture
+def roles(cluster, db, dbname):
+    """Three LOGIN roles unique to this test: tenants a and b, and an administrator."""
+    names = {k: f"{k}_{dbname}" for k in ("ta", "tb", "adm")}
+    for r in names.values():
+        db.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(r)))
+    db.execute(sql.SQL("GRANT groupml_admin TO {}").format(sql.Identifier(names["adm"])))
+    yield names
+    with psycopg.connect(cluster.dsn(dbname), autocommit=True) as conn:
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                     "WHERE usename = ANY(%s) AND pid <> pg_backend_pid()", [list(names.values())])
+        for r in names.values():
+            conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(r)))
+            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(r)))
+
+
+@pytest.fixture
+def setup(cluster, db, dbname, roles):
+    """Tenants a and b (each created by its own role) with one classification job each."""
+    _make_table(db, "data_a", seed=1)
+    _make_table(db, "data_b", seed=2)
+    db.execute(sql.SQL("GRANT SELECT ON data_a TO {}").format(sql.Identifier(roles["ta"])))
+    db.execute(sql.SQL("GRANT SELECT ON data_b TO {}").format(sql.Identifier(roles["tb"])))
+    jobs = {}
+    for t, table in (("ta", "data_a"), ("tb", "data_b")):
+        with _connect(cluster, dbname, roles[t]) as conn:
+            conn.execute("SELECT groupml.create_tenant(%s)", [t])
+            jobs[t] = conn.execute("SELECT groupml.submit_job(%s, %s, ARRAY['f1','f2','f3'], 'y', %s)",
+                                   [t, table, CLS_CANDIDATES]).fetchone()[0]
+    return jobs
+
+
+def _counts(db):
+    return db.execute("SELECT (SELECT count(*) FROM groupml.observations), "
+                      "(SELECT steps FROM groupml.scheduler_state), "
+                      "(SELECT jsonb_array_length(state->'log') FROM groupml.scheduler_state), "
+                      "(SELECT count(*) FROM groupml.candidates WHERE status <> 'pending')").fetchone()
+
+
+def test_submit_run_and_infer(cluster, db, dbname, roles, setup):
+    cands = db.execute("SELECT job_id, count(*), min(estimated_cost), max(estimated_cost) FROM groupml.candidates "
+                       "GROUP BY job_id ORDER BY job_id").fetchall()
+    assert [c[1] for c in cands] == [6, 6]
+    # estimated cost = rows x (features + 1) x family factor x max_iter / 100
+    assert cands[0][2] == pytest.approx(400 * 4 * 1.0)
+    keys = {r[0] for r in db.execute("SELECT key FROM groupml.candidates")}
+    assert 'logistic:{"l2":0.01}' in keys and 'svm:{"l2":1.0}' in keys
+
+    with _connect(cluster, dbname, roles["adm"]) as adm:  # a non-superuser coordinator
+        adm.execute("CALL groupml.run_scheduler(max_steps => 3)")
+        assert _counts(db) == (3, 3, 3, 3)
+        adm.execute("CALL groupml.run_scheduler(max_steps => 2, policy => 'hybrid')")
+        assert _counts(db) == (5, 5, 5, 5)
+        adm.execute("CALL groupml.run_scheduler()")
+    assert _counts(db) == (12, 12, 12, 12)
+    steps = [r[0] for r in db.execute("SELECT step FROM groupml.scheduler_log ORDER BY step")]
+    assert steps == list(range(1, 13))
+    assert db.execute("SELECT count(*) FROM groupml.observations WHERE status = 'ok' AND quality > 0.5 "
+                      "AND cost_seconds > 0 AND finished_at >= started_at").fetchone()[0] == 12
+    # a further call finds nothing to do and writes nothing
+    db.execute("CALL groupml.run_scheduler(max_steps => 5)")
+    assert _counts(db) == (12, 12, 12, 12)
+
+    for t in ("ta", "tb"):
+        job = setup[t]
+        best_q, best_obs = db.execute("SELECT best_quality, best_observation_id FROM groupml.jobs WHERE job_id = %s",
+                                      [job]).fetchone()
+        top = db.execute("SELECT max(quality) FROM groupml.observations WHERE job_id = %s", [job]).fetchone()[0]
+        assert best_q == top
+        model_bytes = db.execute("SELECT model FROM groupml.observations WHERE observation_id = %s",
+                                 [best_obs]).fetchone()[0]
+        model = load_model(bytes(model_bytes))
+        rows = db.execute(sql.SQL("SELECT f1, f2, f3 FROM {} ORDER BY id LIMIT 25").format(
+            sql.Identifier("data_a" if t == "ta" else "data_b"))).fetchall()
+        expected = model.predict(np.array(rows, dtype=float)).astype(float).tolist()
+        with _connect(cluster, dbname, roles[t]) as conn:
+            got = [conn.execute("SELECT groupml.infer(%s, %s::float8[])", [job, list(r)]).fetchone()[0]
+                   for r in rows]
+        assert got == expected
+        assert set(got) <= {0.0, 1.0}
+
+
+def test_rls_isolation(cluster, db, dbname, roles, setup):
+    db.execute("CALL groupml.run_scheduler()")
+    ja, jb = setup["ta"], setup["tb"]
+    with _connect(cluster, dbname, roles["ta"]) as a:
+        assert [r[0] for r in a.execute("SELECT name FROM groupml.tenants")] == ["ta"]
+        assert [r[0] for r in a.execute("SELECT job_id FROM groupml.jobs")] == [ja]
+        assert {r[0] for r in a.execute("SELECT job_id FROM groupml.candidates")} == {ja}
+        assert {r[0] for r in a.execute("SELECT job_id FROM groupml.observations")} == {ja}
+        assert {r[0] for r in a.execute("SELECT tenant FROM groupml.scheduler_log")} == {"ta"}
+        # changes to b's rows touch nothing
+        assert a.execute("UPDATE groupml.jobs SET label = 'f1' WHERE job_id = %s", [jb]).rowcount == 0
+        assert a.execute("DELETE FROM groupml.observations WHERE job_id = %s", [jb]).rowcount == 0
+        assert a.execute("UPDATE groupml.candidates SET status = 'pending' WHERE job_id = %s", [jb]).rowcount == 0
+        # rows claimed for b's role are refused
+        st, msg, _ = sql_error(a, "INSERT INTO groupml.candidates (job_id, owner_role, key, family, params, "
+                                  "estimated_cost) VALUES (%s, %s::regrole, 'x', 'svm', '{}', 1)", [jb, roles["tb"]])
+        assert st == "42501" and "row-level security" in msg
+        # the coordinator's state and functions are not theirs
+        st, _, _ = sql_error(a, "SELECT * FROM groupml.scheduler_state")
+        assert st == "42501"
+        st, msg, hint = sql_error(a, "CALL groupml.run_scheduler(max_steps => 1)")
+        assert (st, msg) == ("42501", "groupml: permission denied: run_scheduler needs membership in groupml_admin")
+        assert "GRANT groupml_admin" in hint
+        st, _, _ = sql_error(a, "SELECT * FROM groupml._tenancy_load(%s)", [jb])
+        assert st == "42501"
+        st, msg, _ = sql_error(a, "SELECT groupml.infer(%s, ARRAY[1, 2, 3]::float8[])", [jb])
+        assert (st, msg) == ("42704", f"groupml: Job {jb} does not exist (or belongs to a tenant you are not a member of)")
+        st, msg, _ = sql_error(a, "SELECT groupml.submit_job('tb', 'data_b', ARRAY['f1'], 'y', '[\"svm\"]')")
+        assert st == "42704" and msg.startswith("groupml: Tenant 'tb' does not exist")
+        st, msg, _ = sql_error(a, "SELECT groupml.create_tenant('evil', %s)", [roles["tb"]])
+        assert st == "42501" and "only for a member of that role" in msg
+        assert a.execute("SELECT groupml.infer(%s, ARRAY[1, 2, 3]::float8[])", [ja]).fetchone()[0] in (0.0, 1.0)
+    with _connect(cluster, dbname, roles["tb"]) as b:
+        assert [r[0] for r in b.execute("SELECT job_id FROM groupml.jobs")] == [jb]
+        assert b.execute("SELECT count(*) FROM groupml.observations").fetchone()[0] == 6
+    with _connect(cluster, dbname, roles["adm"]) as adm:
+        assert adm.execute("SELECT count(*) FROM groupml.jobs").fetchone()[0] == 2
+        assert adm.execute("SELECT count(*) FROM groupml.scheduler_log").fetchone()[0] == 12
+        assert adm.execute("SELECT steps FROM groupml.scheduler_state").fetchone()[0] == 12
+        # an administrator may bind a tenant to any role
+        adm.execute("SELECT groupml.create_tenant('tb2', %s)", [roles["tb"]])
+    with _connect(cluster, dbname, roles["tb"]) as b:
+        assert {r[0] for r in b.execute("SELECT name FROM groupml.tenants")} == {"tb", "tb2"}
+
+
+def test_failing_candidate_recorded_and_others_continue(db, roles):
+    _make_table(db, "reg", regression=True, seed=3)
+    db.execute("SELECT groupml.create_tenant('r')")
+    job = db.execute("SELECT groupml.submit_job('r', 'reg', ARRAY['f1','f2','f3'], 'y', %s)", [json.dumps([
+        {"model": "linear", "search": {"l2": [0, 0.1]}},
+        {"model": "linear", "params": {"solver": "gd", "lr": 1e300}},
+        {"model": "linear", "params": {"l2": 10.0}},
+    ])]).fetchone()[0]
+    db.execute("CALL groupml.run_scheduler(policy => 'roundrobin')")
+    rows = db.execute("SELECT candidate, status, quality, error FROM groupml.scheduler_log ORDER BY step").fetchall()
+    assert len(rows) == 4
+    failed = [r for r in rows if r[1] == "failed"]
+    assert len(failed) == 1
+    assert failed[0][0].startswith('linear:{"lr":1000') and failed[0][0].endswith(',"solver":"gd"}')
+    assert failed[0][2] is None
+    assert failed[0][3] == "failed: no configuration produced a finite validation score"
+    assert all(r[2] is not None for r in rows if r[1] == "ok")
+    assert db.execute("SELECT status, count(*) FROM groupml.candidates GROUP BY 1 ORDER BY 1").fetchall() == \
+        [("failed", 1), ("ok", 3)]
+    assert db.execute("SELECT metric FROM groupml.jobs WHERE job_id = %s", [job]).fetchone()[0] == "r2"
+    v = db.execute("SELECT groupml.infer(%s, ARRAY[0.5, -1, 2]::float8[])", [job]).fetchone()[0]
+    assert np.isfinite(v)
+
+
+def _many_jobs(db, roles_needed=False):
+    for i, t in enumerate(("p", "q", "r")):
+        _make_table(db, f"d{t}", n_rows=3000, n_features=4, seed=10 + i)
+        db.execute("SELECT groupml.create_tenant(%s)", [t])
+        db.execute("SELECT groupml.submit_job(%s, %s, ARRAY['f1','f2','f3','f4'], 'y', %s)", [t, f"d{t}", json.dumps([
+            {"model": "logistic", "search": {"l2": [0, 0.001, 0.01, 0.1, 1.0, 10.0]}},
+            {"model": "svm", "search": {"l2": [0.01, 0.1, 1.0]}}])])
+
+
+def _trace(conn):
+    return conn.execute("SELECT step, job_id, candidate, status, quality FROM groupml.scheduler_log "
+                        "ORDER BY step").fetchall()
+
+
+def test_resume_after_cancel_matches_uninterrupted_run(cluster, db, dbname):
+    _many_jobs(db)
+    other = f"{dbname}_ref"
+    db.execute(sql.SQL("CREATE DATABASE {} TEMPLATE groupml_template").format(sql.Identifier(other)))
+    try:
+        with psycopg.connect(cluster.dsn(other), autocommit=True) as ref:
+            _many_jobs(ref)
+            ref.execute("CALL groupml.run_scheduler()")
+            reference = _trace(ref)
+        assert len(reference) == 27
+
+        runner = psycopg.connect(cluster.dsn(dbname), autocommit=True)
+        pid = runner.execute("SELECT pg_backend_pid()").fetchone()[0]
+        outcome = {}
+
+        def run():
+            try:
+                runner.execute("CALL groupml.run_scheduler()")
+                outcome["error"] = None
+            except psycopg.Error as exc:
+                outcome["error"] = exc
+
+        th = threading.Thread(target=run)
+        th.start()
+        deadline = time.time() + 120
+        while db.execute("SELECT count(*) FROM groupml.observations").fetchone()[0] < 3 and time.time() < deadline:
+            time.sleep(0.01)
+        db.execute("SELECT pg_cancel_backend(%s)", [pid])
+        th.join()
+        runner.close()
+        assert isinstance(outcome["error"], psycopg.errors.QueryCanceled)
+        n_obs, steps, log_len, not_pending = _counts(db)
+        assert 3 <= n_obs < 27
+        assert n_obs == steps == log_len == not_pending
+
+        db.execute("CALL groupml.run_scheduler()")
+        assert _counts(db) == (27, 27, 27, 27)
+        assert db.execute("SELECT count(DISTINCT candidate_id) FROM groupml.observations").fetchone()[0] == 27
+        assert _trace(db) == reference
+    finally:
+        db.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(other)))
+
+
+def test_state_row_deleted_rebuilds_without_retraining(db):
+    _make_table(db, "d1")
+    db.execute("SELECT groupml.create_tenant('solo')")
+    db.execute("SELECT groupml.submit_job('solo', 'd1', ARRAY['f1','f2','f3'], 'y', %s)", [CLS_CANDIDATES])
+    db.execute("CALL groupml.run_scheduler(max_steps => 2)")
+    db.execute("DELETE FROM groupml.scheduler_state")
+    db.execute("CALL groupml.run_scheduler(max_steps => 1, policy => 'greedy')")
+    assert _counts(db) == (3, 3, 3, 3)
+    db.execute("CALL groupml.run_scheduler(policy => 'fcfs', cost_aware => false)")  # replayed under fcfs
+    assert _counts(db) == (6, 6, 6, 6)
+    assert db.execute("SELECT policy, cost_aware FROM groupml.scheduler_state").fetchone() == ("fcfs", False)
+
+
+def test_bad_input_is_rejected_and_writes_nothing(cluster, db, dbname, roles):
+    _make_table(db, "d1")
+    db.execute("CREATE TABLE secret (f1 float8, y boolean, t text)")
+    db.execute(sql.SQL("GRANT SELECT ON d1 TO {}").format(sql.Identifier(roles["ta"])))
+    with _connect(cluster, dbname, roles["ta"]) as a:
+        a.execute("SELECT groupml.create_tenant('ta')")
+        cases = [
+            ("SELECT groupml.submit_job('nobody', 'd1', ARRAY['f1'], 'y', '[\"svm\"]')", "42704",
+             "groupml: Tenant 'nobody' does not exist (or belongs to a role you are not a member of)",
+             "groupml.create_tenant('nobody')"),
+            ("SELECT groupml.submit_job('ta', 'd1', ARRAY['f1'], 'y', '[]')", "22023",
+             "groupml: The 'candidates' value of submit_job must list at least one model; got []", "JSON array"),
+            ("SELECT groupml.submit_job('ta', 'secret', ARRAY['f1'], 'y', '[\"svm\"]')", "42501",
+             f"groupml: permission denied for table secret: the role '{roles['ta']}' of tenant 'ta' cannot SELECT it",
+             f"GRANT SELECT ON secret TO"),
+            ("SELECT groupml.submit_job('ta', 'd1', ARRAY['nope'], 'y', '[\"svm\"]')", "42703",
+             "groupml: Column 'nope' of submit_job features does not exist in d1", "Columns of d1:"),
+            ("SELECT groupml.submit_job('ta', 'd1', ARRAY['grp'], 'y', '[\"svm\"]')", "42804",
+             "groupml: Column 'grp' of submit_job features must be numeric or boolean; it is text", "Cast"),
+            ("SELECT groupml.submit_job('ta', 'd1', ARRAY[]::text[], 'y', '[\"svm\"]')", "22023",
+             "groupml: The 'features' value of submit_job must name at least one column; got {}", "ARRAY["),
+            ("SELECT groupml.submit_job('ta', 'd1', ARRAY['f1'], 'y', '[\"forest\"]')", "42704", None, None),
+            ("SELECT groupml.submit_job('ta', 'd1', ARRAY['f1'], 'y', '[\"svm\", \"linear\"]')", "22023",
+             "groupml: The 'candidates' value of submit_job must be all classifiers (logistic, svm) or all "
+             "regressors (linear); got a mix", "one job per task"),
+            ("SELECT groupml.submit_job('ta', 'd1', ARRAY['f1'], 'y', "
+             "'[{\"model\": \"svm\", \"search\": {\"method\": \"tpe\", \"n_trials\": 3, "
+             "\"space\": {\"l2\": {\"uniform\": [0, 1]}}}}]')", "22023",
+             "groupml: The 'method' value of submit_job candidates[0] search must be 'grid' or 'random'; got 'tpe'",
+             "grid or a random sample"),
+            ("SELECT groupml.submit_job('ta', 'd1', ARRAY['f1'], 'y', '[{\"model\": \"svm\", \"params\": {\"l2\": -1}}]')",
+             "22023", None, None),
+            ("SELECT groupml.create_tenant('')", "22023",
+             "groupml: The 'name' value of create_tenant must be a non-empty text; got ''", "create_tenant('astro')"),
+            ("SELECT groupml.create_tenant('x', 'no_such_role_zz')", "42704",
+             "groupml: Role 'no_such_role_zz' of create_tenant does not exist", "CREATE ROLE"),
+            ("SELECT groupml.create_tenant('ta')", "42710", "groupml: Tenant 'ta' already exists", "another"),
+        ]
+        for stmt, state, message, hint in cases:
+            st, msg, h = sql_error(a, stmt)
+            assert st == state, (stmt, st, msg)
+            assert msg.startswith("groupml: "), msg
+            assert h, stmt
+            if message is not None:
+                assert msg == message
+                assert hint in h
+    assert db.execute("SELECT count(*) FROM groupml.jobs").fetchone()[0] == 0
+    assert db.execute("SELECT count(*) FROM groupml.candidates").fetchone()[0] == 0
+    assert db.execute("SELECT count(*) FROM groupml.tenants").fetchone()[0] == 1
+
+    st, msg, hint = sql_error(db, "CALL groupml.run_scheduler(policy => 'bogus')")
+    assert (st, msg) == ("22023", "groupml: The 'policy' value of run_scheduler must be one of 'fcfs', 'greedy', "
+                                  "'hybrid', 'random', 'roundrobin'; got 'bogus'")
+    assert "hybrid" in hint
+    st, msg, _ = sql_error(db, "CALL groupml.run_scheduler(max_steps => 0)")
+    assert (st, msg) == ("22023", "groupml: The 'max_steps' value of run_scheduler must be >= 1; got 0")
+    st, msg, _ = sql_error(db, "CALL groupml.run_scheduler(max_seconds => -1)")
+    assert (st, msg) == ("22023", "groupml: The 'max_seconds' value of run_scheduler must be > 0; got -1.0")
+    assert db.execute("SELECT count(*) FROM groupml.scheduler_state").fetchone()[0] == 0
+    st, msg, hint = sql_error(db, "SELECT groupml.infer(12345, ARRAY[1.0])")
+    assert st == "42704"
+
+
+def test_infer_before_training_and_bad_features(db):
+    _make_table(db, "d1")
+    db.execute("SELECT groupml.create_tenant('solo')")
+    job = db.execute("SELECT groupml.submit_job('solo', 'd1', ARRAY['f1','f2','f3'], 'y', '[\"logistic\"]')"
+                     ).fetchone()[0]
+    st, msg, hint = sql_error(db, "SELECT groupml.infer(%s, ARRAY[1, 2, 3]::float8[])", [job])
+    assert (st, msg) == ("55000", f"groupml: Job {job} has no trained model yet")
+    assert "run_scheduler" in hint
+    db.execute("CALL groupml.run_scheduler()")
+    st, msg, hint = sql_error(db, "SELECT groupml.infer(%s, ARRAY[1, 2]::float8[])", [job])
+    assert (st, msg) == ("2202E", f"groupml: Job {job}'s model expects 3 features; found 2")
+    st, msg, _ = sql_error(db, "SELECT groupml.infer(%s, ARRAY[1, NULL, 2]::float8[])", [job])
+    assert st == "22000"
+
+
+def test_schedule_with_cron(cluster, db, dbname):
+    st, msg, hint = sql_error(db, "SELECT groupml.schedule_with_cron('* * * * *', 50)")
+    assert (st, msg) == ("55000", f"groupml: pg_cron is not installed in database '{dbname}'")
+    assert "CREATE EXTENSION pg_cron" in hint
+    with psycopg.connect(cluster.dsn("postgres"), autocommit=True) as pg:
+        preload = pg.execute("SHOW shared_preload_libraries").fetchone()[0]
+        assert "pg_cron" in preload
+        pg.execute("CREATE EXTENSION IF NOT EXISTS groupml CASCADE")
+        pg.execute("CREATE EXTENSION IF NOT EXISTS pg_cron")
+        try:
+            jobid = pg.execute("SELECT groupml.schedule_with_cron('0 3 1 1 *', 40, database => %s)",
+                               [dbname]).fetchone()[0]
+            row = pg.execute("SELECT schedule, command, database, jobname FROM cron.job WHERE jobid = %s",
+                             [jobid]).fetchone()
+            assert row == ("0 3 1 1 *", "CALL groupml.run_scheduler(max_seconds => 40.0, policy => 'hybrid', "
+                           "cost_aware => true)", dbname, "groupml_scheduler")
+            again = pg.execute("SELECT groupml.schedule_with_cron('0 4 1 1 *', 30, policy => 'greedy', "
+                               "database => %s)", [dbname]).fetchone()[0]
+            assert again == jobid  # same job name: updated, not duplicated
+            assert pg.execute("SELECT schedule FROM cron.job WHERE jobname = 'groupml_scheduler'").fetchall() == \
+                [("0 4 1 1 *",)]
+            st, msg, _ = sql_error(pg, "SELECT groupml.schedule_with_cron('* * * * *', 0)")
+            assert (st, msg) == ("22023", "groupml: The 'max_seconds' value of schedule_with_cron must be > 0; got 0.0")
+            pg.execute("SELECT cron.unschedule(%s)", [jobid])
+        finally:
+            pg.execute("DROP EXTENSION IF EXISTS pg_cron")
+            pg.execute("DROP EXTENSION IF EXISTS groupml")
+
+
+def test_simulate_scheduler(db):
+    rows = db.execute("SELECT cost, avg_loss, worst_tenant_loss, worst_run_loss FROM "
+                      "groupml.simulate_scheduler('hybrid', 0.5, 1.0, seeds => 2, n_users => 40, n_models => 20, "
+                      "n_tenants => 5, grid_points => 10)").fetchall()
+    assert len(rows) == 10 and rows[0][0] == 0.0
+    avg = [r[1] for r in rows]
+    assert avg[0] > avg[-1] >= 0
+    assert all(x >= y - 1e-12 for x, y in zip(avg, avg[1:]))
+    assert all(r[2] >= r[1] - 1e-12 and r[3] >= r[1] - 1e-12 for r in rows)
+    st, msg, hint = sql_error(db, "SELECT * FROM groupml.simulate_scheduler('best')")
+    assert st == "22023" and msg.startswith("groupml: The 'policy' value of simulate_scheduler must be one of")
+
+
+def test_help_and_comments(db):
+    for topic in ("tenancy", "create_tenant", "submit_job", "run_scheduler", "schedule_with_cron", "infer",
+                  "scheduler_log", "simulate_scheduler", "tenants", "jobs", "candidates", "observations",
+                  "scheduler_state", "groupml_admin"):
+        assert db.execute("SELECT groupml.help(%s)", [topic]).fetchone()[0]
+    missing = db.execute("""
+        SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = 'groupml' AND c.relname IN ('tenants', 'jobs', 'candidates', 'observations',
+              'scheduler_state', 'scheduler_log') AND obj_description(c.oid, 'pg_class') IS NULL
+        UNION ALL
+        SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+        WHERE n.nspname = 'groupml' AND p.proname IN ('create_tenant', 'submit_job', 'run_scheduler',
+              'schedule_with_cron', 'infer', 'simulate_scheduler', '_tenancy_load')
+              AND obj_description(p.oid, 'pg_proc') IS NULL
+        UNION ALL
+        SELECT polname::text FROM pg_policy WHERE polname LIKE '%\\_own' AND obj_description(oid, 'pg_policy') IS NULL
+        """).fetchall()
+    assert db.execute("SELECT count(*) FROM pg_policy WHERE polname LIKE '%\\_own'").fetchone()[0] == 4
+    assert missing == []
+    assert db.execute("SELECT shobj_description(oid, 'pg_authid') FROM pg_roles WHERE rolname = 'groupml_admin'"
+                      ).fetchone()[0]
+    cfg = db.execute("SELECT proconfig, prosecdef FROM pg_proc WHERE proname = '_tenancy_load'").fetchone()
+    assert cfg == (["search_path=pg_catalog, pg_temp"], True)
+
+
+def test_max_seconds_and_revoked_source(cluster, db, dbname, roles, setup):
+    db.execute("CALL groupml.run_scheduler(max_seconds => 1e-6)")   # checked between steps
+    assert _counts(db)[0] <= 1
+    # the coordinator reads a job's source only while the job's role may read it
+    db.execute(sql.SQL("REVOKE SELECT ON data_b FROM {}").format(sql.Identifier(roles["tb"])))
+    with _connect(cluster, dbname, roles["adm"]) as adm:
+        adm.execute("CALL groupml.run_scheduler()")
+    rows = db.execute("SELECT o.status, o.error, count(*) FROM groupml.observations o WHERE job_id = %s "
+                      "GROUP BY 1, 2", [setup["tb"]]).fetchall()
+    assert rows == [("failed", "the job's role may no longer SELECT from public.data_b", 6)] or \
+        (len(rows) == 2 and ("failed", "the job's role may no longer SELECT from public.data_b", 5) in rows)
+    assert db.execute("SELECT count(*) FROM groupml.observations WHERE job_id = %s AND status = 'ok'",
+                      [setup["ta"]]).fetchone()[0] == 6
