@@ -129,14 +129,15 @@ def default_cost_model():
     return CostModel({"per_worker": 0.0, "network": 0.0})
 
 
-def _max_iter_of(space_json, default: int) -> int:
-    """Largest max_iter a configuration of the space can have (the learner default otherwise)."""
+def _max_iter_of(space_json, default: int, key: str = "max_iter") -> int:
+    """Largest iteration budget (``key``: max_iter, epochs, num_boost_round) a configuration of
+    the space can have (the learner default otherwise)."""
     found = []
 
     def walk(obj, inside=False):
         if isinstance(obj, dict):
             for k, v in obj.items():
-                walk(v, inside or k == "max_iter")
+                walk(v, inside or k == key)
         elif isinstance(obj, (list, tuple)):
             for v in obj:
                 walk(v, inside)
@@ -155,7 +156,8 @@ def plan_group(spec, family, n_train: int, d: int, cost_model=None) -> dict:
     from .search import search_budget
 
     model = cost_model if cost_model is not None else default_cost_model()
-    max_iter = _max_iter_of(spec.to_dict()["space"], int(family.defaults["max_iter"]))
+    key = getattr(family, "budget_param", "") or "max_iter"
+    max_iter = _max_iter_of(spec.to_dict()["space"], int(family.defaults[key]), key)
     budget = search_budget(spec, max_iter=max_iter)
     n = max(int(n_train), 1)
     if spec.slots is not None:
@@ -217,9 +219,9 @@ class _Metered:
 
 def validate_request(model: str, search: dict, options: dict):
     """Everything about a request that can be checked before any row is read."""
-    from .learners import get_family
+    from .learners import get_learner_family
 
-    family = get_family(model)
+    family = get_learner_family(model)
     spec = plan_search(family, search)
     opts = parse_options(options, family)
     return family, spec, opts
@@ -236,7 +238,7 @@ def fit_group(X: np.ndarray, y: np.ndarray, model: str, search: dict, options: d
     ``cost_model`` (a calibrated :class:`groupml.planner.CostModel`; priors when None) picks
     the batch size k when the spec gives no ``slots``.
     """
-    from .learners import GLMTrainer, holdout_mask, row_hash
+    from .learners import holdout_mask, make_trainer, row_hash
     from .search import make_procedure, run_search
 
     family, spec, opts = validate_request(model, search, options)
@@ -264,7 +266,7 @@ def fit_group(X: np.ndarray, y: np.ndarray, model: str, search: dict, options: d
         return FitResult(status="single_class", message=(
             f"every training row of the group has label {ytr[0]:g}; a classifier needs both classes"), **base)
     plan = plan_group(spec, family, n_train, d, cost_model)
-    trainer = GLMTrainer(family.name, Xtr, ytr, Xva, yva, metric=opts["metric"])
+    trainer = make_trainer(family.name, Xtr, ytr, Xva, yva, metric=opts["metric"])
     if interrupt_check is not None:
         trainer.interrupt_check = interrupt_check
     metered = _Metered(trainer)

@@ -10,12 +10,14 @@ groupml.learn_over_groups(features float8[], label float8|boolean, model text, s
   all configurations together (one data pass per solver iteration serves all of them),
   selects the best on a deterministic validation holdout and returns a groupml.fit.
 
-  model    'logistic' (binary label 0/1), 'linear' (least squares / ridge), 'svm' (linear, label 0/1)
+  model    'logistic' (binary label 0/1), 'linear' (least squares / ridge), 'svm' (linear, label 0/1),
+           'mlp' / 'mlp_regressor' (PyTorch), 'lightgbm' / 'lightgbm_regressor'  (see groupml.help('models'))
   search   hyperparameters to try; lists form a grid, e.g. '{"l2": [0, 0.001, 0.01], "class_weight": [null, "balanced"]}'
            or random search: '{"method": "random", "n_trials": 20, "seed": 7,
                                "space": {"l2": {"loguniform": [1e-6, 1]}}}'        (see groupml.help('search'))
   options  {"validation_fraction": 0.2, "metric": "accuracy", "seed": 0}
-           metric: accuracy | auc | logloss (logistic), accuracy | auc (svm), rmse | mae | r2 (linear)
+           metric: accuracy | auc | logloss (logistic, mlp, lightgbm), accuracy | auc (svm),
+                   rmse | mae | r2 (linear and the *_regressor models)
 
   Rows with a NULL label or a NULL/NaN feature are skipped and counted (fit.n_skipped).
   Feature arrays of different lengths are an ERROR. Groups too small to split, or with one
@@ -108,3 +110,19 @@ groupml.version() -> text: the groupml package version this backend loaded, its 
 TOPICS["help"] = """\
 groupml.help() lists the topics; groupml.help('<topic>') shows one.
 """
+
+
+def _models_topic() -> str:
+    from ..learners import LEARNER_FAMILIES
+
+    lines = ["model families (the `model` argument of learn_over_groups and train_groups) and their",
+             "hyperparameters with defaults; put any of them in the search spec:"]
+    for name in sorted(LEARNER_FAMILIES):
+        fam = LEARNER_FAMILIES[name]
+        defaults = ", ".join(f"{k}={v!r}" for k, v in sorted(fam.defaults.items()))
+        lines.append(f"  {name:<20} ({fam.kind}) {defaults}")
+    lines.append("Details: docs/learners.md (GLMs), docs/learners_mlp_lgbm.md (mlp, lightgbm).")
+    return "\n".join(lines) + "\n"
+
+
+TOPICS["models"] = _models_topic()
