@@ -9,7 +9,7 @@ import pytest
 from groupml.errors import InvalidParameterError
 from groupml.planner import TERMS, CostModel, choose_batch_size, choose_workers, term_values
 
-TRUE = {"fixed": 0.02, "per_worker": 0.01, "compute": 3e-9, "memory": 2e-9, "network": 5e-7}
+TRUE = {"fixed": 0.02, "per_worker": 0.01, "compute": 3e-9, "memory": 2e-9, "elementwise": 4e-8, "network": 5e-7}
 
 
 def true_seconds(n, d, k, w):
@@ -45,8 +45,8 @@ def test_noisy_calibration_predicts_held_out_runs_within_2x():
     ratios = [m.predict(r["n"], r["d"], r["k"], r["workers"]) / r["seconds"] for r in held]
     assert all(0.5 <= q <= 2.0 for q in ratios)
     assert np.median(np.abs(np.log(ratios))) < math.log(1.25)
-    for t in ("compute", "memory"):  # the dominant terms are well identified
-        assert m.coefficients[t] == pytest.approx(TRUE[t], rel=0.3)
+    # the dominant term is well identified (memory and elementwise trade off under noise)
+    assert m.coefficients["compute"] == pytest.approx(TRUE["compute"], rel=0.3)
     assert all(v >= 0 for v in m.coefficients.values())
 
 
@@ -67,9 +67,9 @@ def test_single_worker_runs_keep_worker_priors():
     rng = np.random.default_rng(4)
     prior = {"per_worker": 0.01, "network": 5e-7}
     m = CostModel(prior).add_runs(synthetic_runs(rng, 40, workers=(1,)))
-    assert m.fitted_terms == ["fixed", "compute", "memory"]
+    assert m.fitted_terms == ["fixed", "compute", "memory", "elementwise"]
     assert m.coefficients["per_worker"] == 0.01 and m.coefficients["network"] == 5e-7
-    for t in ("fixed", "compute", "memory"):
+    for t in ("fixed", "compute", "memory", "elementwise"):
         assert m.coefficients[t] == pytest.approx(TRUE[t], rel=1e-5)
 
 
@@ -87,12 +87,12 @@ def test_state_roundtrip_is_json():
 
 
 def test_terms_and_eq2_optimum():
-    m = CostModel({"fixed": 0, "per_worker": 1, "compute": 1, "memory": 0, "network": 0})
+    m = CostModel({"fixed": 0, "per_worker": 1, "compute": 1, "memory": 0, "elementwise": 0, "network": 0})
     # t(w) = w + n*d*k / w with n*d*k = 100: least at w = sqrt(100 / 1) = 10
     assert m.continuous_optimal_workers(10, 10, 1) == pytest.approx(10.0)
     assert m.predict(10, 10, 1, 10) == pytest.approx(20.0)
     assert m.terms(10, 10, 1, 4) == {"fixed": 0.0, "per_worker": 4.0, "compute": 25.0,
-                                     "memory": 0.0, "network": 0.0}
+                                     "memory": 0.0, "elementwise": 0.0, "network": 0.0}
     assert choose_workers(m, 10, 10, 1, max_workers=16, within=1.0) == 10
     # within 10% of the best (20 s): w=7 gives 7 + 100/7 = 21.3; w=6 gives 22.7
     assert choose_workers(m, 10, 10, 1, max_workers=16) == 7
@@ -100,7 +100,7 @@ def test_terms_and_eq2_optimum():
 
 
 def test_choose_batch_size():
-    fixed_only = CostModel({"fixed": 1, "per_worker": 0, "compute": 0, "memory": 0, "network": 0})
+    fixed_only = CostModel({"fixed": 1, "per_worker": 0, "compute": 0, "memory": 0, "elementwise": 0, "network": 0})
     assert choose_batch_size(fixed_only, 1000, 10, 10) == 10          # one pass
     assert choose_batch_size(fixed_only, 1000, 10, 10, max_batch=4) == 4   # 4,4,2: 3 passes
     # memory: data 8*1000*10 = 80000 B; each config adds 8*(1000 + 20) = 8160 B

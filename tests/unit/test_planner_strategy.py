@@ -140,7 +140,8 @@ def test_strategy_validation_messages():
 
 
 def test_unit_costs_from_calibrated_model():
-    m = CostModel({"fixed": 0.5, "per_worker": 0.1, "compute": 2e-9, "memory": 4e-9, "network": 1e-8})
+    m = CostModel({"fixed": 0.5, "per_worker": 0.1, "compute": 2e-9, "memory": 4e-9, "elementwise": 0.0,
+                   "network": 1e-8})
     u = unit_costs_from_model(m, d=10, k=2)
     assert u.compute_per_row == pytest.approx(2e-8 + 2e-8)
     assert u.model_transfer == pytest.approx(1e-7)

@@ -20,19 +20,23 @@ import numpy as np
 from ..errors import InvalidParameterError
 from ..validation import check_keys, check_number
 
-TERMS = ("fixed", "per_worker", "compute", "memory", "network")
+TERMS = ("fixed", "per_worker", "compute", "memory", "elementwise", "network")
 _W_TERMS = ("per_worker", "network")  # identifiable only from runs on several worker counts
 RUN_KEYS = ("n", "d", "k", "workers", "seconds")
 OWNER = "cost model run"
 
 #: Rough priors for one modern CPU core (seconds); used until runs are recorded.
 DEFAULT_COEFFICIENTS = {"fixed": 1e-3, "per_worker": 5e-3, "compute": 1e-9, "memory": 1e-9,
-                        "network": 1e-8}
+                        "elementwise": 1e-8, "network": 1e-8}
 
 
 def term_values(n: float, d: float, k: float, w: float) -> np.ndarray:
-    """The five feature values of one run, in ``TERMS`` order."""
-    return np.array([1.0, w, n * d * k / w, n * d / w, d * k * (w - 1)], dtype=float)
+    """The feature values of one run, in ``TERMS`` order.
+
+    ``elementwise`` (n·k/w) is the per-row, per-configuration work that batching cannot
+    share: the loss and its derivative (exp/log for logistic) on every row of every config.
+    """
+    return np.array([1.0, w, n * d * k / w, n * d / w, n * k / w, d * k * (w - 1)], dtype=float)
 
 
 def _check_shape(n, d, k, w, owner: str):
@@ -146,15 +150,15 @@ class CostModel:
 
     # ---- state -------------------------------------------------------------------------
     def state_dict(self) -> Dict[str, Any]:
-        return {"version": 1, "terms": list(TERMS), "coefficients": dict(self.coefficients),
+        return {"version": 2, "terms": list(TERMS), "coefficients": dict(self.coefficients),
                 "fitted_terms": list(self.fitted_terms), "max_runs": self.max_runs,
                 "runs": [dict(r) for r in self.runs]}
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any]) -> "CostModel":
-        if state.get("version") != 1 or list(state.get("terms", [])) != list(TERMS):
+        if state.get("version") != 2 or list(state.get("terms", [])) != list(TERMS):
             raise InvalidParameterError(
-                f"The 'version' value of cost model state must be 1 with terms {', '.join(TERMS)}; "
+                f"The 'version' value of cost model state must be 2 with terms {', '.join(TERMS)}; "
                 f"got {state.get('version')}", hint="Recalibrate from the recorded runs.")
         model = cls(state["coefficients"], max_runs=state.get("max_runs", 1000))
         model.runs = [check_run(r) for r in state.get("runs", [])]

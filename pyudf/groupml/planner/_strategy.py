@@ -361,7 +361,7 @@ def unit_costs_from_model(model, d: int, k: int = 1, base: Optional[UnitCosts] =
     d = check_number(d, "d", "cost model", ge=1, integer=True)
     k = check_number(k, "k", "cost model", ge=1, integer=True)
     out = UnitCosts(**(base or UnitCosts()).to_dict())
-    out.compute_per_row = c["compute"] * d + c["memory"] * d / k
+    out.compute_per_row = c["compute"] * d + c["memory"] * d / k + c["elementwise"]
     out.memory_per_row = 0.0
     out.model_transfer = c["network"] * d
     out.sync_per_step = c["per_worker"] + c["network"] * d
