@@ -22,6 +22,8 @@ class StubPlpy(types.ModuleType):
         return sql
 
     def execute(self, plan, args=None):
+        if "cost_runs" in plan:
+            return []
         if "now()" in plan:
             return [{"t": self.now}]
         return [{"?column?": 1}]

@@ -64,6 +64,22 @@ class RowBuffer:
 
 _buffers: Dict[int, RowBuffer] = {}
 _handles = itertools.count(1)
+_cost_models: Dict[tuple, object] = {}
+
+
+def _cost_model(session, family: str, txn: str):
+    """The calibrated cost model (groupml.cost_runs), read once per transaction and family.
+
+    The aggregate only reads the table: it may run in read-only transactions, so recording
+    measured runs is left to the catalog writers (train_groups, calibrate_cost_model)."""
+    from .search import load_cost_model
+
+    key = (txn, family)
+    if key not in _cost_models:
+        for stale in [k for k in _cost_models if k[0] != txn]:
+            del _cost_models[stale]
+        _cost_models[key] = load_cost_model(session, family)
+    return _cost_models[key]
 
 
 def _current_txn() -> str:
@@ -146,7 +162,8 @@ def final(state):
     y = np.frombuffer(buf.y, dtype=np.float64)
     session = backend_session()
     result = fit_group(X, y, buf.family, buf.search, buf.options, n_skipped=buf.skipped,
-                       interrupt_check=session.check_cancel)
+                       interrupt_check=session.check_cancel,
+                       cost_model=_cost_model(session, buf.family, buf.txn))
     if buf.options.get("progress"):
         session.notice(f"groupml: trained a group of {result.n_train + result.n_validation} rows: {result.status}"
                        + (f", {result.metric} {result.score:.4f}" if result.score is not None else ""))
