@@ -11,7 +11,7 @@ numpy, which is far faster than row-by-row inserts. Client side only.
 from __future__ import annotations
 
 import string
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 import numpy as np
 

@@ -152,7 +152,7 @@ def plan_group(spec, family, n_train: int, d: int, cost_model=None) -> dict:
     """The planner's decision for one group: batch size k (slots), its reason, the budget
     and the estimated seconds (TuPAQ eq. 1 cost model; an upper bound, since converged or
     stopped configurations free their slot early)."""
-    from .planner import CostModel, choose_batch_size
+    from .planner import choose_batch_size
     from .search import search_budget
 
     model = cost_model if cost_model is not None else default_cost_model()

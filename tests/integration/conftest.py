@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import subprocess
 import sys
 
 import psycopg

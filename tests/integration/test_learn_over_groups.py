@@ -1,7 +1,6 @@
 """learn_over_groups end to end on a real server."""
 
 import json
-import math
 import time
 
 import numpy as np

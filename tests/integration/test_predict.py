@@ -1,6 +1,5 @@
 """predict, predict_proba and their batch forms against a stored fit."""
 
-import json
 
 import numpy as np
 import pytest

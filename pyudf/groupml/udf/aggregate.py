@@ -12,7 +12,6 @@ or was cancelled) are dropped when the next aggregate starts in a later transact
 from __future__ import annotations
 
 import itertools
-import math
 from array import array
 from typing import Dict, Optional
 

@@ -19,12 +19,11 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 
 from ..db import quote_ident
-from ..errors import (DatatypeMismatchError, InsufficientPrivilegeError, InvalidParameterError,
-                      UndefinedColumnError)
+from ..errors import InvalidParameterError
 from ..validation import check_keys, check_number
+from ._source import check_columns, check_select_privilege, columns
 from . import parse_object, sql_entry
 
-NUMERIC_TYPES = {"smallint", "integer", "bigint", "real", "double precision", "numeric", "boolean"}
 MAX_COST_RUNS = 1000
 CALIBRATION_SIZES = [  # (rows, features, k): a few seconds in all on one core
     (2000, 10, 1), (2000, 10, 8), (20000, 10, 1), (20000, 10, 8),
@@ -153,30 +152,6 @@ def calibrate_cost_model(sizes, family, passes):
 
 
 # ----------------------------------------------------------------------------- explain_search
-def _columns(session, source) -> dict:
-    rows = session.query(
-        "SELECT a.attname AS name, pg_catalog.format_type(a.atttypid, NULL) AS type "
-        "FROM pg_catalog.pg_attribute a WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped",
-        [source], ["text"])
-    return {r["name"]: r["type"] for r in rows}
-
-
-def _check_columns(cols, names, what, source, numeric, owner) -> list:
-    if names is None:
-        raise InvalidParameterError(f"The '{what}' value of {owner} must be an array of column names; got null",
-                                    hint="Pass ARRAY['col1', 'col2'].")
-    names = [names] if isinstance(names, str) else list(names)
-    for name in names:
-        if name not in cols:
-            raise UndefinedColumnError(f"Column '{name}' of {owner} {what} does not exist in {source}",
-                                       hint=f"Columns of {source}: {', '.join(sorted(cols))}.")
-        if numeric and cols[name] not in NUMERIC_TYPES:
-            raise DatatypeMismatchError(
-                f"Column '{name}' of {owner} {what} must be numeric or boolean; it is {cols[name]}",
-                hint="Cast or encode it into a numeric column first.")
-    return names
-
-
 def _fmt_s(x: float) -> str:
     if x < 1:
         return f"{x * 1000:.3g} ms"
@@ -256,20 +231,17 @@ def explain_search(source, features, label, model, search, group_by, options):
     if source is None:
         raise InvalidParameterError(f"The 'source' value of {owner} must be a table or view; got null",
                                     hint="Pass the table name, e.g. 'clicks'.")
-    priv = session.query("SELECT pg_catalog.has_table_privilege($1::regclass, 'SELECT') AS ok", [source], ["text"])
-    if not priv[0]["ok"]:
-        raise InsufficientPrivilegeError(f"permission denied for table {source}: {owner} needs SELECT on it",
-                                         hint=f"GRANT SELECT ON {source} TO the calling role.")
-    cols = _columns(session, source)
-    group_by = _check_columns(cols, group_by or [], "group_by", source, False, owner)
-    features = _check_columns(cols, features, "features", source, True, owner)
+    check_select_privilege(session, source, owner)
+    cols = columns(session, source)
+    group_by = check_columns(cols, group_by or [], "group_by", source, numeric=False, owner=owner)
+    features = check_columns(cols, features, "features", source, numeric=True, owner=owner)
     if not features:
         raise InvalidParameterError(f"The 'features' value of {owner} must name at least one column; got []",
                                     hint="Pass ARRAY['f1', 'f2', ...].")
     if label is None:
         raise InvalidParameterError(f"The 'label' value of {owner} must be a column name; got null",
                                     hint="Pass the label column, e.g. 'clicked'.")
-    _check_columns(cols, [label], "label", source, True, owner)
+    check_columns(cols, [label], "label", source, numeric=True, owner=owner)
     if group_by:
         keys = ", ".join(quote_ident(g) for g in group_by)
         sql = (f"SELECT count(*) AS groups, coalesce(sum(c), 0) AS n_rows, coalesce(max(c), 0) AS largest "

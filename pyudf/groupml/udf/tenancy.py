@@ -29,13 +29,12 @@ from typing import Any, Dict, List, Tuple
 import numpy as np
 
 from ..db import backend_session, quote_ident
-from ..errors import (DataError, DatatypeMismatchError, GroupmlError, InsufficientPrivilegeError,
-                      InvalidParameterError, PrerequisiteStateError, SearchSpecError, UndefinedColumnError,
-                      UndefinedObjectError)
+from ..errors import (DataError, GroupmlError, InsufficientPrivilegeError, InvalidParameterError,
+                      PrerequisiteStateError, SearchSpecError, UndefinedObjectError)
 from ..validation import check_bool, check_choice, check_keys, check_number
+from ._source import NUMERIC_TYPES, check_columns, columns, packed_row_expr
 from . import parse_jsonb, sql_entry
 
-NUMERIC_TYPES = {"smallint", "integer", "bigint", "real", "double precision", "numeric", "boolean"}
 #: Relative cost of one solver iteration over one row-feature, per family (estimated cost unit).
 FAMILY_COST = {"logistic": 1.0, "svm": 1.0, "linear": 0.5}
 #: Validation metric per task: the job's quality, higher is better.
@@ -147,33 +146,6 @@ def expand_candidates(raw: Any, owner: str = "submit_job") -> Tuple[str, List[Di
     return tasks.pop(), out
 
 
-def _columns(session, relid: int) -> Dict[str, str]:
-    rows = session.query(
-        "SELECT a.attname AS name, pg_catalog.format_type(a.atttypid, NULL) AS type "
-        "FROM pg_catalog.pg_attribute a WHERE a.attrelid = $1::oid AND a.attnum > 0 AND NOT a.attisdropped",
-        [relid], ["oid"])
-    return {r["name"]: r["type"] for r in rows}
-
-
-def _check_column(cols: Dict[str, str], name: Any, what: str, source: str) -> str:
-    if not isinstance(name, str) or name == "":
-        raise InvalidParameterError(f"The '{what}' value of submit_job must name a column; got {name!r}",
-                                    hint=f"Columns of {source}: {', '.join(sorted(cols))}.")
-    if name not in cols:
-        raise UndefinedColumnError(f"Column '{name}' of submit_job {what} does not exist in {source}",
-                                   hint=f"Columns of {source}: {', '.join(sorted(cols))}.")
-    if cols[name] not in NUMERIC_TYPES:
-        raise DatatypeMismatchError(f"Column '{name}' of submit_job {what} must be numeric or boolean; "
-                                    f"it is {cols[name]}",
-                                    hint="Cast or encode it into a numeric column first (e.g. a view).")
-    return name
-
-
-def _value_expr(col: str, typ: str) -> str:
-    q = quote_ident(col)
-    return f"pg_catalog.float8send(({q})::int::float8)" if typ == "boolean" else f"pg_catalog.float8send(({q})::float8)"
-
-
 # ---------------------------------------------------------------------------- create_tenant
 @sql_entry
 def create_tenant(name, role):
@@ -226,15 +198,15 @@ def submit_job(tenant, source, features, label, candidates):
         raise InsufficientPrivilegeError(
             f"permission denied for table {rel['name']}: the role '{t['role']}' of tenant '{tenant}' cannot SELECT it",
             hint=f"GRANT SELECT ON {rel['name']} TO {quote_ident(t['role'])};")
-    cols = _columns(session, rel["oid"])
+    cols = columns(session, int(rel["oid"]))
     if features is None or len(features) == 0:
         raise InvalidParameterError(f"The 'features' value of submit_job must name at least one column; got "
                                     f"{'null' if features is None else '{}'}", hint="Pass ARRAY['f1', 'f2', ...].")
-    features = [_check_column(cols, f, "features", rel["name"]) for f in features]
+    features = check_columns(cols, list(features), "features", rel["name"], numeric=True, owner="submit_job")
     if len(set(features)) != len(features):
         raise InvalidParameterError(f"The 'features' value of submit_job must not repeat a column; got {features}",
                                     hint="Name each feature column once.")
-    label = _check_column(cols, label, "label", rel["name"])
+    label = check_columns(cols, [label], "label", rel["name"], numeric=True, owner="submit_job")[0]
     if label in features:
         raise InvalidParameterError(f"The 'label' column '{label}' of submit_job is also a feature",
                                     hint="Remove the label from the features.")
@@ -283,11 +255,11 @@ def load_job_block(job_id):
                        "$2::oid::regclass::text AS name", [j["role_oid"], j["relid"]], ["bigint", "bigint"])[0]
     if not ok["ok"]:
         return None, None, f"the job's role may no longer SELECT from {ok['name']}"
-    cols = _columns(session, j["relid"])
+    cols = columns(session, int(j["relid"]))
     for c in list(j["features"]) + [j["label"]]:
         if cols.get(c) not in NUMERIC_TYPES:
             return None, None, f"column {c!r} of {ok['name']} is missing or not numeric"
-    packed = " || ".join(_value_expr(c, cols[c]) for c in list(j["features"]) + [j["label"]])
+    packed = packed_row_expr(cols, list(j["features"]) + [j["label"]])
     got = session.query(f"SELECT count(*) AS n_rows, pg_catalog.string_agg({packed}, ''::bytea) AS block "
                         f"FROM {ok['name']}")[0]
     return got["n_rows"], got["block"], None

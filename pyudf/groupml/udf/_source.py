@@ -1,0 +1,72 @@
+"""Checks and SQL fragments shared by every entry point that reads a user's table.
+
+train_groups, explain_search, submit_job and the executor all take a source relation plus
+column names; they validate them the same way (existence, numeric type, SELECT privilege)
+and pack rows with the same C-level expression. Identifiers are always quoted.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Iterable, List
+
+from ..db import quote_ident
+from ..errors import (DatatypeMismatchError, InsufficientPrivilegeError, InvalidParameterError,
+                      UndefinedColumnError)
+
+NUMERIC_TYPES = {"smallint", "integer", "bigint", "real", "double precision", "numeric", "boolean"}
+
+
+def columns(session, source) -> Dict[str, str]:
+    """Column name -> SQL type name of a relation: ``source`` is its OID (int) or a name."""
+    by_oid = isinstance(source, int)
+    rows = session.query(
+        "SELECT a.attname AS name, pg_catalog.format_type(a.atttypid, NULL) AS type "
+        "FROM pg_catalog.pg_attribute a WHERE a.attrelid = " + ("$1::oid" if by_oid else "$1::regclass")
+        + " AND a.attnum > 0 AND NOT a.attisdropped", [source], ["oid" if by_oid else "text"])
+    return {r["name"]: r["type"] for r in rows}
+
+
+def check_columns(cols: Dict[str, str], names, what: str, source: str, *, numeric: bool,
+                  owner: str) -> List[str]:
+    """Every name must be a column of ``source`` (and numeric/boolean when ``numeric``)."""
+    if names is None:
+        raise InvalidParameterError(f"The '{what}' value of {owner} must be an array of column names; got null",
+                                    hint="Pass ARRAY['col1', 'col2'].")
+    names = [names] if isinstance(names, str) else list(names)
+    for name in names:
+        if not isinstance(name, str) or name == "":
+            raise InvalidParameterError(f"The '{what}' value of {owner} must name a column; got {name!r}",
+                                        hint=f"Columns of {source}: {', '.join(sorted(cols))}.")
+        if name not in cols:
+            raise UndefinedColumnError(f"Column '{name}' of {owner} {what} does not exist in {source}",
+                                       hint=f"Columns of {source}: {', '.join(sorted(cols))}.")
+        if numeric and cols[name] not in NUMERIC_TYPES:
+            raise DatatypeMismatchError(
+                f"Column '{name}' of {owner} {what} must be numeric or boolean; it is {cols[name]}",
+                hint="Cast or encode it into a numeric column first (e.g. a view with CASE or one-hot columns).")
+    return names
+
+
+def check_select_privilege(session, source, owner: str, role: str | None = None) -> None:
+    """The calling role (or ``role``) must be able to SELECT from ``source``."""
+    if role is None:
+        ok = session.query("SELECT pg_catalog.has_table_privilege($1::regclass, 'SELECT') AS ok",
+                           [source], ["text"])[0]["ok"]
+    else:
+        ok = session.query("SELECT pg_catalog.has_table_privilege($1, $2::regclass, 'SELECT') AS ok",
+                           [role, source], ["name", "text"])[0]["ok"]
+    if not ok:
+        who = "the calling role" if role is None else f"role {role}"
+        raise InsufficientPrivilegeError(f"permission denied for table {source}: {owner} needs SELECT on it",
+                                         hint=f"GRANT SELECT ON {source} TO {who}.")
+
+
+def value_expr(col: str, typ: str) -> str:
+    """A column as 8 big-endian bytes of float8 (booleans as 0/1), computed in C."""
+    q = quote_ident(col)
+    return f"pg_catalog.float8send(({q})::int::float8)" if typ == "boolean" else f"pg_catalog.float8send(({q})::float8)"
+
+
+def packed_row_expr(cols: Dict[str, str], names: Iterable[str]) -> str:
+    """All named columns of a row packed into one bytea (NULL when any value is NULL)."""
+    return " || ".join(value_expr(c, cols[c]) for c in names)
