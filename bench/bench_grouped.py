@@ -1,4 +1,5 @@
-"""Grouped learning for GLMs: grouped vs GTP vs MTP vs DP (2 worker backends) vs one backend vs the client.
+"""Grouped learning: grouped vs GTP vs MTP vs DP (2 worker backends) vs one backend vs the client,
+for GLMs (algebraic), the PyTorch MLP (sequential) and LightGBM (sampling).
 
 Two skewed data sets: 'criteo' (one group holds ~25% of the rows, long tail) and 'device'
 (two dominant groups, the paper's Criteo-Device case). End-to-end wall time and server CPU
@@ -6,7 +7,11 @@ Two skewed data sets: 'criteo' (one group holds ~25% of the rows, long tail) and
 pandas groupby + scikit-learn, one model at a time. Also prints the cost model's makespan
 estimates for 4, 8 and 16 workers.
 
-    python bench/bench_grouped.py [--rows 400000] [--quick]
+The MLP and LightGBM cases (``--patterns``) run on the criteo-like data with at most
+``--pattern-rows`` rows; their client alternative is COPY + pandas groupby + a plain PyTorch
+loop / ``lightgbm.train`` per config and group.
+
+    python bench/bench_grouped.py [--rows 400000] [--quick] [--patterns glm,mlp,lightgbm]
 """
 
 from __future__ import annotations
@@ -29,6 +34,54 @@ from groupml.learners import holdout_mask  # noqa: E402
 from groupml.planner import choose_strategy  # noqa: E402
 
 GRID = {"l2": [0.001, 0.01, 0.1, 1.0], "max_iter": 50}
+MLP_SPEC = {"method": "grid", "epoch_iters": 1,
+            "space": {"lr": [0.01, 0.003], "layers": ["16"], "epochs": [3], "batch_size": [64]}}
+LGBM_SPEC = {"method": "grid", "epoch_iters": 10,
+             "space": {"num_leaves": [15, 31], "num_boost_round": [30], "min_data_in_leaf": [20]}}
+PATTERN_RUNS = {"mlp": (MLP_SPEC, ("grouped", "gtp")), "lightgbm": (LGBM_SPEC, ("grouped", "gtp", "dp"))}
+
+
+def client_pattern(dsn, d, model):
+    """COPY + pandas groupby + PyTorch / LightGBM, one config and one group at a time."""
+    import pandas as pd
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    feats = [f"f{j + 1}" for j in range(d)]
+    with psycopg.connect(dsn) as conn, conn.cursor() as cur:
+        buf = io.StringIO()
+        with cur.copy(f"COPY (SELECT country, {', '.join(feats)}, clicked::int FROM t) TO STDOUT (FORMAT csv)") as cp:
+            for chunk in cp:
+                buf.write(bytes(chunk).decode())
+    buf.seek(0)
+    df = pd.read_csv(buf, header=None, names=["country"] + feats + ["clicked"])
+    for _, g in df.groupby("country"):
+        X, y = g[feats].to_numpy(), g["clicked"].to_numpy().astype(float)
+        val = holdout_mask(X, y, 0.2, 0)
+        if val.all() or (~val).sum() < 2 or np.unique(y[~val]).size < 2:
+            continue
+        if model == "mlp":
+            import torch
+            torch.set_num_threads(1)
+            Xt = torch.tensor((X - X[~val].mean(0)) / (X[~val].std(0) + 1e-12), dtype=torch.float32)
+            yt = torch.tensor(y, dtype=torch.float32)
+            tr = torch.from_numpy(np.flatnonzero(~val))
+            for lr in MLP_SPEC["space"]["lr"]:
+                net = torch.nn.Sequential(torch.nn.Linear(d, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+                opt = torch.optim.Adam(net.parameters(), lr=lr)
+                for _ in range(3):
+                    perm = tr[torch.randperm(len(tr))]
+                    for s in range(0, len(perm), 64):
+                        idx = perm[s:s + 64]
+                        loss = torch.nn.functional.binary_cross_entropy_with_logits(net(Xt[idx]).squeeze(1), yt[idx])
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+        else:
+            import lightgbm as lgb
+            for leaves in LGBM_SPEC["space"]["num_leaves"]:
+                lgb.train({"objective": "binary", "num_leaves": leaves, "min_data_in_leaf": 20, "num_threads": 1,
+                           "verbosity": -1}, lgb.Dataset(X[~val], label=y[~val]), num_boost_round=30)
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 def dataset(kind, rows, d, seed):
@@ -97,7 +150,10 @@ def main(argv=None):
     ap.add_argument("--rows", type=int, default=400_000)
     ap.add_argument("--features", type=int, default=20)
     ap.add_argument("--quick", action="store_true", help="80k rows, 10 features")
+    ap.add_argument("--patterns", default="glm,mlp,lightgbm", help="comma list of glm, mlp, lightgbm")
+    ap.add_argument("--pattern-rows", type=int, default=40_000, help="rows of the MLP / LightGBM cases")
     args = ap.parse_args(argv)
+    patterns = [p.strip() for p in args.patterns.split(",") if p.strip()]
     if args.quick:
         args.rows, args.features = 80_000, 10
     d = args.features
@@ -106,7 +162,7 @@ def main(argv=None):
     with TempCluster() as cluster, psycopg.connect(cluster.dsn(), autocommit=True) as conn:
         conn.execute("CREATE EXTENSION groupml CASCADE")
         pm = postmaster_pid(conn)
-        for kind in ("criteo", "device"):
+        for kind in (("criteo", "device") if "glm" in patterns else ()):
             conn.execute("DROP TABLE IF EXISTS t")
             data = dataset(kind, args.rows, d, 5)
             create_table(conn, "t", data)
@@ -135,7 +191,37 @@ def main(argv=None):
                 plan = choose_strategy(n_train, len(GRID["l2"]), GRID["max_iter"], p)
                 preds[p] = {k: v.makespan for k, v in plan.estimates.items()} | {"chosen": plan.strategy}
             results[kind] += (preds,)
-    for kind, (share, ng, rows, preds) in results.items():
+        for model in [p for p in patterns if p in PATTERN_RUNS]:
+            spec, strategies = PATTERN_RUNS[model]
+            rows_n = min(args.rows, args.pattern_rows)
+            conn.execute("DROP TABLE IF EXISTS t")
+            data = dataset("criteo", rows_n, d, 5)
+            create_table(conn, "t", data)
+            conn.execute("VACUUM ANALYZE t")
+            sizes = {}
+            for g in data["grp"]:
+                sizes[g] = sizes.get(g, 0) + 1
+            rows = []
+            for strategy in strategies:
+                c0, t0 = server_cpu(pm), time.perf_counter()
+                run = conn.execute(f"CALL groupml.train_groups('t', ARRAY['country'], {feats}, 'clicked', %s, "
+                                   f"%s::jsonb, '{{}}', NULL, workers => 2, strategy => %s)",
+                                   [model, json.dumps(spec), strategy]).fetchone()[0]
+                wall, cpu = time.perf_counter() - t0, server_cpu(pm) - c0
+                kinds = dict(conn.execute("SELECT kind, count(*) FROM groupml.run_schedule WHERE run_id = %s "
+                                          "GROUP BY 1", [run]).fetchall())
+                rows.append((f"{strategy} {kinds}", wall, cpu))
+            cw, cc = client_pattern(cluster.dsn(), d, model)
+            rows.append(("client (COPY+pandas+" + ("torch" if model == "mlp" else "lightgbm") + ")", cw, cc))
+            results[model] = (max(sizes.values()) / rows_n, len(sizes), rows, None, rows_n)
+    for kind, (share, ng, rows, preds, *rest) in results.items():
+        if preds is None:
+            print(f"\n== {kind} (criteo-like): {rest[0]} rows, {ng} groups, largest group {share:.0%}, {d} features, "
+                  f"spec {json.dumps(PATTERN_RUNS[kind][0])}")
+            best = min(w for name, w, _ in rows if not name.startswith("client"))
+            for name, wall, cpu in rows:
+                print(f"  {name:<44} {wall:7.2f} s wall  {cpu:7.2f} s CPU   {wall / best:5.2f}x best strategy")
+            continue
         print(f"\n== {kind}: {args.rows} rows, {ng} groups, largest group {share:.0%}, {d} features, "
               f"{len(GRID['l2'])} configs, max_iter {GRID['max_iter']}")
         best = min(w for name, w, _ in rows if name in ("grouped", "gtp", "mtp", "dp"))

@@ -9,9 +9,10 @@ CREATE TABLE @extschema@.run_schedule (
     trials     integer[] NOT NULL,              -- configurations evaluated in this task
     started    float8 NOT NULL,                 -- seconds since the run attempt started
     finished   float8 NOT NULL,
-    worker_pid integer
+    worker_pid integer,
+    kind       text NOT NULL DEFAULT 'pass'     -- pass (GLM data pass) | stats | visit (MLP hop; pass = epoch) | rank (distributed LightGBM; pass = job) | fit (whole group on one worker) | eval (MLP state scored / serialised)
 );
 CREATE INDEX ON @extschema@.run_schedule (run_id, group_key);
 COMMENT ON TABLE @extschema@.run_schedule IS
-  'What ran where: every task a worker executed for a planner-driven train_groups run (written with the group''s model). groupml checks data sharding, worker exclusivity and config isolation on it.';
+  'What ran where: every task a worker executed for a planner-driven train_groups run (written with the group''s model). For MLP groups split over workers the kind = ''visit'' rows ordered by started are the visit log that groupml.learners.replay reproduces. groupml checks data sharding, worker exclusivity and config isolation on it.';
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.run_schedule', '');

@@ -2,7 +2,9 @@
 backends addressed by DSN, GAP for the algebraic pattern (GLMs), GTP/MTP/DP baselines.
 
 Modules: ``snapshot`` (ETL into packed blocks), ``pool`` (endpoints, worker connections,
-redaction), ``worker`` (the worker-side partial pass), ``glm`` (ShardedGLMTrainer and the
-per-group evaluator), ``plan`` (planner placements → worker tasks), ``invariants``
-(checks on executed schedules), ``run`` (the coordinator). See docs/grouped.md.
+redaction), ``worker`` (the worker-side partial pass and the MLP / LightGBM tasks), ``glm``
+(ShardedGLMTrainer and the per-group evaluator), ``patterns`` (the sequential MLP hopper,
+LightGBM data-parallel ranks, whole-group searches on one worker), ``plan`` (planner
+placements → worker tasks), ``invariants`` (checks on executed schedules), ``run`` (the
+coordinator). See docs/grouped.md.
 """

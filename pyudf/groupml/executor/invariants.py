@@ -10,6 +10,20 @@ n_rows, trials, started, finished``.
 * worker exclusivity: a worker never runs two tasks at once;
 * config isolation: a config's pass ``p + 1`` starts only after every task of pass
   ``p`` reported (its update was applied once, after the last shard).
+
+Entries carry a ``kind`` (missing = ``'pass'``, the GLM data pass above). The other kinds:
+
+* ``'visit'`` (sequential, MLP hops; ``pass`` = epoch, ``trials`` = [config]): data
+  sharding -- each (config, epoch) visits shards whose row ranges tile ``[0, n_train)``;
+  config isolation -- a config's visits never overlap in time and its epochs follow one
+  another (all visits of epoch e end before epoch e + 1 starts);
+* ``'stats'`` (the shards' standardisation moments): the shards tile the group once;
+* ``'rank'`` (sampling, one rank of a distributed LightGBM job; ``pass`` = job): the
+  ranks of a job tile the group, one per worker (data sharding), one job per config;
+* ``'fit'`` (an unsplit group's whole search on one worker): one task over ``[0, n_train)``;
+* ``'eval'`` (an MLP state scored on the validation rows, or serialised as a model): no rows.
+
+Worker exclusivity is checked across every kind.
 """
 
 from __future__ import annotations
@@ -31,8 +45,11 @@ def schedule_violations(entries: Iterable[Mapping[str, Any]], n_train: Mapping[s
             if b[0] < a[1]:
                 out.append(f"worker exclusivity: worker {w} started {b[2]} pass {b[3]} at {b[0]:.6f} before "
                            f"{a[2]} pass {a[3]} finished at {a[1]:.6f}")
+    out.extend(_other_kinds([e for e in entries if e.get("kind", "pass") != "pass"], n_train))
     by_pass = defaultdict(list)
     for e in entries:
+        if e.get("kind", "pass") != "pass":
+            continue
         by_pass[(e["group_key"], e["pass"])].append(e)
     per_group = defaultdict(dict)
     for (g, p), tasks in by_pass.items():
@@ -70,4 +87,73 @@ def schedule_violations(entries: Iterable[Mapping[str, Any]], n_train: Mapping[s
             if start < end:
                 out.append(f"config isolation: group {g} pass {p + 1} started at {start:.6f} before pass {p} "
                            f"finished at {end:.6f}")
+    return out
+
+
+def _tiles(tasks, n: int) -> bool:
+    pos = 0
+    for lo, hi in sorted((t["row_start"], t["row_start"] + t["n_rows"]) for t in tasks):
+        if lo != pos:
+            return False
+        pos = hi
+    return pos == n
+
+
+def _other_kinds(entries: List[Mapping[str, Any]], n_train: Mapping[str, int]) -> List[str]:
+    out: List[str] = []
+    groups = defaultdict(lambda: defaultdict(list))
+    for e in entries:
+        groups[e["group_key"]][e["kind"]].append(e)
+    for g, kinds in groups.items():
+        n = n_train[g]
+        for kind, tasks in kinds.items():
+            if kind == "eval":
+                continue                      # scoring a state on the validation rows: no training rows
+            if kind == "fit":
+                for t in tasks:
+                    if t["row_start"] != 0 or t["n_rows"] != n:
+                        out.append(f"data sharding: the one-worker task of group {g} saw rows [{t['row_start']}, "
+                                   f"{t['row_start'] + t['n_rows']}) not [0, {n})")
+            elif kind == "stats":
+                if not _tiles(tasks, n):
+                    out.append(f"data sharding: the shard statistics of group {g} do not tile [0, {n})")
+            elif kind == "rank":
+                jobs = defaultdict(list)
+                for t in tasks:
+                    jobs[t["pass"]].append(t)
+                seen = defaultdict(int)
+                for j, ranks in jobs.items():
+                    if not _tiles(ranks, n):
+                        out.append(f"data sharding: the ranks of LightGBM job {j} of group {g} do not tile [0, {n})")
+                    if len({t["worker"] for t in ranks}) != len(ranks):
+                        out.append(f"data sharding: LightGBM job {j} of group {g} put two ranks on one worker")
+                    for tid in {t for r in ranks for t in r["trials"]}:
+                        seen[tid] += 1
+                for tid, k in seen.items():
+                    if k > 1:
+                        out.append(f"config isolation: config {tid} of group {g} was trained by {k} LightGBM jobs")
+            elif kind == "visit":
+                by_cfg = defaultdict(list)
+                for t in tasks:
+                    for tid in t["trials"]:
+                        by_cfg[tid].append(t)
+                for tid, vs in by_cfg.items():
+                    by_epoch = defaultdict(list)
+                    for v in vs:
+                        by_epoch[v["pass"]].append(v)
+                    for ep, ev in by_epoch.items():
+                        if not _tiles(ev, n):
+                            out.append(f"data sharding: config {tid} of group {g} epoch {ep} did not visit every "
+                                       f"row of [0, {n}) exactly once")
+                    vs = sorted(vs, key=lambda v: v["started"])
+                    for a, b in zip(vs, vs[1:]):
+                        if b["started"] < a["finished"]:
+                            out.append(f"config isolation: config {tid} of group {g} visited shard {b['shard']} "
+                                       f"at {b['started']:.6f} while its visit to shard {a['shard']} ran until "
+                                       f"{a['finished']:.6f}")
+                        if b["pass"] < a["pass"]:
+                            out.append(f"config isolation: config {tid} of group {g} went back from epoch "
+                                       f"{a['pass']} to epoch {b['pass']}")
+            else:
+                out.append(f"unknown task kind {kind!r} in the schedule of group {g}")
     return out

@@ -12,10 +12,10 @@ STRATEGY_CHOICES = ("auto", "grouped", "gtp", "mtp", "dp")
 
 
 def workload_of(spec, family) -> Dict[str, int]:
-    from ..fitting import _max_iter_of
     from ..search import search_budget
+    from .patterns import budget_cap
 
-    max_iter = _max_iter_of(spec.to_dict()["space"], int(family.defaults["max_iter"]))
+    max_iter = budget_cap(spec.to_dict()["space"], family)
     budget = search_budget(spec, max_iter=max_iter)
     k = max(1, int(budget.in_flight))
     per_config = -(-int(budget.epochs) * int(spec.epoch_iters) // k)
@@ -23,13 +23,24 @@ def workload_of(spec, family) -> Dict[str, int]:
 
 
 def make_plan(group_sizes: Dict[int, int], n_configs: int, epochs: int, workers: int, strategy: str,
-              costs: Optional[UnitCosts] = None):
+              costs: Optional[UnitCosts] = None, pattern: str = "algebraic", batch_size: Optional[int] = None):
+    """The planner's Plan over the strategies the executor runs for ``pattern``."""
+    from .patterns import PATTERN_STRATEGIES
+
     sizes = {g: n for g, n in group_sizes.items()}
-    return choose_strategy(sizes, n_configs, epochs, workers, costs, pattern="algebraic", strategy=strategy)
+    if pattern == "sequential" and batch_size is None:
+        batch_size = 64
+    return choose_strategy(sizes, n_configs, epochs, workers, costs, pattern=pattern, strategy=strategy,
+                           batch_size=batch_size if pattern == "sequential" else None,
+                           candidates=PATTERN_STRATEGIES[pattern])
 
 
-def placement_for(strategy: str, group_sizes: Dict[int, int], workers: int) -> Placement:
-    """The placement the executor runs for a strategy (grouped: constrained wrap-around, Alg. 2)."""
+def placement_for(strategy: str, group_sizes: Dict[int, int], workers: int, pattern: str = "algebraic") -> Placement:
+    """The placement the executor runs for a strategy (grouped: constrained wrap-around, Alg. 2;
+    for the sequential pattern wrap-around with group isolation, Alg. 1)."""
+    if strategy == "grouped" and pattern == "sequential":
+        from ..planner import wrap_around
+        return wrap_around(group_sizes, workers, group_isolation=True)
     if strategy == "grouped":
         return constrained_wrap_around(group_sizes, workers)
     if strategy == "dp":

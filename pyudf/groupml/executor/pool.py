@@ -2,7 +2,7 @@
 
 Workers are addressed by DSN (``groupml.worker_endpoints``; empty = loopback to this
 server as the calling role), so a remote server looks the same as a loopback backend.
-Each worker has one psycopg connection and one thread: it executes its FIFO queue of
+Each worker has one psycopg connection and one thread: it executes its queue of
 tasks one at a time (worker exclusivity) and logs what ran, where and when. Threads
 never call plpy; the coordinator's main thread does all catalog I/O.
 
@@ -68,11 +68,17 @@ def resolve_endpoints(session, workers: int) -> List[Dict[str, str]]:
     return out
 
 
-class Task:
-    __slots__ = ("worker", "request", "theta", "future", "meta")
+# the worker SQL functions a task may call (never formatted from input)
+TASK_SQL = {"partial": "SELECT groupml._gap_partial(%s::jsonb, %s::bytea)",
+            "task": "SELECT groupml._gap_task(%s::jsonb, %s::bytea)"}
 
-    def __init__(self, worker, request, theta, meta):
+
+class Task:
+    __slots__ = ("worker", "request", "theta", "future", "meta", "sql")
+
+    def __init__(self, worker, request, theta, meta, fn="partial"):
         self.worker, self.request, self.theta, self.meta = worker, request, theta, meta
+        self.sql = TASK_SQL[fn]
         self.future: Future = Future()
 
 
@@ -85,7 +91,11 @@ class WorkerPool:
         self.run_id = run_id
         self.lock_timeout_ms = lock_timeout_ms
         self.connect_timeout = connect_timeout
-        self.queues: List["queue.Queue[Optional[Task]]"] = [queue.Queue() for _ in endpoints]
+        # per worker: (priority, sequence, task); FIFO within a priority. Whole-group searches
+        # ('fit' tasks) yield to the short tasks of split groups (hops, ranks, GLM passes) so a
+        # split group's chain of hops does not wait behind every queued one-worker search.
+        self.queues: List["queue.PriorityQueue"] = [queue.PriorityQueue() for _ in endpoints]
+        self._seq = 0
         self.log: List[Dict[str, Any]] = []
         self._log_lock = threading.Lock()
         self.pids: List[Optional[int]] = [None] * len(endpoints)
@@ -94,6 +104,8 @@ class WorkerPool:
         self.t0 = time.perf_counter()
         self.closed = False
         self._threads: List[threading.Thread] = []
+        self._submit_lock = threading.Lock()
+        self._busy = [0] * len(endpoints)
 
     def start(self) -> None:
         import psycopg
@@ -119,39 +131,58 @@ class WorkerPool:
             t.start()
             self._threads.append(t)
 
-    def submit(self, worker: int, request: str, theta: bytes, meta: Dict[str, Any]) -> Future:
-        task = Task(worker, request, theta, meta)
-        if self.errors[worker] is not None:
-            task.future.set_exception(WorkerLostError(self.errors[worker]))
-        elif self.closed:
-            task.future.set_exception(WorkerLostError("the worker pool is closed"))
-        else:
-            self.queues[worker].put(task)
-        return task.future
+    def submit(self, worker: int, request: str, theta: bytes, meta: Dict[str, Any], fn: str = "partial") -> Future:
+        """Queue one task on ``worker``; ``fn`` names the worker function (``TASK_SQL``)."""
+        return self.submit_gang([(worker, request, theta, meta)], fn=fn)[0]
+
+    def submit_gang(self, items, fn: str = "partial") -> List[Future]:
+        """Queue tasks that must run at the same time on different workers (the ranks of one
+        distributed LightGBM job) atomically: every worker queue is FIFO within a priority (ranks all have one) and gangs are
+        enqueued under one lock, so two gangs sharing workers are in the same order on all
+        of them and never wait on each other in a cycle."""
+        tasks = [Task(w, r, th, m, fn) for w, r, th, m in items]
+        with self._submit_lock:
+            for task in tasks:
+                if self.errors[task.worker] is not None:
+                    task.future.set_exception(WorkerLostError(self.errors[task.worker]))
+                elif self.closed:
+                    task.future.set_exception(WorkerLostError("the worker pool is closed"))
+                else:
+                    self._seq += 1
+                    prio = 1 if task.meta.get("kind") == "fit" else 0
+                    self.queues[task.worker].put((prio, self._seq, task))
+        return [t.future for t in tasks]
+
+    def load(self, worker: int) -> int:
+        """Tasks queued on or running in ``worker`` (for the hopper's choice of the next shard)."""
+        return self.queues[worker].qsize() + self._busy[worker]
 
     def _loop(self, i: int) -> None:
         import psycopg
 
         conn = self.conns[i]
         while True:
-            task = self.queues[i].get()
+            task = self.queues[i].get()[2]
             if task is None:
                 return
             if self.errors[i] is not None or self.closed:
                 task.future.set_exception(WorkerLostError(self.errors[i] or "the worker pool is closed"))
                 continue
+            self._busy[i] = 1
             t0 = time.perf_counter() - self.t0
             try:
                 with conn.cursor(binary=True) as cur:
-                    cur.execute("SELECT groupml._gap_partial(%s::jsonb, %s::bytea)", [task.request, task.theta])
+                    cur.execute(task.sql, [task.request, task.theta])
                     out = bytes(cur.fetchone()[0])
             except psycopg.Error as exc:
+                self._busy[i] = 0
                 msg = (f"worker {i} ('{self.endpoints[i]['name']}', backend pid {self.pids[i]}) failed: "
                        f"{redact(str(exc)).strip().splitlines()[0]}")
                 self.errors[i] = msg
                 task.future.set_exception(WorkerLostError(msg))
                 continue
             t1 = time.perf_counter() - self.t0
+            self._busy[i] = 0
             with self._log_lock:
                 self.log.append(dict(task.meta, worker=i, started=t0, finished=t1, worker_pid=self.pids[i]))
             task.future.set_result(out)
@@ -171,7 +202,7 @@ class WorkerPool:
                 except Exception:  # noqa: BLE001 - best effort on a possibly dead connection
                     pass
         for q in self.queues:
-            q.put(None)
+            q.put((9, 1 << 62, None))
         for t in self._threads:
             t.join(timeout=10)
         for c in self.conns:

@@ -3,7 +3,8 @@
 Main thread: all catalog I/O through the :class:`groupml.db.Session` (snapshot, plan,
 per-group models/trials/schedule, per-epoch metrics and counters, commits, NOTICEs,
 cancel checks). Group-driver threads: one group's search and solver each, never
-touching plpy; their data passes become worker tasks (:class:`ShardEvaluator`). Worker
+touching plpy; their data passes become worker tasks (:class:`ShardEvaluator` for GLMs,
+:func:`groupml.executor.patterns.fit_other_group` for MLP and LightGBM). Worker
 threads: one connection each (:class:`WorkerPool`).
 """
 
@@ -27,7 +28,8 @@ from .pool import WorkerLostError, WorkerPool, resolve_endpoints
 from .snapshot import (DEFAULT_BLOCK_ROWS, build_snapshot, check_snapshot, drop_snapshot, load_validation,
                        snapshot_groups)
 
-EXEC_KEYS = ("keep_snapshot", "snapshot", "worker_memory_mb", "block_rows", "lock_timeout_ms", "drivers")
+EXEC_KEYS = ("keep_snapshot", "snapshot", "worker_memory_mb", "block_rows", "lock_timeout_ms", "drivers",
+             "network_timeout_s", "flexible_hops")
 OWNER = "train_groups options"
 
 
@@ -55,6 +57,12 @@ def split_options(options: Dict[str, Any]):
         "drivers": None if ex.get("drivers") is None else check_number(ex["drivers"], "drivers", OWNER, ge=1,
                                                                        integer=True,
                                                                        hint="Groups trained concurrently."),
+        "flexible_hops": check_bool(ex.get("flexible_hops", True), "flexible_hops", OWNER,
+                                    hint="true: an MLP config whose next shard's worker is busy takes another "
+                                         "unvisited shard (logged); false: the seeded hop order only."),
+        "network_timeout_s": check_number(ex.get("network_timeout_s", 120), "network_timeout_s", OWNER, gt=0,
+                                          le=3600, hint="Seconds a rank of distributed LightGBM waits for its "
+                                                        "peers (LightGBM's time_out, rounded up to minutes)."),
     }
     return fit, out
 
@@ -84,10 +92,12 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
 
     groups = snapshot_groups(session, sid)
     sizes = {g["group_no"]: int(g["n_train"]) for g in groups}
+    from .patterns import fit_other_group, pattern_of
+    pattern = pattern_of(family)
     wl = workload_of(spec, family)
-    plan = make_plan(sizes, wl["n_configs"], wl["epochs"], workers, strategy)
+    plan = make_plan(sizes, wl["n_configs"], wl["epochs"], workers, strategy, pattern=pattern)
     chosen = plan.strategy
-    placement = placement_for(chosen, sizes, workers)
+    placement = placement_for(chosen, sizes, workers, pattern)
     from ..planner import check_placement
     check_placement(placement, sizes)
     tasks = group_tasks(chosen, placement, groups, workers)
@@ -96,11 +106,11 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
                   ["bigint", "integer"])
     session.query("UPDATE groupml.grouped_runs SET strategy = $2, plan = $3::jsonb, last_event = $4, "
                   "updated_at = clock_timestamp() WHERE run_id = $1",
-                  [run_id, chosen, json.dumps({"explanation": plan.explanation, "makespan": plan.makespan,
+                  [run_id, chosen, json.dumps({"explanation": plan.explanation, "pattern": pattern, "makespan": plan.makespan,
                                                "per_worker": plan.per_worker,
                                                "placement": placement.to_dict()}), "planned"],
                   ["bigint", "text", "text", "text"])
-    session.notice(f"groupml: run {run_id}: {chosen} on {workers} worker(s): {plan.explanation}")
+    session.notice(f"groupml: run {run_id}: {chosen} on {workers} worker(s), {pattern} pattern: {plan.explanation}")
     done = {r["k"] for r in session.query("SELECT group_key::text AS k FROM groupml.models WHERE run_id = $1",
                                           [run_id], ["bigint"])}
     pending = [g for g in groups if g["gkey"] not in done]
@@ -131,6 +141,16 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
     def drive(g, Xv):
         gno, gkey = g["group_no"], g["gkey"]
         t = tasks.get(gno, {"mode": "shards", "shards": []})
+        if pattern != "algebraic":
+            def on_epoch_raw(block, passes, reports):
+                events.put((gkey, block, passes, reports))
+
+            return fit_other_group(pool, family=family, spec=spec, opts=opts, model=model, search=search,
+                                   fit_options=fit_options, g=g, shards=t["shards"], snapshot_id=sid, d=d,
+                                   X_val=Xv[:, :d], y_val=Xv[:, d], mem_mb=exec_options["worker_memory_mb"],
+                                   abort=abort, on_epoch_raw=on_epoch_raw, interrupt_check=check_abort,
+                                   lgbm_timeout_s=exec_options["network_timeout_s"],
+                                   flexible=exec_options["flexible_hops"])
         ev = ShardEvaluator(pool, snapshot_id=sid, group_no=gno, group_key=gkey, family=family.name, d=d,
                             shards=t["shards"], mode=t["mode"], mem_mb=exec_options["worker_memory_mb"], abort=abort)
 
@@ -248,14 +268,15 @@ def _store_schedule(session, run_id, gkey, log) -> None:
     if not log:
         return
     cols = ["pass", "worker", "shard", "row_start", "n_rows", "started", "finished", "worker_pid"]
+    log = sorted(log, key=lambda e: e["started"])
     session.query(
         "INSERT INTO groupml.run_schedule (run_id, group_key, pass, worker, shard, row_start, n_rows, trials, started, "
-        "finished, worker_pid) SELECT $1, $2::jsonb, p, w, s, rs, nr, "
-        "pg_catalog.string_to_array(tr, ',')::int[], st, fi, pid FROM unnest($3::int[], $4::int[], "
-        "$5::int[], $6::bigint[], $7::bigint[], $8::text[], $9::float8[], $10::float8[], $11::int[]) "
-        "AS u(p, w, s, rs, nr, tr, st, fi, pid)",
+        "finished, worker_pid, kind) SELECT $1, $2::jsonb, p, w, s, rs, nr, "
+        "pg_catalog.string_to_array(tr, ',')::int[], st, fi, pid, k FROM unnest($3::int[], $4::int[], "
+        "$5::int[], $6::bigint[], $7::bigint[], $8::text[], $9::float8[], $10::float8[], $11::int[], $12::text[]) "
+        "AS u(p, w, s, rs, nr, tr, st, fi, pid, k)",
         [run_id, gkey] + [[e[c] for e in log] for c in cols[:5]]
         + [[",".join(str(t) for t in e["trials"]) for e in log], [e["started"] for e in log],
-           [e["finished"] for e in log], [e["worker_pid"] for e in log]],
+           [e["finished"] for e in log], [e["worker_pid"] for e in log], [e.get("kind", "pass") for e in log]],
         ["bigint", "text", "int[]", "int[]", "int[]", "bigint[]", "bigint[]", "text[]", "float8[]", "float8[]",
-         "int[]"])
+         "int[]", "text[]"])

@@ -119,3 +119,121 @@ def gap_partial(session, request: Mapping[str, Any], theta_bytes: bytes) -> byte
 
 def cache_info() -> Dict[str, Any]:
     return {"entries": len(_CACHE), "bytes": sum(v[1] for v in _CACHE.values()), **STATS}
+
+
+# ------------------------------------------------------------- sequential and sampling patterns
+# (snapshot_id, group_no, pieces) -> ((X, y), bytes): raw shard matrices for the MLP and LightGBM ops
+_MCACHE: "OrderedDict[tuple, Tuple[Any, int]]" = OrderedDict()
+TASK_OPS = ("mlp_stats", "mlp_visit", "mlp_eval", "mlp_model", "fit", "lgbm_rank")
+
+
+def shard_arrays(session, req: Mapping[str, Any]) -> Tuple[np.ndarray, np.ndarray]:
+    """(X, y) of one shard as contiguous float64 arrays, cached like the GLM shards."""
+    d = int(req["d"])
+    key = (int(req["snapshot"]), int(req["group_no"]), json.dumps(req["pieces"]))
+    hit = _MCACHE.get(key)
+    if hit is not None:
+        _MCACHE.move_to_end(key)
+        STATS["hits"] += 1
+        return hit[0]
+    if _MCACHE and next(iter(_MCACHE))[0] != key[0]:
+        _MCACHE.clear()
+    M = load_shard(session, key[0], key[1], req["pieces"], d)
+    X, y = np.ascontiguousarray(M[:, :d]), np.ascontiguousarray(M[:, d])
+    del M
+    STATS["loads"] += 1
+    STATS["rows_loaded"] += X.shape[0]
+    size = X.nbytes + y.nbytes
+    budget = int(float(req.get("mem_mb", 512)) * (1 << 20))
+    if size <= budget:
+        _MCACHE[key] = ((X, y), size)
+        while sum(v[1] for v in _MCACHE.values()) > budget:
+            _MCACHE.popitem(last=False)
+    return X, y
+
+
+def validation_arrays(session, req: Mapping[str, Any]) -> Tuple[np.ndarray, np.ndarray]:
+    """(X_val, y_val) of the group, cached beside its shards."""
+    from .snapshot import load_validation
+
+    d = int(req["d"])
+    key = (int(req["snapshot"]), int(req["group_no"]), "validation")
+    hit = _MCACHE.get(key)
+    if hit is not None:
+        _MCACHE.move_to_end(key)
+        return hit[0]
+    Mv = load_validation(session, key[0], key[1], d)
+    X, y = np.ascontiguousarray(Mv[:, :d]), np.ascontiguousarray(Mv[:, d])
+    if X.nbytes <= float(req.get("mem_mb", 512)) * (1 << 20):
+        _MCACHE[key] = ((X, y), X.nbytes + y.nbytes)
+    return X, y
+
+
+def _mlp_state(req: Mapping[str, Any], blob: Optional[bytes]) -> bytes:
+    """The config's training state: ``blob``, or a fresh one from ``req['init']`` (family,
+    params, merged stats) -- exactly :func:`groupml.learners._sharded.init_state`."""
+    from ..learners import _mlp
+
+    if blob:
+        return bytes(blob)
+    init = req["init"]
+    return _mlp.run_to_bytes(_mlp.new_run(init["family"], init["params"], int(req["d"]), init["stats"]))
+
+
+def pack_stats(X: np.ndarray, y: np.ndarray) -> bytes:
+    """The shard's mergeable moments (``_mlp.partial_stats``) as exact little-endian float8."""
+    from ..learners import _mlp
+
+    X, y = _mlp.as_data(X, y, "shard")
+    s = _mlp.partial_stats(X, y)
+    return np.concatenate([[float(s["n"]), s["sy"], s["syy"]], s["sx"], s["sxx"]]).astype("<f8").tobytes()
+
+
+def unpack_stats(blob: bytes, d: int) -> Dict[str, Any]:
+    a = np.frombuffer(blob, dtype="<f8").astype(np.float64)
+    return {"n": int(a[0]), "sy": float(a[1]), "syy": float(a[2]), "sx": a[3:3 + d].copy(),
+            "sxx": a[3 + d:3 + 2 * d].copy()}
+
+
+def gap_task(session, request: Mapping[str, Any], blob: Optional[bytes]) -> bytes:
+    """``groupml._gap_task(request, blob)``: one unit of work of the sequential or sampling
+    pattern on this backend's shard of a snapshot.
+
+    * ``mlp_stats``: the shard's standardisation moments (merged by the coordinator);
+    * ``mlp_visit``: ``blob`` is a config's MLP training state (empty: a fresh one from
+      ``init``); one pass over the shard (:func:`groupml.learners.visit`), returns the new state;
+    * ``mlp_eval`` / ``mlp_model``: the state's decision values on the group's validation rows
+      (float8) / its model bytes -- so the coordinator never loads torch;
+    * ``fit``: the whole search of an unsplit group on this backend (training rows of the
+      shard, validation rows of the group), returns the packed result;
+    * ``lgbm_rank``: one rank of LightGBM's data-parallel training over the group's
+      shards (``machines`` on loopback), returns the model text.
+    """
+    req = request if isinstance(request, dict) else json.loads(request)
+    op = req.get("op")
+    if op not in TASK_OPS:
+        raise InvalidParameterError(f"The 'op' value of _gap_task must be one of {', '.join(TASK_OPS)}; got {op!r}",
+                                    hint="_gap_task is internal to train_groups.")
+    if op in ("mlp_eval", "mlp_model"):
+        from ..learners import _mlp
+        run = _mlp.run_from_bytes(_mlp_state(req, blob))
+        if op == "mlp_model":
+            return _mlp.MLPModel.from_run(run).to_bytes()
+        Xv, _ = validation_arrays(session, req)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return _mlp.decision_values(run.net, Xv, run.regression).astype("<f8").tobytes()
+    X, y = shard_arrays(session, req)
+    if op == "mlp_stats":
+        return pack_stats(X, y)
+    if op == "mlp_visit":
+        from ..learners import visit
+        return visit(_mlp_state(req, blob), X, y, epoch=int(req["epoch"]), shard_id=int(req["shard"]))
+    if op == "lgbm_rank":
+        from ..learners._lgbm import train_lightgbm_rank
+        text = train_lightgbm_rank(req["family"], X, y, req["params"], int(req["rounds"]), req["machines"],
+                                   int(req["rank"]), timeout_minutes=int(req["timeout_minutes"]))
+        return text.encode("utf-8")
+    from .patterns import local_fit
+    from .snapshot import load_validation
+    Mv = load_validation(session, int(req["snapshot"]), int(req["group_no"]), int(req["d"]))
+    return local_fit(req, X, y, Mv, interrupt_check=session.check_cancel)

@@ -13,15 +13,24 @@ CALL groupml.train_groups(source, group_by, features, label, model, search, opti
   (groupml.planner) estimates every strategy and places shards; (3) p worker backends (loopback
   connections, or the DSNs in groupml.worker_endpoints) compute partial loss/gradient sums of their
   shards for all configurations of a group at once (groupml._gap_partial); the coordinator adds
-  them up and applies each L-BFGS step when the last shard has reported.
+  them up and applies each L-BFGS step when the last shard has reported (algebraic pattern).
+  model => 'mlp' (sequential pattern): a group split over workers trains by hopping -- each config's
+  state visits the shards one after another within an epoch (groupml._gap_task, never on two
+  workers at once); the hops are logged in groupml.run_schedule (kind 'visit') and
+  groupml.learners.replay reproduces the weights from them. model => 'lightgbm' (sampling): a
+  split group is trained by LightGBM's own data-parallel mode, one rank in each worker backend
+  holding a shard. Unsplit MLP/LightGBM groups run their whole search on one worker.
+  explain_train_groups names the pattern.
 
   strategy  auto (cheapest estimate) | grouped (constrained wrap-around, groups split over workers,
             all groups in flight) | gtp (whole group per worker) | mtp (one configuration per task,
             group data copied to every worker) | dp (every group split over all workers, one group
-            at a time, synchronous per pass)
+            at a time, synchronous per pass). MLP: grouped | gtp; LightGBM: grouped | gtp | dp.
   options   besides validation_fraction/metric/seed: keep_snapshot (false), snapshot (reuse a kept
             snapshot_id), worker_memory_mb (512: shard rows cached per worker; beyond, re-read every
-            pass), block_rows (8192), lock_timeout_ms (10000), drivers (groups in flight)
+            pass), block_rows (8192), lock_timeout_ms (10000), drivers (groups in flight),
+            flexible_hops (true: an MLP config may take another free shard of the epoch; false:
+            seeded hop order, timing-independent models), network_timeout_s (120: LightGBM ranks)
 
   Workers only see COMMITTED data: the source must be a regular table or view (temp tables are
   refused), and CALL must run outside an explicit transaction block. Models, trials, per-epoch

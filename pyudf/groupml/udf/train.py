@@ -117,10 +117,14 @@ def train_groups(source, group_by, features, label, model, search, options, run_
         from ..executor.pool import check_source_visible
         from ..executor.run import split_options
 
+        from ..executor.patterns import check_strategy, pattern_of
+
         fit_options, exec_options = split_options(options_obj)
-        family, spec, opts = validate_request(model, search_obj, fit_options)
+        family, spec, opts = _validate_model(model, search_obj, fit_options)
+        pattern = pattern_of(family)
+        check_strategy(pattern, strategy, model)
         check_source_visible(session, source)
-        if uses_sgd(search_obj):
+        if pattern == "algebraic" and uses_sgd(search_obj):
             from ..errors import FeatureNotSupportedError
             raise FeatureNotSupportedError(
                 "solver 'sgd' needs a group's rows in one process; train_groups with workers runs full-batch "
@@ -206,8 +210,12 @@ def explain_train_groups(source, group_by, features, label, model, search, optio
     workers, strategy = _check_workers(workers, strategy)
     search_obj, options_obj, cols, group_by, features = _validate(session, source, group_by, features, label,
                                                                   model, search, options)
+    from ..executor.patterns import check_strategy, pattern_of
+
     fit_options, _ = split_options(options_obj)
-    family, spec, opts = validate_request(model, search_obj, fit_options)
+    family, spec, opts = _validate_model(model, search_obj, fit_options)
+    pattern = pattern_of(family)
+    check_strategy(pattern, strategy, model)
     gkey = ("pg_catalog.jsonb_build_object(" + ", ".join(f"{_lit(g)}, {quote_ident(g)}" for g in group_by)
             + ")") if group_by else "'{}'::jsonb"
     notnull = " AND ".join(f"{quote_ident(c)} IS NOT NULL" for c in list(features) + [label])
@@ -219,11 +227,17 @@ def explain_train_groups(source, group_by, features, label, model, search, optio
     sizes = {i: int(round(int(r["n"]) * (1 - frac))) for i, r in enumerate(rows)}
     keys = {i: r["gkey"] for i, r in enumerate(rows)}
     wl = workload_of(spec, family)
-    plan = make_plan(sizes, wl["n_configs"], wl["epochs"], workers, strategy)
+    plan = make_plan(sizes, wl["n_configs"], wl["epochs"], workers, strategy, pattern=pattern)
+    how = {"algebraic": "algebraic pattern (GAP: partial gradients of a group's shards summed, one update per "
+                        "pass)",
+           "sequential": "sequential pattern (a split group's configs hop from shard to shard within an epoch, "
+                         "never on two workers at once; unsplit groups train on one worker)",
+           "sampling": "sampling pattern (a split group is trained by LightGBM's own data-parallel mode across "
+                       "the workers holding its shards; unsplit groups train on one worker)"}[pattern]
     out = []
     for name, est in plan.estimates.items():
         chosen = name == plan.strategy
-        pl = placement_for(name, sizes, workers) if chosen else None
+        pl = placement_for(name, sizes, workers, pattern) if chosen else None
         for w, secs in enumerate(est.per_worker):
             shards = None
             if pl is not None:
@@ -232,10 +246,28 @@ def explain_train_groups(source, group_by, features, label, model, search, optio
                                     [{"group": json.loads(keys[g]), "copy": True} for g in sizes])
             out.append({"strategy": name, "chosen": chosen, "worker": w, "estimated_seconds": float(secs),
                         "shards": shards,
-                        "explanation": plan.explanation if chosen else
+                        "explanation": f"{how}: {plan.explanation}" if chosen else
                         f"{name}: estimated makespan {est.makespan:.3g} s"})
     out.sort(key=lambda r: (not r["chosen"], r["strategy"], r["worker"]))
     return out
+
+
+def _validate_model(model, search_obj, fit_options):
+    """validate_request for the executor: GLMs as before, MLP and LightGBM families too."""
+    from ..fitting import validate_request
+    from ..learners import LEARNER_FAMILIES, access_pattern
+
+    if isinstance(model, str) and model in LEARNER_FAMILIES and access_pattern(model) != "algebraic":
+        from ..executor.patterns import validate_any
+        return validate_any(model, search_obj, fit_options)
+    return validate_request(model, search_obj, fit_options)
+
+
+@sql_entry
+def gap_task(request, blob):
+    from ..executor.worker import gap_task as _task
+
+    return _task(backend_session(), request, blob)
 
 
 @sql_entry

@@ -1,0 +1,531 @@
+"""The sequential (MLP) and sampling (LightGBM) access patterns under the grouped executor.
+
+Coordinator side (driver threads, no plpy) and the pure search of an unsplit group that
+a worker backend runs:
+
+* **unsplit group** (one shard): one ``fit`` task on the worker holding it -- the whole
+  search (:func:`groupml.search.run_search` over the family's own trainer) runs in that
+  backend; its per-epoch reports come back with the result.
+* **sequential, split group**: :class:`ShardedMLPTrainer`. Every config's training state
+  (bytes of :func:`groupml.learners._sharded.init_state`) hops from shard to shard within
+  an epoch (``mlp_visit`` tasks on the backend holding the shard); a config has at most one
+  task in flight (config isolation by data dependency), each worker runs one task at a
+  time (the pool), and the executed hops are the visit log in ``groupml.run_schedule``
+  (``kind = 'visit'``) that :func:`groupml.learners.replay` reproduces bit for bit.
+* **sampling, split group**: :class:`ShardedLGBMTrainer`. A config is trained once, for
+  its ``num_boost_round``, by LightGBM's own data-parallel mode: one ``lgbm_rank`` task
+  per shard, started together on the workers holding the shards (``machines`` on
+  127.0.0.1 with free ports, bounded socket ``time_out``); the search reads the
+  model's prefixes (a GBDT's first r trees are the model of r rounds).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from concurrent.futures import FIRST_COMPLETED, wait
+from concurrent.futures import TimeoutError as _FutureTimeout
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+import numpy as np
+
+from ..errors import FeatureNotSupportedError, InvalidParameterError, PrerequisiteStateError, UndefinedObjectError
+
+PATTERN_STRATEGIES = {"algebraic": ("grouped", "gtp", "mtp", "dp"), "sequential": ("grouped", "gtp"),
+                      "sampling": ("grouped", "gtp", "dp")}
+
+
+# ------------------------------------------------------------------ request validation
+def validate_any(model, search: dict, options: dict):
+    """:func:`groupml.fitting.validate_request` for every learner family (GLM, MLP, LightGBM)."""
+    from ..fitting import parse_options, plan_search
+    from ..learners import get_learner_family
+
+    family = get_learner_family(model)
+    spec = plan_search(family, search)
+    opts = parse_options(options, family)
+    return family, spec, opts
+
+
+def pattern_of(family) -> str:
+    from ..learners import access_pattern
+    return access_pattern(family)
+
+
+def check_strategy(pattern: str, strategy: str, model: str) -> None:
+    if strategy != "auto" and strategy not in PATTERN_STRATEGIES[pattern]:
+        raise FeatureNotSupportedError(
+            f"The 'strategy' value of train_groups must be one of auto, {', '.join(PATTERN_STRATEGIES[pattern])} for "
+            f"model '{model}' ({pattern} pattern); got '{strategy}'",
+            hint="MTP and DP with per-step synchronisation are executed for the GLMs only; use grouped or gtp.")
+
+
+def budget_cap(space_json, family) -> int:
+    """Largest value of the family's iteration budget (max_iter / epochs / num_boost_round) in the space."""
+    name = getattr(family, "budget_param", "") or "max_iter"
+    found: List[int] = []
+
+    def walk(obj, inside=False):
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                walk(v, inside or k == name)
+        elif isinstance(obj, (list, tuple)):
+            for v in obj:
+                walk(v, inside)
+        elif inside and isinstance(obj, (int, float)) and not isinstance(obj, bool):
+            found.append(int(obj))
+
+    walk(space_json)
+    return max(found) if found else int(family.defaults[name])
+
+
+def search_slots(spec, family) -> int:
+    from ..search import search_budget
+    if spec.slots is not None:
+        return int(spec.slots)
+    return max(1, int(search_budget(spec, max_iter=budget_cap(spec.to_dict()["space"], family)).in_flight))
+
+
+# ------------------------------------------------------------------ search over a trainer
+def precheck(family, *, n_train: int, n_val: int, n_pos: int, n_skipped: int, d: int, y_val):
+    """FitResult for a group that cannot be trained (no rows, too small, one class), else None."""
+    from ..fitting import FitResult
+
+    base = dict(family=family.name, n_skipped=n_skipped, n_features=d)
+    n = n_train + n_val
+    if n == 0:
+        return FitResult(status="no_rows", message="every row had a NULL label or a NULL/NaN feature", **base)
+    family.prepare_labels(y_val, "label")
+    base.update(n_train=n_train, n_validation=n_val)
+    if n_train < 2 or n_val < 1:
+        return FitResult(status="too_small", message=(
+            f"the group has {n} usable rows: {n_train} for training and {n_val} for validation; "
+            f"need at least 2 and 1"), **base)
+    if family.kind == "classification" and (n_pos == 0 or n_pos == n_train):
+        return FitResult(status="single_class", message=(
+            f"every training row of the group has label {1.0 if n_pos else 0.0:g}; a classifier needs both "
+            f"classes"), **base)
+    return None
+
+
+def fit_with_trainer(trainer, family, spec, *, n_train: int, n_val: int, n_skipped: int, d: int,
+                     on_epoch=None, interrupt_check=None, pattern: str = ""):
+    """Run the search of ``spec`` on ``trainer`` (any engine.Trainer); the group's FitResult."""
+    from ..fitting import FitResult, _Metered
+    from ..search import make_procedure, run_search
+
+    base = dict(family=family.name, n_skipped=n_skipped, n_features=d, n_train=n_train, n_validation=n_val)
+    if interrupt_check is not None:
+        trainer.interrupt_check = interrupt_check
+    slots = search_slots(spec, family)
+    metered = _Metered(trainer)
+    result = run_search(make_procedure(spec), metered, slots=slots, epoch_iters=spec.epoch_iters,
+                        on_epoch=on_epoch)
+    metric = trainer.metric
+    trials = []
+    for t in result.trials:
+        tm = trainer.metrics(t.trial_id) if t.epochs else {}
+        trials.append({"trial_id": t.trial_id, "params": trainer.params(t.trial_id) if t.epochs else t.params,
+                       "score": tm.get(metric), "epochs": t.epochs,
+                       "iterations": trainer.iterations(t.trial_id) if t.epochs else 0,
+                       "status": t.status, "stop_reason": t.stop_reason, "epoch_losses": list(t.scores),
+                       "passes": metered.trial_passes.get(t.trial_id, 0),
+                       "seconds": round(metered.trial_seconds.get(t.trial_id, 0.0), 6)})
+    cost = dict(seconds=metered.seconds, slots=slots,
+                mean_batch=(metered.config_passes / trainer.passes) if trainer.passes else None,
+                plan={"slots": slots, "pattern": pattern})
+    best = result.best
+    if best is None:
+        return FitResult(status="failed", message="no configuration produced a finite validation score",
+                         trials=trials, passes=trainer.passes, **cost, **base)
+    for t in trials:
+        t["is_best"] = t["trial_id"] == best.trial_id
+    model_obj = trainer.model(best.trial_id)
+    metrics = trainer.metrics(best.trial_id)
+    return FitResult(status="ok", params=model_obj.params, metric=metric, score=metrics.get(metric),
+                     metrics=metrics, trials=trials, model=model_obj.to_bytes(), passes=trainer.passes,
+                     **cost, **base)
+
+
+# ------------------------------------------------------------------ unsplit group: one worker
+FIT_FIELDS = ("status", "family", "params", "metric", "score", "metrics", "n_train", "n_validation", "n_skipped",
+              "n_features", "trials", "message", "passes", "seconds", "slots", "mean_batch", "plan")
+
+
+def local_fit(req: Mapping[str, Any], X: np.ndarray, y: np.ndarray, Mv: np.ndarray, *,
+              interrupt_check=None) -> bytes:
+    """Worker side of an unsplit group: the whole search here; packed FitResult + epoch reports."""
+    from ..fitting import _finite, _json_default
+    from ..learners import _container, make_trainer
+
+    family, spec, opts = validate_any(req["model"], req["search"], req["fit_options"])
+    d = int(req["d"])
+    events: List[list] = []
+
+    def on_epoch(e):
+        events.append([int(e.block), int(e.passes),
+                       [[int(tid), int(ep), None if sc is None or not math.isfinite(sc) else float(sc), str(dec)]
+                        for tid, ep, sc, dec in e.reports]])
+
+    trainer = make_trainer(family.name, X, y, Mv[:, :d], Mv[:, d], metric=opts["metric"])
+    res = fit_with_trainer(trainer, family, spec, n_train=X.shape[0], n_val=Mv.shape[0],
+                           n_skipped=int(req.get("n_skipped", 0)), d=d, on_epoch=on_epoch,
+                           interrupt_check=interrupt_check, pattern=pattern_of(family))
+    header = _finite({k: getattr(res, k) for k in FIT_FIELDS})
+    header["events"] = events
+    header = json.loads(json.dumps(header, default=_json_default))
+    return _container.pack(header, res.model or b"")
+
+
+def unpack_fit(blob: bytes):
+    from ..fitting import FitResult
+    from ..learners import _container
+
+    header, body = _container.unpack(blob, "train_groups worker result")
+    events = header.pop("events", [])
+    return FitResult(model=body or None, **{k: header.get(k) for k in FIT_FIELDS}), events
+
+
+def await_result(fut, abort, what: str = "task"):
+    """A future's result, polling the run's abort flag (another group failed or a cancel)."""
+    from .glm import _Aborted
+    while True:
+        if abort is not None and abort.is_set():
+            raise _Aborted()
+        try:
+            return fut.result(timeout=0.25)
+        except _FutureTimeout:
+            continue
+
+
+# ------------------------------------------------------------------ sequential: model hopper
+class _Ctx:
+    """What every task of one group carries: pool, snapshot, group, shards."""
+
+    def __init__(self, pool, *, snapshot_id: int, group_no: int, group_key: str, d: int, shards: Sequence[tuple],
+                 mem_mb: float, abort=None):
+        self.pool, self.snapshot_id, self.group_no, self.group_key = pool, snapshot_id, group_no, group_key
+        self.d, self.shards, self.mem_mb, self.abort = d, list(shards), mem_mb, abort
+
+    def request(self, s: int, **extra) -> str:
+        return json.dumps(dict({"snapshot": self.snapshot_id, "group_no": self.group_no,
+                                "pieces": self.shards[s][3], "d": self.d, "mem_mb": self.mem_mb}, **extra))
+
+    def meta(self, s: int, kind: str, pass_no: int, trials: List[int]) -> Dict[str, Any]:
+        w, start, rows, _ = self.shards[s]
+        return {"group_key": self.group_key, "kind": kind, "pass": pass_no, "shard": s, "row_start": start,
+                "n_rows": rows, "trials": list(trials)}
+
+
+class _Scored:
+    """Validation scoring shared by the sharded trainers (coordinator holds the validation rows)."""
+
+    def _init_scoring(self, family, X_val, y_val, metric):
+        from ..validation import check_choice
+
+        fam = family
+        self.X_val = np.ascontiguousarray(X_val, dtype=np.float64)
+        self.y_val = fam.prepare_labels(y_val, "the validation data")
+        self.metric = check_choice(metric if metric is not None else fam.default_metric, "metric", fam.owner,
+                                   fam.metric_names)
+        self._val_cache: Dict[int, tuple] = {}
+
+    def score(self, trial_id: int) -> float:
+        from ..learners import LOSS_OF, METRICS
+        z = self._margins(trial_id)
+        with np.errstate(all="ignore"):
+            return float(LOSS_OF[self.metric](METRICS[self.metric](self.y_val, z)))
+
+    def metrics(self, trial_id: int) -> Dict[str, float]:
+        from ..learners import METRICS
+        z = self._margins(trial_id)
+        names = list(self.family.report_metrics)
+        if self.metric not in names:
+            names.append(self.metric)
+        with np.errstate(all="ignore"):
+            return {name: float(METRICS[name](self.y_val, z)) for name in names}
+
+    def _margins(self, trial_id: int) -> np.ndarray:
+        c = self._get(trial_id)
+        hit = self._val_cache.get(trial_id)
+        if hit is not None and hit[0] == c["version"]:
+            return hit[1]
+        z = self._compute_margins(c)
+        self._val_cache[trial_id] = (c["version"], z)
+        return z
+
+    def _get(self, trial_id: int, active_only: bool = False) -> Dict[str, Any]:
+        c = self._cfgs.get(trial_id)
+        if c is None and not active_only:
+            c = self._retired.get(trial_id)
+        if c is None:
+            raise UndefinedObjectError(f"Trial {trial_id} is not in this trainer",
+                                       hint="Add the configuration with add() first.")
+        return c
+
+    def active(self) -> List[int]:
+        return list(self._cfgs)
+
+    def remove(self, trial_id: int) -> None:
+        c = self._get(trial_id, active_only=True)
+        del self._cfgs[trial_id]
+        self._retired[trial_id] = c
+
+    def converged(self, trial_id: int) -> bool:
+        return self._get(trial_id)["status"] != "running"
+
+    def status(self, trial_id: int) -> str:
+        return self._get(trial_id)["status"]
+
+    def iterations(self, trial_id: int) -> int:
+        return int(self._get(trial_id)["done"])
+
+    def params(self, trial_id: int) -> Dict[str, Any]:
+        return dict(self._get(trial_id)["params"])
+
+
+class ShardedMLPTrainer(_Scored):
+    """engine.Trainer for an MLP group split over workers: configs hop shard to shard.
+
+    ``run(iterations)`` gives every active config up to ``iterations`` epochs; an epoch is
+    one visit to every shard, in the seeded :func:`hop_order`; with ``flexible`` a config
+    whose next shard sits on a busy worker takes another unvisited shard of the epoch on
+    the least loaded worker (Cerebro's scheduler). The executed order is the visit log.
+    Without ``flexible`` the models do not depend on timing (same run, same bytes).
+    """
+
+    def __init__(self, family, ctx: _Ctx, X_val, y_val, *, seed: int, metric: Optional[str] = None,
+                 flexible: bool = True):
+        from ..learners import _mlp    # merge_stats is numpy only; torch stays unloaded here
+        from .worker import unpack_stats
+
+        self.family = family
+        self.ctx = ctx
+        self.seed = int(seed)
+        self.flexible = bool(flexible)
+        self.d = ctx.d
+        self._init_scoring(family, X_val, y_val, metric)
+        self.passes = 0
+        self._cfgs: Dict[int, Dict[str, Any]] = {}
+        self._retired: Dict[int, Dict[str, Any]] = {}
+        self.interrupt_check: Optional[Callable[[], None]] = None
+        futs = [ctx.pool.submit(w, ctx.request(s, op="mlp_stats"), b"", ctx.meta(s, "stats", 0, []), fn="task")
+                for s, (w, *_rest) in enumerate(ctx.shards)]
+        parts = [unpack_stats(await_result(f, ctx.abort), self.d) for f in futs]
+        self.stats = _mlp.merge_stats(parts, self.d)       # shard order, as init_state
+
+    def add(self, trial_id: int, params: Mapping[str, Any]) -> None:
+        if trial_id in self._cfgs:
+            raise InvalidParameterError(f"Trial {trial_id} is already in the batch",
+                                        hint="Use a new trial id for every configuration.")
+        p = self.family.validate_params(params)
+        self._retired.pop(trial_id, None)
+        self._val_cache.pop(trial_id, None)
+        # the state is created by the worker of the first visit (init_state's bytes): torch
+        # is loaded by worker backends only
+        self._cfgs[trial_id] = {"params": p, "state": b"", "done": 0, "status": "running", "version": 0}
+
+    def _init(self, c) -> Optional[Dict[str, Any]]:
+        return None if c["state"] else {"family": self.family.name, "params": c["params"], "stats": self.stats}
+
+    def _on_worker(self, c, op: str) -> bytes:
+        ctx = self.ctx
+        s = min(range(len(ctx.shards)), key=lambda i: (ctx.pool.load(ctx.shards[i][0]), i))
+        fut = ctx.pool.submit(ctx.shards[s][0], ctx.request(s, op=op, init=self._init(c)), c["state"],
+                              ctx.meta(s, "eval", c["done"], []), fn="task")
+        return await_result(fut, ctx.abort)
+
+    def run(self, iterations: int) -> None:
+        from ..learners._sharded import hop_order
+
+        ctx = self.ctx
+        n_sh = len(ctx.shards)
+        todo = {}
+        for tid, c in self._cfgs.items():
+            if c["status"] == "running":
+                target = min(c["done"] + int(iterations), int(c["params"]["epochs"]))
+                if target > c["done"]:
+                    todo[tid] = {"target": target, "left": hop_order(self.seed, tid, c["done"], n_sh)}
+        inflight: Dict[Any, tuple] = {}
+        while todo or inflight:
+            for tid in sorted(todo):
+                if any(v[0] == tid for v in inflight.values()):
+                    continue
+                c, job = self._cfgs[tid], todo[tid]
+                left = job["left"]
+                s = min(left, key=lambda sh: (ctx.pool.load(ctx.shards[sh][0]), left.index(sh))) \
+                    if self.flexible else left[0]
+                left.remove(s)
+                fut = ctx.pool.submit(ctx.shards[s][0], ctx.request(s, op="mlp_visit", epoch=c["done"], shard=s,
+                                                                    init=self._init(c)),
+                                      c["state"], ctx.meta(s, "visit", c["done"], [tid]), fn="task")
+                inflight[fut] = (tid, s)
+            if self.ctx.abort is not None and self.ctx.abort.is_set():
+                from .glm import _Aborted
+                raise _Aborted()
+            finished, _ = wait(list(inflight), timeout=0.25, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                tid, s = inflight.pop(fut)
+                c, job = self._cfgs[tid], todo[tid]
+                c["state"] = fut.result()
+                c["version"] += 1
+                if not job["left"]:
+                    c["done"] += 1
+                    self.passes += 1
+                    if c["done"] >= int(c["params"]["epochs"]):
+                        c["status"] = "max_iter"
+                    if c["done"] >= job["target"]:
+                        del todo[tid]
+                    else:
+                        job["left"] = hop_order(self.seed, tid, c["done"], n_sh)
+                    if self.interrupt_check is not None:
+                        self.interrupt_check()
+
+    def _compute_margins(self, c) -> np.ndarray:
+        return np.frombuffer(self._on_worker(c, "mlp_eval"), dtype="<f8").astype(np.float64)
+
+    def model(self, trial_id: int):
+        c = self._get(trial_id)
+        return _ModelBytes(c["params"], self._on_worker(c, "mlp_model"))
+
+    def state(self, trial_id: int) -> bytes:
+        return self._get(trial_id)["state"]
+
+
+class _ModelBytes:
+    """A model as the worker serialised it (``params`` + ``to_bytes``, all fit_with_trainer needs)."""
+
+    def __init__(self, params, data: bytes):
+        self.params, self._data = dict(params), data
+
+    def to_bytes(self) -> bytes:
+        return self._data
+
+
+# ------------------------------------------------------------------ sampling: LightGBM data-parallel
+class ShardedLGBMTrainer(_Scored):
+    """engine.Trainer for a LightGBM group split over workers (LightGBM's own data-parallel mode).
+
+    The first ``run`` of a config trains it for its ``num_boost_round`` in one distributed
+    job (every rank on the worker holding its shard, started as one gang so that ranks of
+    different jobs never wait on each other in opposite orders); blocks then advance the
+    number of trees the search sees. Every rank returns the same model text (checked).
+    """
+
+    def __init__(self, family, ctx: _Ctx, X_val, y_val, *, metric: Optional[str] = None, timeout_s: float = 120.0):
+        self.family = family
+        self.ctx = ctx
+        self.d = ctx.d
+        self.timeout_s = float(timeout_s)
+        self._init_scoring(family, X_val, y_val, metric)
+        self.passes = 0
+        self.jobs = 0
+        self._cfgs: Dict[int, Dict[str, Any]] = {}
+        self._retired: Dict[int, Dict[str, Any]] = {}
+        self.interrupt_check: Optional[Callable[[], None]] = None
+
+    def add(self, trial_id: int, params: Mapping[str, Any]) -> None:
+        if trial_id in self._cfgs:
+            raise InvalidParameterError(f"Trial {trial_id} is already in the batch",
+                                        hint="Use a new trial id for every configuration.")
+        p = self.family.validate_params(params)
+        self._retired.pop(trial_id, None)
+        self._val_cache.pop(trial_id, None)
+        self._cfgs[trial_id] = {"params": p, "booster": None, "trees": 0, "done": 0, "status": "running",
+                                "version": 0}
+
+    def _train(self, tids: List[int]) -> None:
+        from ..learners._lgbm import free_ports, lgb_module
+
+        ctx = self.ctx
+        n_sh = len(ctx.shards)
+        ports = free_ports(n_sh * len(tids))
+        minutes = max(1, math.ceil(self.timeout_s / 60.0))
+        gangs = []
+        for j, tid in enumerate(tids):
+            p = self._cfgs[tid]["params"]
+            machines = [f"127.0.0.1:{port}" for port in ports[j * n_sh:(j + 1) * n_sh]]
+            items = [(ctx.shards[s][0],
+                      ctx.request(s, op="lgbm_rank", family=self.family.name, params=p,
+                                  rounds=int(p["num_boost_round"]), machines=machines, rank=s,
+                                  timeout_minutes=minutes),
+                      b"", ctx.meta(s, "rank", self.jobs, [tid])) for s in range(n_sh)]
+            self.jobs += 1
+            gangs.append((tid, ctx.pool.submit_gang(items, fn="task")))
+        lgb = lgb_module()
+        for tid, futs in gangs:
+            texts = [await_result(f, ctx.abort) for f in futs]
+            trees = [t.split(b"end of trees")[0] for t in texts]    # the parameter sections name each rank's port
+            if any(t != trees[0] for t in trees[1:]):
+                raise PrerequisiteStateError(
+                    f"The ranks of distributed LightGBM returned different models for trial {tid}",
+                    hint="This is a bug in the distributed training setup; retry with workers => 1.")
+            booster = lgb.Booster(model_str=texts[0].decode("utf-8"))
+            c = self._cfgs[tid]
+            c["booster"], c["trees"] = booster, int(booster.current_iteration())
+
+    def run(self, iterations: int) -> None:
+        new = [tid for tid, c in self._cfgs.items() if c["status"] == "running" and c["booster"] is None]
+        if new:
+            self._train(new)
+        for tid, c in self._cfgs.items():
+            if c["status"] != "running":
+                continue
+            target = min(c["done"] + int(iterations), int(c["params"]["num_boost_round"]))
+            step = max(0, min(target, c["trees"]) - c["done"])
+            c["done"] += step
+            self.passes += step
+            c["version"] += 1
+            if c["done"] >= int(c["params"]["num_boost_round"]):
+                c["status"] = "max_iter"
+            elif c["done"] >= c["trees"]:
+                c["status"] = "converged"          # LightGBM stopped: no tree could split any more
+            if self.interrupt_check is not None:
+                self.interrupt_check()
+
+    def _compute_margins(self, c) -> np.ndarray:
+        if c["booster"] is None or c["done"] == 0:
+            return np.zeros(self.X_val.shape[0])
+        return np.asarray(c["booster"].predict(self.X_val, raw_score=True, num_iteration=c["done"], num_threads=1),
+                          dtype=np.float64).reshape(-1)
+
+    def model(self, trial_id: int):
+        from ..learners import LightGBMModel
+        c = self._get(trial_id)
+        return LightGBMModel(self.family.name, c["params"], c["booster"].model_to_string(num_iteration=c["done"]))
+
+
+# ------------------------------------------------------------------ one group, any non-GLM pattern
+def fit_other_group(pool, *, family, spec, opts, model: str, search: dict, fit_options: dict, g: Mapping[str, Any],
+                    shards: Sequence[tuple], snapshot_id: int, d: int, X_val, y_val, mem_mb: float, abort,
+                    on_epoch_raw: Callable, interrupt_check: Callable, lgbm_timeout_s: float = 120.0,
+                    flexible: bool = True):
+    """The FitResult of one MLP / LightGBM group over the worker pool (see the module doc)."""
+    pre = precheck(family, n_train=int(g["n_train"]), n_val=int(g["n_val"]), n_pos=int(g["n_pos"]),
+                   n_skipped=int(g["n_skipped"]), d=d, y_val=y_val)
+    if pre is not None:
+        return pre
+    ctx = _Ctx(pool, snapshot_id=snapshot_id, group_no=g["group_no"], group_key=g["gkey"], d=d, shards=shards,
+               mem_mb=mem_mb, abort=abort)
+    pattern = pattern_of(family)
+    if len(shards) == 1:
+        req = ctx.request(0, op="fit", model=model, search=search, fit_options=fit_options,
+                          n_skipped=int(g["n_skipped"]))
+        fut = pool.submit(shards[0][0], req, b"", ctx.meta(0, "fit", 0, []), fn="task")
+        res, events = unpack_fit(await_result(fut, abort))
+        for block, passes, reports in events:
+            on_epoch_raw(block, passes, [tuple(r) for r in reports])
+        return res
+
+    def on_epoch(e):
+        on_epoch_raw(e.block, e.passes, [(tid, ep, sc, dec) for tid, ep, sc, dec in e.reports])
+
+    if pattern == "sequential":
+        trainer = ShardedMLPTrainer(family, ctx, X_val, y_val, seed=opts["seed"], metric=opts["metric"],
+                                    flexible=flexible)
+    else:
+        trainer = ShardedLGBMTrainer(family, ctx, X_val, y_val, metric=opts["metric"], timeout_s=lgbm_timeout_s)
+    return fit_with_trainer(trainer, family, spec, n_train=int(g["n_train"]), n_val=int(g["n_val"]),
+                            n_skipped=int(g["n_skipped"]), d=d, on_epoch=on_epoch, interrupt_check=interrupt_check,
+                            pattern=pattern)
