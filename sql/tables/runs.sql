@@ -13,7 +13,8 @@ CREATE TABLE @extschema@.runs (
     groups_done  integer NOT NULL DEFAULT 0,
     started_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
     finished_at  timestamptz,
-    seconds      float8,
+    seconds      float8,                        -- measured wall time of the run
+    estimated_seconds float8,                   -- the planner's estimate, beside it
     created_by   name NOT NULL DEFAULT current_user
 );
 COMMENT ON TABLE @extschema@.runs IS

@@ -35,6 +35,14 @@ def test_trains_every_group_into_the_catalog(db, clicks):
     assert len(best) == 4 and all(b[1] == "ok" for b in best)
     n_trials = db.execute("SELECT count(*) FROM groupml.trials WHERE run_id = %s", [run_id]).fetchone()[0]
     assert n_trials == 8
+    # the planner's estimate sits beside the measured time; every group's cost was recorded
+    est, actual = db.execute("SELECT estimated_seconds, seconds FROM groupml.runs WHERE run_id = %s",
+                             [run_id]).fetchone()
+    assert est > 0 and actual > 0
+    assert db.execute("SELECT count(*) FROM groupml.cost_runs WHERE source = 'train_groups'").fetchone()[0] == 4
+    costs = db.execute("SELECT metrics FROM groupml.trials WHERE run_id = %s", [run_id]).fetchall()
+    assert all(m["passes"] >= 1 and m["seconds"] >= 0 for (m,) in costs)
+    assert sum(1 for (m,) in costs if m["is_best"]) == 4
     # the catalog holds the same selection as the aggregate gives
     agg = dict(db.execute("SELECT country, (groupml.learn_over_groups(ARRAY[f1, f2, f3], clicked, 'logistic', "
                           "%s::jsonb)).score FROM clicks GROUP BY country", [GRID]).fetchall())

@@ -12,7 +12,6 @@ summation order. Validation rows stay with the coordinator (scores, metrics).
 from __future__ import annotations
 
 import json
-import math
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np

@@ -29,7 +29,7 @@ Worker exclusivity is checked across every kind.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Dict, Iterable, List, Mapping
+from typing import Any, Iterable, List, Mapping
 
 
 def schedule_violations(entries: Iterable[Mapping[str, Any]], n_train: Mapping[str, int],

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from concurrent.futures import FIRST_COMPLETED, wait
 from concurrent.futures import TimeoutError as _FutureTimeout
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence

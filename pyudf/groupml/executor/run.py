@@ -15,11 +15,11 @@ import queue
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 import numpy as np
 
-from ..errors import GroupmlError, InvalidParameterError
+from ..errors import GroupmlError
 from ..validation import check_bool, check_number
 from .glm import ShardEvaluator, _Aborted, fit_sharded_group
 from .invariants import schedule_violations
@@ -164,15 +164,13 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
 
     def flush_events():
         n = 0
-        passes = 0
         last = None
         while True:
             try:
-                gkey, block, p, reports = events.get_nowait()
+                gkey, block, _passes, reports = events.get_nowait()
             except queue.Empty:
                 break
             n += 1
-            passes = p
             last = f"group {gkey} epoch block {block}"
             if reports:
                 session.query(

@@ -13,7 +13,6 @@ uncompressed TOAST), the coordinator only the validation bytes.
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any, Dict, List, Optional
 

@@ -15,48 +15,17 @@ import time
 import numpy as np
 
 from ..db import backend_session, quote_ident
-from ..errors import (DatatypeMismatchError, InsufficientPrivilegeError, InvalidParameterError,
-                      UndefinedColumnError, UndefinedObjectError)
+from ..errors import InvalidParameterError, UndefinedObjectError
+from ._source import check_columns, check_select_privilege, columns, packed_row_expr
 from . import parse_object, sql_entry
 
 OWNER = "train_groups"
-NUMERIC_TYPES = {"smallint", "integer", "bigint", "real", "double precision", "numeric", "boolean"}
-
-
-def _columns(session, source) -> dict:
-    rows = session.query(
-        "SELECT a.attname AS name, pg_catalog.format_type(a.atttypid, NULL) AS type "
-        "FROM pg_catalog.pg_attribute a WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped",
-        [source], ["text"])
-    return {r["name"]: r["type"] for r in rows}
-
-
-def _check_columns(cols: dict, names, what: str, source: str, numeric: bool) -> list:
-    if names is None:
-        raise InvalidParameterError(f"The '{what}' value of train_groups must be an array of column names; got null",
-                                    hint="Pass ARRAY['col1', 'col2'].")
-    names = [names] if isinstance(names, str) else list(names)
-    for name in names:
-        if name not in cols:
-            raise UndefinedColumnError(
-                f"Column '{name}' of train_groups {what} does not exist in {source}",
-                hint=f"Columns of {source}: {', '.join(sorted(cols))}.")
-        if numeric and cols[name] not in NUMERIC_TYPES:
-            raise DatatypeMismatchError(
-                f"Column '{name}' of train_groups {what} must be numeric or boolean; it is {cols[name]}",
-                hint="Cast or encode it into a numeric column first (e.g. a view with CASE or one-hot columns).")
-    return names
-
-
-def _value_expr(col: str, typ: str) -> str:
-    q = quote_ident(col)
-    return f"pg_catalog.float8send(({q})::int::float8)" if typ == "boolean" else f"pg_catalog.float8send(({q})::float8)"
 
 
 def _load_blocks(session, source: str, group_by, features, label, cols):
     gkey = ("pg_catalog.jsonb_build_object(" + ", ".join(
         f"{_lit(g)}, {quote_ident(g)}" for g in group_by) + ")") if group_by else "'{}'::jsonb"
-    packed = " || ".join(_value_expr(c, cols[c]) for c in list(features) + [label])
+    packed = packed_row_expr(cols, list(features) + [label])
     group_clause = (" GROUP BY " + ", ".join(quote_ident(g) for g in group_by)
                     + " ORDER BY " + ", ".join(quote_ident(g) for g in group_by)) if group_by else ""
     sql = (f"SELECT {gkey}::text AS gkey, count(*) AS n_rows, "
@@ -69,24 +38,19 @@ def _lit(s: str) -> str:
 
 
 def _validate(session, source, group_by, features, label, model, search, options):
-    from ..fitting import validate_request
-
     search_obj = parse_object(search, "search", OWNER)
     options_obj = parse_object(options, "options", OWNER)
-    priv = session.query("SELECT pg_catalog.has_table_privilege($1::regclass, 'SELECT') AS ok", [source], ["text"])
-    if not priv[0]["ok"]:
-        raise InsufficientPrivilegeError(f"permission denied for table {source}: train_groups needs SELECT on it",
-                                         hint=f"GRANT SELECT ON {source} TO the calling role.")
-    cols = _columns(session, source)
-    group_by = _check_columns(cols, group_by or [], "group_by", source, numeric=False)
-    features = _check_columns(cols, features, "features", source, numeric=True)
+    check_select_privilege(session, source, OWNER)
+    cols = columns(session, source)
+    group_by = check_columns(cols, group_by or [], "group_by", source, numeric=False, owner=OWNER)
+    features = check_columns(cols, features, "features", source, numeric=True, owner=OWNER)
     if not features:
         raise InvalidParameterError("The 'features' value of train_groups must name at least one column; got []",
                                     hint="Pass ARRAY['f1', 'f2', ...].")
     if label is None:
         raise InvalidParameterError("The 'label' value of train_groups must be a column name; got null",
                                     hint="Pass the label column, e.g. label => 'clicked'.")
-    _check_columns(cols, [label], "label", source, numeric=True)
+    check_columns(cols, [label], "label", source, numeric=True, owner=OWNER)
     return search_obj, options_obj, cols, group_by, features
 
 
@@ -171,7 +135,11 @@ def train_groups(source, group_by, features, label, model, search, options, run_
                     workers=workers, strategy=strategy, family=family, spec=spec, opts=opts, store=_store)
         return {"run_id": run_id}
 
+    from .search import load_cost_model, record_fit_cost
+
     started = time.time()
+    cost_model = load_cost_model(session, model)
+    estimated = 0.0
     blocks = _load_blocks(session, source, group_by, features, label, cols)
     session.query("UPDATE groupml.runs SET n_groups = $2 WHERE run_id = $1", [run_id, len(blocks)],
                   ["bigint", "integer"])
@@ -184,16 +152,19 @@ def train_groups(source, group_by, features, label, model, search, options, run_
         arr = np.frombuffer(raw, dtype=">f8").astype(np.float64).reshape(-1, d + 1)
         n_null = int(b["n_rows"]) - arr.shape[0]
         result = fit_group(np.ascontiguousarray(arr[:, :d]), arr[:, d].copy(), model, search_obj, options_obj,
-                           n_skipped=n_null, interrupt_check=session.check_cancel)
+                           n_skipped=n_null, interrupt_check=session.check_cancel, cost_model=cost_model)
         _store(session, run_id, b["gkey"], result)
+        record_fit_cost(session, result, source="train_groups")
+        estimated += result.estimated_seconds or 0.0
         session.query("UPDATE groupml.runs SET groups_done = groups_done + 1 WHERE run_id = $1",
                       [run_id], ["bigint"])
         session.notice(f"groupml: group {i}/{len(blocks)} {b['gkey']}: {result.status}"
                        + (f", {result.metric} {result.score:.4f}" if result.score is not None else ""))
         session.commit()
     session.query("UPDATE groupml.runs SET status = 'done', finished_at = clock_timestamp(), "
-                  "seconds = coalesce(seconds, 0) + $2 WHERE run_id = $1", [run_id, time.time() - started],
-                  ["bigint", "float8"])
+                  "seconds = coalesce(seconds, 0) + $2, "
+                  "estimated_seconds = coalesce(estimated_seconds, 0) + $3 WHERE run_id = $1",
+                  [run_id, time.time() - started, estimated], ["bigint", "float8", "float8"])
     session.commit()
     return {"run_id": run_id}
 
@@ -203,8 +174,6 @@ def explain_train_groups(source, group_by, features, label, model, search, optio
     """Rows (strategy, chosen, worker, estimated_seconds, shards, explanation); reads group sizes only."""
     from ..executor.plan import make_plan, placement_for, workload_of
     from ..executor.run import split_options
-    from ..fitting import validate_request
-    from ..learners import holdout_mask  # noqa: F401  (documented split semantics)
 
     session = backend_session()
     workers, strategy = _check_workers(workers, strategy)
@@ -290,10 +259,11 @@ def _store(session, run_id, gkey: str, result) -> None:
     for t in result.trials:
         session.query(
             "INSERT INTO groupml.trials (run_id, group_key, trial_id, params, status, stop_reason, score, "
-            "epoch_scores) VALUES ($1, $2::jsonb, $3, $4::jsonb, $5, $6, $7, $8)",
+            "epoch_scores, metrics) VALUES ($1, $2::jsonb, $3, $4::jsonb, $5, $6, $7, $8, $9::jsonb)",
             [run_id, gkey, t["trial_id"], json.dumps(t["params"]), t["status"], t["stop_reason"],
-             _num(t["score"]), [_num(v) for v in t["epoch_losses"]]],
-            ["bigint", "text", "integer", "text", "text", "text", "float8", "float8[]"])
+             _num(t["score"]), [_num(v) for v in t["epoch_losses"]],
+             json.dumps({k: t.get(k) for k in ("passes", "seconds", "iterations", "is_best")})],
+            ["bigint", "text", "integer", "text", "text", "text", "float8", "float8[]", "text"])
 
 
 def _num(v):
