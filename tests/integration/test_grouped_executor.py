@@ -178,9 +178,27 @@ def test_resume_after_the_coordinator_is_cancelled(cluster, dsn, db):
     stmt = (f"CALL groupml.train_groups('big', ARRAY['country'], {feats}, 'clicked', 'logistic', %s::jsonb, "
             f"'{{}}', RUN, workers => 2, strategy => 'gtp')")
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("SET statement_timeout = '1500ms'")  # the run takes >= 3 s on an idle machine
+        pid = conn.info.backend_pid
+        fired = threading.Event()
+
+        def cancel_after_first_group():
+            # cancel as soon as one group is committed: mid-run whatever the machine's speed
+            with psycopg.connect(dsn, autocommit=True) as watcher:
+                deadline = time.time() + 120
+                while time.time() < deadline:
+                    row = watcher.execute("SELECT groups_done FROM groupml.runs").fetchone()
+                    if row and row[0] >= 1:
+                        watcher.execute("SELECT pg_cancel_backend(%s)", [pid])
+                        fired.set()
+                        return
+                    time.sleep(0.02)
+
+        watcher = threading.Thread(target=cancel_after_first_group)
+        watcher.start()
         with pytest.raises(psycopg.errors.QueryCanceled):
             conn.execute(stmt.replace("RUN", "NULL"), [_slow_spec()])
+        watcher.join()
+        assert fired.is_set()
     time.sleep(0.5)
     left = db.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'groupml worker%'").fetchone()[0]
     assert left == 0

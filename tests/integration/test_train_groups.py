@@ -1,6 +1,8 @@
 """train_groups: the catalog-writing procedure."""
 
 import json
+import threading
+import time
 
 import psycopg
 import pytest
@@ -75,21 +77,46 @@ def test_resume_trains_only_missing_groups(db, clicks):
 
 
 def test_commits_group_by_group(cluster, dsn, db, clicks):
-    """A run cancelled part-way keeps the groups it finished; the run can be resumed."""
-    big = grouped_classification(40000, 3, 8, seed=32, exponent=0.2)
+    """A run cancelled after its first group keeps that group; the same run id resumes it."""
+    big = grouped_classification(30000, 3, 8, seed=32, exponent=0.2)
     create_table(db, "big", big)
-    spec = json.dumps({"l2": [10 ** -k for k in range(1, 9)], "max_iter": 100000, "tol": 1e-300})
+    spec = json.dumps({"l2": [10 ** -k for k in range(1, 9)], "max_iter": 300, "tol": 1e-300})
     feats = "ARRAY[" + ", ".join(f"'f{j + 1}'" for j in range(8)) + "]"
+    stmt = (f"CALL groupml.train_groups('big', ARRAY['country'], {feats}, 'clicked', 'logistic', %s::jsonb, "
+            f"'{{}}', RUN)")
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("SET statement_timeout = '6s'")
+        pid = conn.info.backend_pid
+        fired = threading.Event()
+
+        def cancel_after_first_group():
+            with psycopg.connect(dsn, autocommit=True) as watcher:
+                deadline = time.time() + 120
+                while time.time() < deadline:
+                    row = watcher.execute("SELECT groups_done FROM groupml.runs WHERE source = 'big'").fetchone()
+                    if row and row[0] >= 1:
+                        watcher.execute("SELECT pg_cancel_backend(%s)", [pid])
+                        fired.set()
+                        return
+                    time.sleep(0.01)
+
+        t = threading.Thread(target=cancel_after_first_group)
+        t.start()
         with pytest.raises(psycopg.errors.QueryCanceled):
-            conn.execute(f"CALL groupml.train_groups('big', ARRAY['country'], {feats}, 'clicked', 'logistic', "
-                         f"%s::jsonb)", [spec])
+            conn.execute(stmt.replace("RUN", "NULL"), [spec])
+        t.join()
+        assert fired.is_set()
     run_id, status, done = db.execute("SELECT run_id, status, groups_done FROM groupml.runs "
-                                      "ORDER BY run_id DESC LIMIT 1").fetchone()
-    assert status == "running"
+                                      "WHERE source = 'big'").fetchone()
+    assert status == "running" and 1 <= done < 3
     stored = db.execute("SELECT count(*) FROM groupml.models WHERE run_id = %s", [run_id]).fetchone()[0]
     assert stored == done  # every committed group is complete: model and counter together
+    kept = db.execute("SELECT group_key, model_id FROM groupml.models WHERE run_id = %s", [run_id]).fetchall()
+    assert db.execute(stmt.replace("RUN", str(run_id)), [spec]).fetchone()[0] == run_id
+    assert db.execute("SELECT status, groups_done FROM groupml.runs WHERE run_id = %s",
+                      [run_id]).fetchone() == ("done", 3)
+    for gkey, model_id in kept:  # committed groups were not trained again
+        assert db.execute("SELECT model_id FROM groupml.models WHERE run_id = %s AND group_key = %s::jsonb",
+                          [run_id, json.dumps(gkey)]).fetchone()[0] == model_id
 
 
 def test_bad_input_writes_nothing(db, clicks):
