@@ -5,6 +5,7 @@ content-hash holdout, reproduced on the client), one run:
 
   ours-aggregate  SELECT country, groupml.learn_over_groups(...) FROM clicks GROUP BY country
   ours-procedure  CALL groupml.train_groups(...)   (packed float8send/string_agg loading)
+  ours-2-workers  CALL groupml.train_groups(..., workers => 2)  (snapshot + two worker backends)
   client-pandas   pandas.read_sql through SQLAlchemy, pandas groupby, scikit-learn per config
   client-copy     psycopg COPY ... (FORMAT binary) into numpy, groupby, scikit-learn per config
 
@@ -121,10 +122,10 @@ def ours_aggregate(conn, feats):
     return time.perf_counter() - t0, {c: float(a) for c, s, a in rows if s == "ok"}
 
 
-def ours_procedure(conn, feats):
+def ours_procedure(conn, feats, workers=1):
     t0 = time.perf_counter()
     run_id = conn.execute("CALL groupml.train_groups('clicks', ARRAY['country'], %s, 'clicked', 'logistic', "
-                          "%s::jsonb)", [feats, json.dumps(DEMO_GRID)]).fetchone()[0]
+                          "%s::jsonb, workers => %s)", [feats, json.dumps(DEMO_GRID), workers]).fetchone()[0]
     dt = time.perf_counter() - t0
     rows = conn.execute("SELECT group_key->>'country', metrics->>'accuracy' FROM groupml.best_models "
                         "WHERE run_id = %s AND status = 'ok'", [run_id]).fetchall()
@@ -138,6 +139,8 @@ def main(argv=None):
     ap.add_argument("--features", type=int, default=20)
     ap.add_argument("--quick", action="store_true", help="200k rows, 20 groups")
     ap.add_argument("--skip-pandas", action="store_true")
+    ap.add_argument("--workers", type=int, default=2,
+                    help="also run CALL train_groups(..., workers => N) (planner-driven, worker backends)")
     args = ap.parse_args(argv)
     if args.quick:
         args.rows, args.groups = 200_000, 20
@@ -153,6 +156,9 @@ def main(argv=None):
         results["ours-aggregate"] = (t, None, accs)
         t, accs = ours_procedure(conn, feats)
         results["ours-procedure"] = (t, None, accs)
+        if args.workers > 1:
+            t, accs = ours_procedure(conn, feats, args.workers)
+            results[f"ours-{args.workers}-workers"] = (t, None, accs)
         results["client-copy"] = client_copy(cluster.dsn(), feats)
         if not args.skip_pandas:
             results["client-pandas"] = client_pandas(cluster.url(), feats)
@@ -164,7 +170,7 @@ def main(argv=None):
         print(f"{name:<16} {t:9.2f} {'' if load is None else f'{load:8.2f}':>8} {len(accs):7d} {mean:13.4f}")
     fastest_client = min(v[0] for k, v in results.items() if k.startswith("client"))
     print()
-    for ours in ("ours-aggregate", "ours-procedure"):
+    for ours in [k for k in results if k.startswith("ours")]:
         t, _, accs = results[ours]
         ref = results["client-copy"][2]
         common = sorted(set(accs) & set(ref))
