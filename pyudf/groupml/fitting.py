@@ -129,9 +129,10 @@ def default_cost_model():
     return CostModel({"per_worker": 0.0, "network": 0.0})
 
 
-def _max_iter_of(space_json, default: int, key: str = "max_iter") -> int:
-    """Largest iteration budget (``key``: max_iter, epochs, num_boost_round) a configuration of
-    the space can have (the learner default otherwise)."""
+def budget_cap(space_json, family) -> int:
+    """Largest iteration budget a configuration of the space can have: the family's
+    ``budget_param`` (max_iter, epochs, num_boost_round), else the learner's default."""
+    key = getattr(family, "budget_param", "") or "max_iter"
     found = []
 
     def walk(obj, inside=False):
@@ -145,7 +146,7 @@ def _max_iter_of(space_json, default: int, key: str = "max_iter") -> int:
             found.append(int(obj))
 
     walk(space_json)
-    return max(found) if found else default
+    return max(found) if found else int(family.defaults[key])
 
 
 def plan_group(spec, family, n_train: int, d: int, cost_model=None) -> dict:
@@ -156,8 +157,7 @@ def plan_group(spec, family, n_train: int, d: int, cost_model=None) -> dict:
     from .search import search_budget
 
     model = cost_model if cost_model is not None else default_cost_model()
-    key = getattr(family, "budget_param", "") or "max_iter"
-    max_iter = _max_iter_of(spec.to_dict()["space"], int(family.defaults[key]), key)
+    max_iter = budget_cap(spec.to_dict()["space"], family)
     budget = search_budget(spec, max_iter=max_iter)
     n = max(int(n_train), 1)
     if spec.slots is not None:
@@ -239,7 +239,6 @@ def fit_group(X: np.ndarray, y: np.ndarray, model: str, search: dict, options: d
     the batch size k when the spec gives no ``slots``.
     """
     from .learners import holdout_mask, make_trainer, row_hash
-    from .search import make_procedure, run_search
 
     family, spec, opts = validate_request(model, search, options)
     ok = np.isfinite(y) & np.isfinite(X).all(axis=1)
@@ -267,6 +266,16 @@ def fit_group(X: np.ndarray, y: np.ndarray, model: str, search: dict, options: d
             f"every training row of the group has label {ytr[0]:g}; a classifier needs both classes"), **base)
     plan = plan_group(spec, family, n_train, d, cost_model)
     trainer = make_trainer(family.name, Xtr, ytr, Xva, yva, metric=opts["metric"])
+    return search_and_select(trainer, spec, plan, base, on_epoch=on_epoch, interrupt_check=interrupt_check)
+
+
+def search_and_select(trainer, spec, plan: dict, base: dict, *, on_epoch=None,
+                      interrupt_check: Optional[Callable[[], None]] = None) -> FitResult:
+    """Run the search on a Trainer (local, or one whose passes run on workers), record every
+    trial with its cost, and return the selection as a FitResult (``base`` carries the
+    group's counts)."""
+    from .search import make_procedure, run_search
+
     if interrupt_check is not None:
         trainer.interrupt_check = interrupt_check
     metered = _Metered(trainer)

@@ -10,3 +10,31 @@ def sql_error(conn, sql, params=None):
         conn.execute(sql, params)
     diag = info.value.diag
     return info.value.sqlstate, diag.message_primary, diag.message_hint
+
+
+def cancel_when(dsn, pid, condition_sql, timeout=120.0):
+    """Start a thread that cancels backend ``pid`` as soon as ``condition_sql`` returns true.
+
+    Returns (thread, fired): join the thread, then check ``fired.is_set()``. Used to cancel
+    a long call at a known point of its progress (e.g. after its first committed group)
+    instead of guessing a statement_timeout.
+    """
+    import threading
+    import time
+
+    fired = threading.Event()
+
+    def watch():
+        with psycopg.connect(dsn, autocommit=True) as watcher:
+            deadline = time.time() + timeout
+            while time.time() < deadline:
+                row = watcher.execute(condition_sql).fetchone()
+                if row and row[0]:
+                    watcher.execute("SELECT pg_cancel_backend(%s)", [pid])
+                    fired.set()
+                    return
+                time.sleep(0.01)
+
+    thread = threading.Thread(target=watch)
+    thread.start()
+    return thread, fired

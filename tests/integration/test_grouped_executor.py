@@ -11,7 +11,7 @@ import pytest
 from groupml.datagen import create_table, grouped_classification
 from groupml.executor.invariants import schedule_violations
 from groupml.learners import load_model
-from pg_helpers import sql_error
+from pg_helpers import cancel_when, sql_error
 
 pytestmark = pytest.mark.integration
 
@@ -179,25 +179,10 @@ def test_resume_after_the_coordinator_is_cancelled(cluster, dsn, db):
             f"'{{}}', RUN, workers => 2, strategy => 'gtp')")
     with psycopg.connect(dsn, autocommit=True) as conn:
         pid = conn.info.backend_pid
-        fired = threading.Event()
-
-        def cancel_after_first_group():
-            # cancel as soon as one group is committed: mid-run whatever the machine's speed
-            with psycopg.connect(dsn, autocommit=True) as watcher:
-                deadline = time.time() + 120
-                while time.time() < deadline:
-                    row = watcher.execute("SELECT groups_done FROM groupml.runs").fetchone()
-                    if row and row[0] >= 1:
-                        watcher.execute("SELECT pg_cancel_backend(%s)", [pid])
-                        fired.set()
-                        return
-                    time.sleep(0.02)
-
-        watcher = threading.Thread(target=cancel_after_first_group)
-        watcher.start()
+        thread, fired = cancel_when(dsn, pid, "SELECT groups_done >= 1 FROM groupml.runs")
         with pytest.raises(psycopg.errors.QueryCanceled):
             conn.execute(stmt.replace("RUN", "NULL"), [_slow_spec()])
-        watcher.join()
+        thread.join()
         assert fired.is_set()
     time.sleep(0.5)
     left = db.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'groupml worker%'").fetchone()[0]

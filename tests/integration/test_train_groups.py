@@ -1,14 +1,12 @@
 """train_groups: the catalog-writing procedure."""
 
 import json
-import threading
-import time
 
 import psycopg
 import pytest
 
 from groupml.datagen import create_table, grouped_classification
-from pg_helpers import sql_error
+from pg_helpers import cancel_when, sql_error
 
 pytestmark = pytest.mark.integration
 
@@ -86,24 +84,10 @@ def test_commits_group_by_group(cluster, dsn, db, clicks):
             f"'{{}}', RUN)")
     with psycopg.connect(dsn, autocommit=True) as conn:
         pid = conn.info.backend_pid
-        fired = threading.Event()
-
-        def cancel_after_first_group():
-            with psycopg.connect(dsn, autocommit=True) as watcher:
-                deadline = time.time() + 120
-                while time.time() < deadline:
-                    row = watcher.execute("SELECT groups_done FROM groupml.runs WHERE source = 'big'").fetchone()
-                    if row and row[0] >= 1:
-                        watcher.execute("SELECT pg_cancel_backend(%s)", [pid])
-                        fired.set()
-                        return
-                    time.sleep(0.01)
-
-        t = threading.Thread(target=cancel_after_first_group)
-        t.start()
+        thread, fired = cancel_when(dsn, pid, "SELECT groups_done >= 1 FROM groupml.runs WHERE source = 'big'")
         with pytest.raises(psycopg.errors.QueryCanceled):
             conn.execute(stmt.replace("RUN", "NULL"), [spec])
-        t.join()
+        thread.join()
         assert fired.is_set()
     run_id, status, done = db.execute("SELECT run_id, status, groups_done FROM groupml.runs "
                                       "WHERE source = 'big'").fetchone()

@@ -3,7 +3,6 @@ the model hopper over a fake in-process pool, replay of its visit log, invariant
 task kinds, strategy checks, local fits."""
 
 import json
-import threading
 from concurrent.futures import Future
 
 import numpy as np

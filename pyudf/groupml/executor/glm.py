@@ -80,8 +80,7 @@ def fit_sharded_group(model: str, search: dict, options: dict, *, n_train: int, 
                       n_skipped: int, d: int, X_val: np.ndarray, y_val: np.ndarray,
                       evaluator: Callable, on_epoch=None, interrupt_check=None, cost_model=None):
     """:func:`groupml.fitting.fit_group` for a group whose training rows live on workers."""
-    from ..fitting import FitResult, _Metered, plan_group, validate_request
-    from ..search import make_procedure, run_search
+    from ..fitting import FitResult, plan_group, search_and_select, validate_request
 
     family, spec, opts = validate_request(model, search, options)
     base = dict(family=family.name, n_skipped=n_skipped, n_features=d)
@@ -101,32 +100,7 @@ def fit_sharded_group(model: str, search: dict, options: dict, *, n_train: int, 
     plan = plan_group(spec, family, n_train, d, cost_model)
     trainer = ShardedGLMTrainer(family.name, n_train, n_pos, d, X_val, y_val, evaluator, metric=opts["metric"])
     evaluator.trainer = trainer
-    if interrupt_check is not None:
-        trainer.interrupt_check = interrupt_check
-    metered = _Metered(trainer)
-    result = run_search(make_procedure(spec), metered, slots=plan["slots"],
-                        epoch_iters=spec.epoch_iters, on_epoch=on_epoch)
-    metric = trainer.metric
-    trials = []
-    for t in result.trials:
-        tm = trainer.metrics(t.trial_id) if t.epochs else {}
-        trials.append({"trial_id": t.trial_id, "params": trainer.params(t.trial_id) if t.epochs else t.params,
-                       "score": tm.get(metric), "epochs": t.epochs,
-                       "iterations": trainer.iterations(t.trial_id) if t.epochs else 0,
-                       "status": t.status, "stop_reason": t.stop_reason, "epoch_losses": list(t.scores),
-                       "passes": metered.trial_passes.get(t.trial_id, 0),
-                       "seconds": round(metered.trial_seconds.get(t.trial_id, 0.0), 6)})
-    cost = dict(seconds=metered.seconds, estimated_seconds=plan["seconds"], slots=plan["slots"],
-                mean_batch=(metered.config_passes / trainer.passes) if trainer.passes else None, plan=plan)
-    best = result.best
-    if best is None:
-        return FitResult(status="failed", message="no configuration produced a finite validation score",
-                         trials=trials, passes=trainer.passes, **cost, **base)
-    model_obj = trainer.model(best.trial_id)
-    metrics = trainer.metrics(best.trial_id)
-    return FitResult(status="ok", params=model_obj.params, metric=metric, score=metrics.get(metric),
-                     metrics=metrics, trials=trials, model=model_obj.to_bytes(), passes=trainer.passes,
-                     **cost, **base)
+    return search_and_select(trainer, spec, plan, base, on_epoch=on_epoch, interrupt_check=interrupt_check)
 
 
 class ShardEvaluator:

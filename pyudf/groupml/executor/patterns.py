@@ -30,6 +30,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 import numpy as np
 
 from ..errors import FeatureNotSupportedError, InvalidParameterError, PrerequisiteStateError, UndefinedObjectError
+from ..fitting import budget_cap
 
 PATTERN_STRATEGIES = {"algebraic": ("grouped", "gtp", "mtp", "dp"), "sequential": ("grouped", "gtp"),
                       "sampling": ("grouped", "gtp", "dp")}
@@ -58,25 +59,6 @@ def check_strategy(pattern: str, strategy: str, model: str) -> None:
             f"The 'strategy' value of train_groups must be one of auto, {', '.join(PATTERN_STRATEGIES[pattern])} for "
             f"model '{model}' ({pattern} pattern); got '{strategy}'",
             hint="MTP and DP with per-step synchronisation are executed for the GLMs only; use grouped or gtp.")
-
-
-def budget_cap(space_json, family) -> int:
-    """Largest value of the family's iteration budget (max_iter / epochs / num_boost_round) in the space."""
-    name = getattr(family, "budget_param", "") or "max_iter"
-    found: List[int] = []
-
-    def walk(obj, inside=False):
-        if isinstance(obj, dict):
-            for k, v in obj.items():
-                walk(v, inside or k == name)
-        elif isinstance(obj, (list, tuple)):
-            for v in obj:
-                walk(v, inside)
-        elif inside and isinstance(obj, (int, float)) and not isinstance(obj, bool):
-            found.append(int(obj))
-
-    walk(space_json)
-    return max(found) if found else int(family.defaults[name])
 
 
 def search_slots(spec, family) -> int:

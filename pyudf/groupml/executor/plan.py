@@ -13,7 +13,7 @@ STRATEGY_CHOICES = ("auto", "grouped", "gtp", "mtp", "dp")
 
 def workload_of(spec, family) -> Dict[str, int]:
     from ..search import search_budget
-    from .patterns import budget_cap
+    from ..fitting import budget_cap
 
     max_iter = budget_cap(spec.to_dict()["space"], family)
     budget = search_budget(spec, max_iter=max_iter)
