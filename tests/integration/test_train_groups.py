@@ -145,3 +145,20 @@ def test_a_source_the_caller_cannot_read(cluster, dbname, db, clicks):
     assert state == "42501"
     assert msg == "groupml: permission denied for table clicks: train_groups needs SELECT on it"
     assert hint == "GRANT SELECT ON clicks TO the calling role."
+
+
+def test_threads_give_the_same_catalog_as_one_after_another(db, clicks):
+    runs = []
+    for threads in (1, 3):
+        runs.append(db.execute("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'f2', 'f3'], "
+                               "'clicked', 'logistic', %s::jsonb, %s::jsonb)",
+                               [GRID, json.dumps({"threads": threads})]).fetchone()[0])
+    a, b = (dict((k, (p, s)) for k, p, s in db.execute(
+        "SELECT group_key::text, params, score FROM groupml.best_models WHERE run_id = %s", [r]).fetchall())
+        for r in runs)
+    assert a == b and len(a) == 4
+    state, msg, hint = sql_error(db, "CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', "
+                                     "'logistic', '{}', '{\"threads\": 0}')")
+    assert state == "22023"
+    assert msg == "groupml: The 'threads' value of train_groups options must be >= 1; got 0"
+    assert "one after another" in hint

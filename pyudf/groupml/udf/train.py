@@ -9,17 +9,22 @@ flight, and calling again with the same run_id resumes.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import threading
 import time
 
 import numpy as np
 
 from ..db import backend_session, quote_ident
+from ..validation import check_number
 from ..errors import InvalidParameterError, UndefinedObjectError
 from ._source import check_columns, check_select_privilege, columns, packed_row_expr
 from . import parse_object, sql_entry
 
 OWNER = "train_groups"
+MAX_THREADS = 4
 
 
 def _load_blocks(session, source: str, group_by, features, label, cols):
@@ -65,6 +70,56 @@ def _check_workers(workers, strategy):
     return workers, strategy
 
 
+class _Stopped(Exception):
+    """Raised inside a training thread when the main thread stops the pool (cancel or error)."""
+
+
+def _threads_option(options: dict) -> int:
+    default = max(1, min(os.cpu_count() or 1, MAX_THREADS))
+    return check_number(options.get("threads", default), "threads", "train_groups options", ge=1,
+                        le=MAX_THREADS, integer=True,
+                        hint=f"Groups trained at the same time in this backend (BLAS limited to one thread "
+                             f"each); default min(CPUs, {MAX_THREADS}); 1 trains them one after another.")
+
+
+def _fit_all(session, jobs, fit, threads):
+    """Yield (job, FitResult) as groups finish.
+
+    With ``threads`` > 1, groups train concurrently in a thread pool (numpy releases the
+    GIL; BLAS is limited to one thread per group so the threads do not fight over cores).
+    Only the backend's main thread -- this generator's consumer -- touches the database: it
+    checks for cancel every 0.25 s, and on cancel or error the training threads stop at
+    their next data pass.
+    """
+    if threads <= 1 or len(jobs) <= 1:
+        for job in jobs:
+            yield job, fit(job, session.check_cancel)
+        return
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+    from threadpoolctl import threadpool_limits
+
+    abort = threading.Event()
+
+    def check():
+        if abort.is_set():
+            raise _Stopped()
+
+    with threadpool_limits(1):
+        pool = ThreadPoolExecutor(threads, thread_name_prefix="groupml-train")
+        try:
+            pending = {pool.submit(fit, job, check): job for job in jobs}
+            while pending:
+                done, _ = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
+                session.check_cancel()
+                for future in done:
+                    job = pending.pop(future)
+                    yield job, future.result()
+        finally:
+            abort.set()
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
 @sql_entry
 def train_groups(source, group_by, features, label, model, search, options, run_id, workers=1, strategy="auto"):
     from ..fitting import fit_group, validate_request
@@ -73,6 +128,8 @@ def train_groups(source, group_by, features, label, model, search, options, run_
     workers, strategy = _check_workers(workers, strategy)
     search_obj, options_obj, cols, group_by, features = _validate(session, source, group_by, features, label,
                                                                   model, search, options)
+    threads = _threads_option(options_obj)
+    options_obj = {k: v for k, v in options_obj.items() if k != "threads"}
     executor = workers > 1 or strategy != "auto"
     exec_options = None
     fit_options = options_obj
@@ -144,23 +201,26 @@ def train_groups(source, group_by, features, label, model, search, options, run_
     session.query("UPDATE groupml.runs SET n_groups = $2 WHERE run_id = $1", [run_id, len(blocks)],
                   ["bigint", "integer"])
     d = len(features)
-    for i, b in enumerate(blocks, 1):
-        key = json.dumps(json.loads(b["gkey"]))  # normalised like jsonb::text
-        if b["gkey"] in done or key in done:
-            continue
+    jobs = [b for b in blocks if b["gkey"] not in done and json.dumps(json.loads(b["gkey"])) not in done]
+
+    def fit(b, check):
         raw = b["block"] or b""
         arr = np.frombuffer(raw, dtype=">f8").astype(np.float64).reshape(-1, d + 1)
-        n_null = int(b["n_rows"]) - arr.shape[0]
-        result = fit_group(np.ascontiguousarray(arr[:, :d]), arr[:, d].copy(), model, search_obj, options_obj,
-                           n_skipped=n_null, interrupt_check=session.check_cancel, cost_model=cost_model)
-        _store(session, run_id, b["gkey"], result)
-        record_fit_cost(session, result, source="train_groups")
-        estimated += result.estimated_seconds or 0.0
-        session.query("UPDATE groupml.runs SET groups_done = groups_done + 1 WHERE run_id = $1",
-                      [run_id], ["bigint"])
-        session.notice(f"groupml: group {i}/{len(blocks)} {b['gkey']}: {result.status}"
-                       + (f", {result.metric} {result.score:.4f}" if result.score is not None else ""))
-        session.commit()
+        return fit_group(np.ascontiguousarray(arr[:, :d]), arr[:, d].copy(), model, search_obj, options_obj,
+                         n_skipped=int(b["n_rows"]) - arr.shape[0], interrupt_check=check, cost_model=cost_model)
+
+    finished = len(blocks) - len(jobs)
+    with contextlib.closing(_fit_all(session, jobs, fit, threads)) as results:
+        for b, result in results:
+            _store(session, run_id, b["gkey"], result)
+            record_fit_cost(session, result, source="train_groups")
+            estimated += result.estimated_seconds or 0.0
+            session.query("UPDATE groupml.runs SET groups_done = groups_done + 1 WHERE run_id = $1",
+                          [run_id], ["bigint"])
+            finished += 1
+            session.notice(f"groupml: group {finished}/{len(blocks)} {b['gkey']}: {result.status}"
+                           + (f", {result.metric} {result.score:.4f}" if result.score is not None else ""))
+            session.commit()
     session.query("UPDATE groupml.runs SET status = 'done', finished_at = clock_timestamp(), "
                   "seconds = coalesce(seconds, 0) + $2, "
                   "estimated_seconds = coalesce(estimated_seconds, 0) + $3 WHERE run_id = $1",
