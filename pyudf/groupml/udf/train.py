@@ -202,6 +202,7 @@ def train_groups(source, group_by, features, label, model, search, options, run_
                   ["bigint", "integer"])
     d = len(features)
     jobs = [b for b in blocks if b["gkey"] not in done and json.dumps(json.loads(b["gkey"])) not in done]
+    jobs.sort(key=lambda b: -int(b["n_rows"]))  # largest first, so no big group starts last (LPT)
 
     def fit(b, check):
         raw = b["block"] or b""
