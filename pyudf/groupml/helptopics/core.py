@@ -91,6 +91,9 @@ CALL groupml.train_groups(source regclass, group_by text[], features text[], lab
   (groupml.models, groupml.trials, groupml.runs). Each group is committed when done, so a
   crash or cancel loses at most the group in flight; CALL again with the same run_id to resume.
   Call it outside an explicit transaction block (BEGIN ... COMMIT) so it can commit as it goes.
+  options: those of learn_over_groups, plus "threads" (groups trained at the same time in this
+  backend, BLAS limited to one thread each; default min(CPUs, 4); 1 = one after another).
+  workers => p and strategy => ... run the planner-driven executor: see groupml.help('grouped').
   Example:
     CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'f2', 'f3'], 'clicked', 'logistic',
                               '{"l2": [0, 0.001, 0.01]}');
