@@ -80,23 +80,15 @@ def fit_sharded_group(model: str, search: dict, options: dict, *, n_train: int, 
                       n_skipped: int, d: int, X_val: np.ndarray, y_val: np.ndarray,
                       evaluator: Callable, on_epoch=None, interrupt_check=None, cost_model=None):
     """:func:`groupml.fitting.fit_group` for a group whose training rows live on workers."""
-    from ..fitting import FitResult, plan_group, search_and_select, validate_request
+    from ..fitting import plan_group, search_and_select, validate_request
+
+    from .patterns import precheck
 
     family, spec, opts = validate_request(model, search, options)
-    base = dict(family=family.name, n_skipped=n_skipped, n_features=d)
-    n = n_train + n_val
-    if n == 0:
-        return FitResult(status="no_rows", message="every row had a NULL label or a NULL/NaN feature", **base)
-    family.prepare_labels(y_val, "label")
-    base.update(n_train=n_train, n_validation=n_val)
-    if n_train < 2 or n_val < 1:
-        return FitResult(status="too_small", message=(
-            f"the group has {n} usable rows: {n_train} for training and {n_val} for validation; "
-            f"need at least 2 and 1"), **base)
-    if family.kind == "classification" and (n_pos == 0 or n_pos == n_train):
-        return FitResult(status="single_class", message=(
-            f"every training row of the group has label {1.0 if n_pos else 0.0:g}; a classifier needs both classes"),
-            **base)
+    early = precheck(family, n_train=n_train, n_val=n_val, n_pos=n_pos, n_skipped=n_skipped, d=d, y_val=y_val)
+    if early is not None:
+        return early
+    base = dict(family=family.name, n_skipped=n_skipped, n_features=d, n_train=n_train, n_validation=n_val)
     plan = plan_group(spec, family, n_train, d, cost_model)
     trainer = ShardedGLMTrainer(family.name, n_train, n_pos, d, X_val, y_val, evaluator, metric=opts["metric"])
     evaluator.trainer = trainer

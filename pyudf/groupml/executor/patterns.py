@@ -93,40 +93,11 @@ def precheck(family, *, n_train: int, n_val: int, n_pos: int, n_skipped: int, d:
 def fit_with_trainer(trainer, family, spec, *, n_train: int, n_val: int, n_skipped: int, d: int,
                      on_epoch=None, interrupt_check=None, pattern: str = ""):
     """Run the search of ``spec`` on ``trainer`` (any engine.Trainer); the group's FitResult."""
-    from ..fitting import FitResult, _Metered
-    from ..search import make_procedure, run_search
+    from ..fitting import search_and_select
 
     base = dict(family=family.name, n_skipped=n_skipped, n_features=d, n_train=n_train, n_validation=n_val)
-    if interrupt_check is not None:
-        trainer.interrupt_check = interrupt_check
-    slots = search_slots(spec, family)
-    metered = _Metered(trainer)
-    result = run_search(make_procedure(spec), metered, slots=slots, epoch_iters=spec.epoch_iters,
-                        on_epoch=on_epoch)
-    metric = trainer.metric
-    trials = []
-    for t in result.trials:
-        tm = trainer.metrics(t.trial_id) if t.epochs else {}
-        trials.append({"trial_id": t.trial_id, "params": trainer.params(t.trial_id) if t.epochs else t.params,
-                       "score": tm.get(metric), "epochs": t.epochs,
-                       "iterations": trainer.iterations(t.trial_id) if t.epochs else 0,
-                       "status": t.status, "stop_reason": t.stop_reason, "epoch_losses": list(t.scores),
-                       "passes": metered.trial_passes.get(t.trial_id, 0),
-                       "seconds": round(metered.trial_seconds.get(t.trial_id, 0.0), 6)})
-    cost = dict(seconds=metered.seconds, slots=slots,
-                mean_batch=(metered.config_passes / trainer.passes) if trainer.passes else None,
-                plan={"slots": slots, "pattern": pattern})
-    best = result.best
-    if best is None:
-        return FitResult(status="failed", message="no configuration produced a finite validation score",
-                         trials=trials, passes=trainer.passes, **cost, **base)
-    for t in trials:
-        t["is_best"] = t["trial_id"] == best.trial_id
-    model_obj = trainer.model(best.trial_id)
-    metrics = trainer.metrics(best.trial_id)
-    return FitResult(status="ok", params=model_obj.params, metric=metric, score=metrics.get(metric),
-                     metrics=metrics, trials=trials, model=model_obj.to_bytes(), passes=trainer.passes,
-                     **cost, **base)
+    plan = {"slots": search_slots(spec, family), "seconds": None, "pattern": pattern}
+    return search_and_select(trainer, spec, plan, base, on_epoch=on_epoch, interrupt_check=interrupt_check)
 
 
 # ------------------------------------------------------------------ unsplit group: one worker
