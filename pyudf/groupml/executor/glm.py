@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import FeatureNotSupportedError
 from ..learners import GLMTrainer, get_family
-from ..learners._glm import _as_data
+from ..learners._data import as_data
 from ..validation import check_choice
 
 
@@ -29,7 +29,7 @@ class ShardedGLMTrainer(GLMTrainer):
                  metric: Optional[str] = None):
         self.family = get_family(family)
         fam = self.family
-        Xv, yv = _as_data(X_val, y_val, "validation data")
+        Xv, yv = as_data(X_val, y_val, "validation data")
         self.X_val, self.y_val = Xv, fam.prepare_labels(yv, "the validation data")
         self.n, self.d = int(n_train), int(d)
         self.n_pos = int(n_pos)

@@ -183,8 +183,9 @@ def _mlp_state(req: Mapping[str, Any], blob: Optional[bytes]) -> bytes:
 def pack_stats(X: np.ndarray, y: np.ndarray) -> bytes:
     """The shard's mergeable moments (``_mlp.partial_stats``) as exact little-endian float8."""
     from ..learners import _mlp
+    from ..learners._data import as_data
 
-    X, y = _mlp.as_data(X, y, "shard")
+    X, y = as_data(X, y, "shard")
     s = _mlp.partial_stats(X, y)
     return np.concatenate([[float(s["n"]), s["sy"], s["syy"]], s["sx"], s["sxx"]]).astype("<f8").tobytes()
 

@@ -15,9 +15,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..errors import (ArrayLengthError, DataError, DatatypeMismatchError, InvalidParameterError,
-                      PrerequisiteStateError, UndefinedObjectError)
-from ..validation import check_choice
+from ..errors import InvalidParameterError, PrerequisiteStateError, UndefinedObjectError
+from ._data import check_iterations, choose_metric, train_val
 from ._families import ColumnWeights, GLMFamily, get_family
 from ._metrics import LOSS_OF, METRICS
 from ._model import GLMModel
@@ -40,23 +39,6 @@ STALLED, DIVERGED = "stalled", "diverged"
 FINISHED = (CONVERGED, MAX_ITER, STALLED, DIVERGED)
 
 
-def _as_data(X, y, what: str) -> Tuple[np.ndarray, np.ndarray]:
-    try:
-        X = np.ascontiguousarray(X, dtype=np.float64)
-        y = np.asarray(y, dtype=np.float64).reshape(-1)
-    except (TypeError, ValueError):
-        raise DatatypeMismatchError(f"The {what} must be numeric",
-                                    hint="Pass float8 features and a numeric label.") from None
-    if X.ndim != 2:
-        raise DatatypeMismatchError(f"The {what} features must be a 2-D matrix; got {X.ndim} "
-                                    "dimensions", hint="Pass X with shape (rows, features).")
-    if X.shape[0] != y.shape[0]:
-        raise ArrayLengthError(f"The {what} has {X.shape[0]} feature rows but {y.shape[0]} labels",
-                               hint="X and y must have one entry per row.")
-    if not np.isfinite(X).all():
-        raise DataError(f"The {what} features contain NaN or infinite values",
-                        hint="Skip rows with NULL or NaN features before training.")
-    return X, y
 
 
 class _Config:
@@ -164,27 +146,9 @@ class GLMTrainer:
                  metric: Optional[str] = None):
         self.family: GLMFamily = get_family(family)
         fam = self.family
-        X, y = _as_data(X_train, y_train, "training data")
-        if X.shape[0] == 0:
-            raise DataError("The training data has no rows",
-                            hint="A group needs at least one training row.")
-        self.X = X
-        self.y = fam.prepare_labels(y, "the training data")
-        if X_val is None:
-            self.X_val, self.y_val = self.X, self.y
-        else:
-            Xv, yv = _as_data(X_val, y_val, "validation data")
-            if Xv.shape[1] != X.shape[1]:
-                raise ArrayLengthError(f"The validation data has {Xv.shape[1]} features; the "
-                                       f"training data has {X.shape[1]}",
-                                       hint="Use the same feature columns for both.")
-            self.X_val, self.y_val = Xv, fam.prepare_labels(yv, "the validation data")
-        self.n, self.d = X.shape
-        if metric is None:
-            metric = fam.default_metric
-        self.metric = check_choice(metric, "metric", fam.owner, fam.metric_names,
-                                   hint=f"Model '{fam.name}' is scored with "
-                                        f"{', '.join(fam.metric_names)}.")
+        self.X, self.y, self.X_val, self.y_val = train_val(fam, X_train, y_train, X_val, y_val)
+        self.n, self.d = self.X.shape
+        self.metric = choose_metric(fam, metric)
         self.passes = 0
         self._configs: Dict[int, _Config] = {}
         self._retired: Dict[int, _Config] = {}
@@ -236,9 +200,7 @@ class GLMTrainer:
         An iteration is one accepted L-BFGS step, one gradient step ('gd') or one
         epoch ('sgd').  Each batched pass over the data counts in ``passes``.
         """
-        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
-            raise InvalidParameterError(f"The 'iterations' value of run must be an integer >= 1; "
-                                        f"got {iterations}")
+        check_iterations(iterations)
         targets = {}
         for cfg in self._configs.values():
             if cfg.status == RUNNING:

@@ -32,11 +32,12 @@ import numpy as np
 
 from ..errors import (ArrayLengthError, DataError, FeatureNotSupportedError,
                       InvalidParameterError, PrerequisiteStateError, UndefinedObjectError)
-from ..validation import check_choice, check_number
+from ..validation import check_number
 from . import _container
 from ._extfamilies import EXTRA_FAMILIES, LearnerFamily
 from ._metrics import LOSS_OF, METRICS
-from ._mlp import as_data, check_matrix
+from ._data import as_data, check_iterations, choose_metric, train_val
+from ._mlp import check_matrix
 from ._model import pack_model, register_loader
 
 NUM_THREADS = 1
@@ -181,29 +182,11 @@ class LightGBMTrainer:
                  metric: Optional[str] = None):
         self.family = _family(family)
         fam = self.family
-        X, y = as_data(X_train, y_train, "training data")
-        if X.shape[0] == 0:
-            raise DataError("The training data has no rows",
-                            hint="A group needs at least one training row.")
-        if X.shape[1] == 0:
-            raise DataError("The training data has no feature columns",
-                            hint="Pass at least one feature.")
-        self.X, self.y = X, fam.prepare_labels(y, "the training data")
-        if X_val is None:
-            self.X_val, self.y_val = self.X, self.y
-        else:
-            Xv, yv = as_data(X_val, y_val, "validation data")
-            if Xv.shape[1] != X.shape[1]:
-                raise ArrayLengthError(f"The validation data has {Xv.shape[1]} features; the "
-                                       f"training data has {X.shape[1]}",
-                                       hint="Use the same feature columns for both.")
-            self.X_val, self.y_val = Xv, fam.prepare_labels(yv, "the validation data")
+        self.X, self.y, self.X_val, self.y_val = train_val(fam, X_train, y_train, X_val, y_val,
+                                                           need_features=True)
+        X = self.X
         self.n, self.d = X.shape
-        if metric is None:
-            metric = fam.default_metric
-        self.metric = check_choice(metric, "metric", fam.owner, fam.metric_names,
-                                   hint=f"Model '{fam.name}' is scored with "
-                                        f"{', '.join(fam.metric_names)}.")
+        self.metric = choose_metric(fam, metric)
         self.passes = 0
         self._cfgs: Dict[int, _Booster] = {}
         self._retired: Dict[int, _Booster] = {}
@@ -248,9 +231,7 @@ class LightGBMTrainer:
         return dict(self._check(trial_id).params)
 
     def run(self, iterations: int) -> None:
-        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
-            raise InvalidParameterError(f"The 'iterations' value of run must be an integer >= 1; "
-                                        f"got {iterations}")
+        check_iterations(iterations)
         for cfg in self._cfgs.values():
             for _ in range(iterations):
                 if cfg.status != "running":

@@ -27,10 +27,9 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from ..errors import (ArrayLengthError, DataError, DatatypeMismatchError,
-                      FeatureNotSupportedError, InvalidParameterError, PrerequisiteStateError,
-                      UndefinedObjectError)
-from ..validation import check_choice
+from ..errors import (ArrayLengthError, DatatypeMismatchError, FeatureNotSupportedError,
+                      InvalidParameterError, PrerequisiteStateError, UndefinedObjectError)
+from ._data import check_iterations, choose_metric, train_val
 from . import _container
 from ._extfamilies import EXTRA_FAMILIES, LearnerFamily
 from ._metrics import LOSS_OF, METRICS
@@ -115,25 +114,6 @@ def net_class():
 
 
 # ------------------------------------------------------------------ data and statistics
-def as_data(X, y, what: str) -> Tuple[np.ndarray, np.ndarray]:
-    try:
-        X = np.ascontiguousarray(X, dtype=np.float64)
-        y = np.asarray(y, dtype=np.float64).reshape(-1)
-    except (TypeError, ValueError):
-        raise DatatypeMismatchError(f"The {what} must be numeric",
-                                    hint="Pass float8 features and a numeric label.") from None
-    if X.ndim != 2:
-        raise DatatypeMismatchError(f"The {what} features must be a 2-D matrix; got {X.ndim} "
-                                    "dimensions", hint="Pass X with shape (rows, features).")
-    if X.shape[0] != y.shape[0]:
-        raise ArrayLengthError(f"The {what} has {X.shape[0]} feature rows but {y.shape[0]} labels",
-                               hint="X and y must have one entry per row.")
-    if not np.isfinite(X).all():
-        raise DataError(f"The {what} features contain NaN or infinite values",
-                        hint="Skip rows with NULL or NaN features before training.")
-    return X, y
-
-
 def partial_stats(X: np.ndarray, y: np.ndarray) -> Dict[str, Any]:
     """Algebraic (mergeable) moments of one shard: row count, sums and sums of squares."""
     return {"n": int(X.shape[0]), "sx": X.sum(axis=0), "sxx": np.einsum("ij,ij->j", X, X),
@@ -403,33 +383,13 @@ class MLPTrainer:
         torch = torch_module()
         self.family = _family(family)
         fam = self.family
-        X, y = as_data(X_train, y_train, "training data")
-        if X.shape[0] == 0:
-            raise DataError("The training data has no rows",
-                            hint="A group needs at least one training row.")
-        if X.shape[1] == 0:
-            raise DataError("The training data has no feature columns",
-                            hint="Pass at least one feature.")
-        y = fam.prepare_labels(y, "the training data")
-        if X_val is None:
-            Xv, yv = X, y
-        else:
-            Xv, yv = as_data(X_val, y_val, "validation data")
-            if Xv.shape[1] != X.shape[1]:
-                raise ArrayLengthError(f"The validation data has {Xv.shape[1]} features; the "
-                                       f"training data has {X.shape[1]}",
-                                       hint="Use the same feature columns for both.")
-            yv = fam.prepare_labels(yv, "the validation data")
+        X, y, Xv, yv = train_val(fam, X_train, y_train, X_val, y_val, need_features=True)
         self.n, self.d = X.shape
         self.X_val, self.y_val = Xv, yv
         self.stats = merge_stats([partial_stats(X, y)], self.d)
         self._Xt = torch.from_numpy(X.astype(np.float32))
         self._yt = torch.from_numpy(y.astype(np.float32))
-        if metric is None:
-            metric = fam.default_metric
-        self.metric = check_choice(metric, "metric", fam.owner, fam.metric_names,
-                                   hint=f"Model '{fam.name}' is scored with "
-                                        f"{', '.join(fam.metric_names)}.")
+        self.metric = choose_metric(fam, metric)
         self.passes = 0
         self._runs: Dict[int, MLPRun] = {}
         self._retired: Dict[int, MLPRun] = {}
@@ -472,9 +432,7 @@ class MLPTrainer:
         return dict(self._check(trial_id).params)
 
     def run(self, iterations: int) -> None:
-        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
-            raise InvalidParameterError(f"The 'iterations' value of run must be an integer >= 1; "
-                                        f"got {iterations}")
+        check_iterations(iterations)
         for tid, run in self._runs.items():
             for _ in range(iterations):
                 if self._status[tid] != "running":

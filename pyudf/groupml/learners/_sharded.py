@@ -33,6 +33,7 @@ import numpy as np
 from ..errors import ArrayLengthError, InvalidParameterError, PrerequisiteStateError
 from ..validation import check_number
 from . import _mlp
+from ._data import as_data
 
 Visit = Tuple[int, int, int]            # (epoch, shard, worker)
 Shard = Tuple[np.ndarray, np.ndarray]   # (X, y) of one shard
@@ -46,7 +47,7 @@ def _check_shards(shards: Sequence[Shard], family) -> Tuple[List[Shard], int]:
     out, d = [], None
     fam = _mlp._family(family)
     for i, pair in enumerate(shards):
-        X, y = _mlp.as_data(pair[0], pair[1], f"shard {i}")
+        X, y = as_data(pair[0], pair[1], f"shard {i}")
         fam.prepare_labels(y, f"shard {i}")
         if d is None:
             d = X.shape[1]
@@ -78,7 +79,7 @@ def visit(state: bytes, X, y, *, epoch: int, shard_id: int) -> bytes:
     """
     torch = _mlp.torch_module()
     run = _mlp.run_from_bytes(state)
-    X, y = _mlp.as_data(X, y, f"shard {shard_id}")
+    X, y = as_data(X, y, f"shard {shard_id}")
     if X.shape[1] != run.n_features:
         raise ArrayLengthError(f"Shard {shard_id} has {X.shape[1]} features; the model has "
                                f"{run.n_features}",
