@@ -19,7 +19,8 @@ import numpy as np
 from .errors import InvalidParameterError
 from .validation import check_bool, check_keys, check_number
 
-OPTION_KEYS = ("validation_fraction", "metric", "seed", "progress")
+OPTION_KEYS = ("validation_fraction", "metric", "seed", "progress", "threads")
+MAX_THREADS = 4
 OPTIONS_OWNER = "learn_over_groups options"
 UNBOUNDED_METHODS = ("grid", "random", "tpe")
 UNLIMITED_EPOCHS = 1 << 30
@@ -84,9 +85,16 @@ def empty_fit(message: str, n_skipped: int = 0, family: Optional[str] = None) ->
     return FitResult(status="no_rows", family=family, message=message, n_skipped=n_skipped).as_sql()
 
 
+def default_threads() -> int:
+    """Groups trained at the same time in one backend by default: min(CPUs, MAX_THREADS)."""
+    import os
+
+    return max(1, min(os.cpu_count() or 1, MAX_THREADS))
+
+
 def parse_options(options: dict, family) -> dict:
     check_keys(options, OPTIONS_OWNER, OPTION_KEYS, cls=InvalidParameterError,
-               hint="Options are validation_fraction, metric, seed and progress; see SELECT groupml.help('learn_over_groups').")
+               hint="Options are validation_fraction, metric, seed, progress and threads; see SELECT groupml.help('learn_over_groups').")
     out = {
         "validation_fraction": check_number(options.get("validation_fraction", 0.2), "validation_fraction",
                                             OPTIONS_OWNER, gt=0, lt=1,
@@ -94,6 +102,11 @@ def parse_options(options: dict, family) -> dict:
         "seed": check_number(options.get("seed", 0), "seed", OPTIONS_OWNER, ge=0, integer=True),
         "metric": options.get("metric"),
         "progress": check_bool(options.get("progress", False), "progress", OPTIONS_OWNER),
+        "threads": check_number(options.get("threads", default_threads()), "threads", OPTIONS_OWNER, ge=1,
+                                le=MAX_THREADS, integer=True,
+                                hint=f"Groups trained at the same time in this backend (BLAS limited to one "
+                                     f"thread each); default min(CPUs, {MAX_THREADS}); 1 trains them one after "
+                                     f"another."),
     }
     if out["metric"] is not None:
         from .validation import check_choice
@@ -205,6 +218,18 @@ class _Metered:
     def __getattr__(self, name):
         return getattr(self._t, name)
 
+    def state(self) -> Dict[str, Any]:
+        """The counters so far (JSON), for epoch checkpoints."""
+        return {"seconds": self.seconds, "config_passes": self.config_passes,
+                "trial_passes": sorted([int(t), int(n)] for t, n in self.trial_passes.items()),
+                "trial_seconds": sorted([int(t), float(v)] for t, v in self.trial_seconds.items())}
+
+    def load(self, state: Dict[str, Any]) -> None:
+        self.seconds = float(state["seconds"])
+        self.config_passes = int(state["config_passes"])
+        self.trial_passes = {int(t): int(n) for t, n in state["trial_passes"]}
+        self.trial_seconds = {int(t): float(v) for t, v in state["trial_seconds"]}
+
     def run(self, iterations):
         active = [tid for tid in self._t.active() if not self._t.converged(tid)]
         p0, t0 = self._t.passes, time.perf_counter()
@@ -270,17 +295,38 @@ def fit_group(X: np.ndarray, y: np.ndarray, model: str, search: dict, options: d
 
 
 def search_and_select(trainer, spec, plan: dict, base: dict, *, on_epoch=None,
-                      interrupt_check: Optional[Callable[[], None]] = None) -> FitResult:
+                      interrupt_check: Optional[Callable[[], None]] = None,
+                      checkpoint: Optional[Callable[[Any, Dict[str, Any]], None]] = None,
+                      resume: Optional[Dict[str, Any]] = None) -> FitResult:
     """Run the search on a Trainer (local, or one whose passes run on workers), record every
     trial with its cost, and return the selection as a FitResult (``base`` carries the
-    group's counts)."""
-    from .search import make_procedure, run_search
+    group's counts).
+
+    ``checkpoint(event, state)`` (optional) runs after every block, after ``on_epoch``:
+    ``state`` = ``{"search": ..., "meter": ..., "trainer": trainer.checkpoint_state()}``,
+    copied, so the trainer may go on while it is stored. ``resume`` = such a state: the
+    trainer, the metering and the search procedure are restored and the search continues
+    after that block; the result equals the uninterrupted search's.
+    """
+    from .search import SearchProcedure, make_procedure, run_search, search_state
 
     if interrupt_check is not None:
         trainer.interrupt_check = interrupt_check
     metered = _Metered(trainer)
-    result = run_search(make_procedure(spec), metered, slots=plan["slots"],
-                        epoch_iters=spec.epoch_iters, on_epoch=on_epoch)
+    if resume is not None:
+        trainer.load_checkpoint(resume["trainer"])
+        metered.load(resume["meter"])
+        procedure = SearchProcedure.from_state(resume["search"]["procedure"])
+    else:
+        procedure = make_procedure(spec)
+    def with_checkpoint(e):
+        if on_epoch is not None:
+            on_epoch(e)
+        checkpoint(e, {"search": search_state(e), "meter": metered.state(), "trainer": trainer.checkpoint_state()})
+
+    result = run_search(procedure, metered, slots=plan["slots"], epoch_iters=spec.epoch_iters,
+                        on_epoch=on_epoch if checkpoint is None else with_checkpoint,
+                        resume=None if resume is None else resume["search"])
     metric = trainer.metric
     trials = []
     for t in result.trials:

@@ -85,6 +85,54 @@ def test_aggregate_round_trip_and_sweep(plpy):
     assert orphan not in aggregate._buffers and fresh in aggregate._buffers
 
 
+def _fill(aggregate, rng, n, options):
+    state = None
+    for _ in range(n):
+        x = rng.normal(size=3)
+        state = aggregate.step(state, x.tolist(), float(x[0] + 0.3 * x[1] > 0), "logistic",
+                               '{"l2": [0.001, 0.1]}', options)
+    return state
+
+
+def test_groups_trained_ahead_equal_one_by_one(plpy):
+    """Final functions called group by group (HashAggregate): the first call starts the
+    other buffers in threads; each result equals training the group alone."""
+    from groupml.udf import aggregate
+    results = {}
+    for threads in (1, 2):
+        rng = np.random.default_rng(3)
+        opts = '{"threads": %d}' % threads
+        states = [_fill(aggregate, rng, n, opts) for n in (300, 120, 80, 200)]
+        if threads == 2:
+            first = aggregate.final(states[0])
+            assert set(aggregate._ahead) == set(states[1:])       # the others were started
+            results[threads] = [first] + [aggregate.final(s) for s in states[1:]]
+            assert not aggregate._ahead
+        else:
+            results[threads] = [aggregate.final(s) for s in states]
+            assert not aggregate._ahead
+    for a, b in zip(results[1], results[2]):
+        assert a["status"] == b["status"] == "ok"
+        assert a["n_train"] == b["n_train"] and a["params"] == b["params"] and a["model"] == b["model"]
+
+
+def test_buffer_growing_after_its_start_is_trained_again(plpy):
+    """Another aggregate in the same query may still add rows to a buffer that was started
+    ahead: the rows go to a copy and its final call trains on every row."""
+    from groupml.udf import aggregate
+    rng = np.random.default_rng(4)
+    opts = '{"threads": 2}'
+    a = _fill(aggregate, rng, 150, opts)
+    b = _fill(aggregate, rng, 150, opts)
+    aggregate.final(a)                                            # starts b ahead
+    assert b in aggregate._ahead
+    for _ in range(60):                                           # b keeps growing meanwhile
+        x = rng.normal(size=3)
+        assert aggregate.step(b, x.tolist(), float(x[0] > 0), "logistic", '{"l2": [0.001, 0.1]}', opts) == b
+    fit_b = aggregate.final(b)
+    assert fit_b["n_train"] + fit_b["n_validation"] == 210
+
+
 def test_errors_become_plpy_errors_with_sqlstate_and_hint(plpy):
     from groupml.udf import aggregate
     with pytest.raises(plpy.Error) as info:

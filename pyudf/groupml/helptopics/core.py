@@ -15,9 +15,12 @@ groupml.learn_over_groups(features float8[], label float8|boolean, model text, s
   search   hyperparameters to try; lists form a grid, e.g. '{"l2": [0, 0.001, 0.01], "class_weight": [null, "balanced"]}'
            or random search: '{"method": "random", "n_trials": 20, "seed": 7,
                                "space": {"l2": {"loguniform": [1e-6, 1]}}}'        (see groupml.help('search'))
-  options  {"validation_fraction": 0.2, "metric": "accuracy", "seed": 0}
+  options  {"validation_fraction": 0.2, "metric": "accuracy", "seed": 0, "progress": false, "threads": 2}
            metric: accuracy | auc | logloss (logistic, mlp, lightgbm), accuracy | auc (svm),
                    rmse | mae | r2 (linear and the *_regressor models)
+           threads: groups trained at the same time in this backend, default min(CPUs, 4); with a
+                   hashed GROUP BY the first final call starts the other groups in threads (largest
+                   first, BLAS one thread each); results do not depend on it; 1 = one after another
 
   Rows with a NULL label or a NULL/NaN feature are skipped and counted (fit.n_skipped).
   Feature arrays of different lengths are an ERROR. Groups too small to split, or with one

@@ -100,6 +100,37 @@ class _Config:
             raise ValueError("theta has the wrong length")
         return c
 
+    def to_arrays(self) -> Dict[str, Any]:
+        """Like :meth:`to_dict`, with copies of the numpy arrays (for npz checkpoints);
+        non-finite values are kept exactly."""
+        dim = self.theta.shape[0]
+        out: Dict[str, Any] = {"trial_id": int(self.trial_id), "params": dict(self.params)}
+        for name in self._ARRAYS:
+            v = getattr(self, name)
+            out[name] = None if v is None else np.array(v, dtype=np.float64)
+        for name in self._SCALARS:
+            out[name] = getattr(self, name)
+        out["S"] = np.array(self.S, dtype=np.float64).reshape(len(self.S), dim)
+        out["Y"] = np.array(self.Y, dtype=np.float64).reshape(len(self.Y), dim)
+        out["rho"] = np.array(self.rho, dtype=np.float64)
+        return out
+
+    @classmethod
+    def from_arrays(cls, data: Mapping[str, Any], params: Dict[str, Any], dim: int) -> "_Config":
+        c = cls(int(data["trial_id"]), params, dim)
+        for name in cls._ARRAYS:
+            v = data[name]
+            setattr(c, name, None if v is None else np.array(v, dtype=np.float64))
+        for name in cls._SCALARS:
+            setattr(c, name, data[name])
+        c.f = float(c.f)
+        c.S = [np.array(s, dtype=np.float64) for s in data["S"]]
+        c.Y = [np.array(y, dtype=np.float64) for y in data["Y"]]
+        c.rho = [float(r) for r in data["rho"]]
+        if c.theta.shape != (dim,) or any(s.shape != (dim,) for s in c.S + c.Y) or len(c.S) != len(c.rho):
+            raise ValueError("the arrays have the wrong shapes")
+        return c
+
     # -- L-BFGS --------------------------------------------------------------
     def point(self) -> np.ndarray:
         """The point this config needs evaluated in the next full-batch pass."""
@@ -121,7 +152,12 @@ class _Config:
         for (s, y, rho), a in zip(zip(self.S, self.Y, self.rho), reversed(alphas)):
             b = rho * float(y @ q)
             q += (a - b) * s
-        p = -q
+        self.set_direction(-q)
+
+    def set_direction(self, p: np.ndarray) -> None:
+        """Take ``p`` as the search direction (steepest descent if it is not a descent
+        direction) and reset the line search."""
+        g = self.g
         gp = float(g @ p)
         if not gp < 0:  # not a descent direction: restart from steepest descent
             self.S, self.Y, self.rho = [], [], []
@@ -148,6 +184,14 @@ class GLMTrainer:
         fam = self.family
         self.X, self.y, self.X_val, self.y_val = train_val(fam, X_train, y_train, X_val, y_val)
         self.n, self.d = self.X.shape
+        # Binary labels: training rows are kept sorted by label (0s, then 1s), so the
+        # class-weighted loss sums of a block work on two contiguous row ranges
+        # (ColumnWeights.log_sums).  The row order does not change any result beyond
+        # floating-point summation order.
+        self._label_sorted = fam.kind == "classification"
+        if self._label_sorted and self.n and np.any(self.y[1:] < self.y[:-1]):
+            order = np.argsort(self.y, kind="stable")
+            self.X, self.y = np.ascontiguousarray(self.X[order]), self.y[order]
         self.metric = choose_metric(fam, metric)
         self.passes = 0
         self._configs: Dict[int, _Config] = {}
@@ -292,6 +336,41 @@ class GLMTrainer:
                                          hint="Restart the run from scratch.") from None
         return tr
 
+    def checkpoint_state(self) -> Dict[str, Any]:
+        """Every config's solver state (weights, L-BFGS history, line-search step, iteration
+        counts, status) as numpy arrays and plain scalars, copied: the executor's epoch
+        checkpoints store it as npz + JSON (:mod:`groupml.executor.checkpoint`).
+        :meth:`load_checkpoint` on a trainer over the same rows continues exactly."""
+        return {
+            "format": 1,
+            "family": self.family.name,
+            "metric": self.metric,
+            "passes": int(self.passes),
+            "configs": [c.to_arrays() for c in self._configs.values()],
+            "retired": [c.to_arrays() for c in self._retired.values()],
+        }
+
+    def load_checkpoint(self, state: Mapping[str, Any]) -> None:
+        """Replace every config by the ones in ``state`` (from :meth:`checkpoint_state`)."""
+        if not isinstance(state, Mapping) or state.get("format") != 1 or \
+                state.get("family") != self.family.name or state.get("metric") != self.metric:
+            raise PrerequisiteStateError(
+                "The checkpoint is not a state of this trainer (family, metric or format differ)",
+                hint="Resume with the same model and options, or restart the run.")
+        configs: Dict[int, _Config] = {}
+        retired: Dict[int, _Config] = {}
+        try:
+            for bucket, key in ((configs, "configs"), (retired, "retired")):
+                for data in state[key]:
+                    cfg = _Config.from_arrays(data, self.family.validate_params(data["params"]), self.d + 1)
+                    bucket[cfg.trial_id] = cfg
+            passes = int(state["passes"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise PrerequisiteStateError(f"The trainer checkpoint is damaged: {exc}",
+                                         hint="Restart the run from scratch.") from None
+        self._configs, self._retired, self.passes = configs, retired, passes
+        self._val_cache = {}
+
     def _fingerprint(self) -> List[Any]:
         from ._holdout import row_hash
         h = np.bitwise_xor.reduce(row_hash(self.X, self.y, seed=12345)) if self.n else 0
@@ -321,6 +400,17 @@ class GLMTrainer:
             self._balanced_w = self.family.sample_weights(self.y, {"class_weight": "balanced"})
         return self._balanced_w
 
+    def _label_weights(self) -> Optional[Tuple[float, float]]:
+        """(w0, w1): the row weight of label-0 and of label-1 rows (balanced weights
+        depend on the label only)."""
+        sw, y = self._weights(), self.y
+        if sw is None or not self.n:
+            return None
+        first0, first1 = int(np.argmin(y > 0.5)), int(np.argmax(y > 0.5))
+        w0 = float(sw[first0]) if y[first0] <= 0.5 else 0.0
+        w1 = float(sw[first1]) if y[first1] > 0.5 else 0.0
+        return (w0, w1)
+
     def _evaluate(self, Theta: np.ndarray, cfgs: Sequence[_Config],
                   rows: Optional[np.ndarray] = None) -> Tuple[np.ndarray, np.ndarray]:
         """Objective (without l1) and its gradient for every column of ``Theta``.
@@ -343,9 +433,11 @@ class GLMTrainer:
             Theta = Theta[:, order]
             cfgs = [cfgs[i] for i in order]
         split = k - int(balanced.sum())
-        sw = None
+        sw = label_w = None
         if split < k:
             sw = self._weights() if rows is None else self._weights()[rows]
+            label_w = self._label_weights()
+        sorted_labels = getattr(self, "_label_sorted", False)
         params_list = [c.params for c in cfgs]
         W = np.ascontiguousarray(Theta[:d])
         b = Theta[d]
@@ -365,17 +457,18 @@ class GLMTrainer:
             else:
                 np.matmul(Xb, W, out=Z)
             Z += b
-            cw = ColumnWeights(ones[:m], None if sw is None else sw[s:e], split)
+            zeros = int(np.count_nonzero(y[s:e] < 0.5)) if sorted_labels else None
+            cw = ColumnWeights(ones[:m], None if sw is None else sw[s:e], split, label_w, zeros)
             f += self.family.batch_loss(Z, y[s:e], cw, params_list, (Abuf[:m], Bbuf[:m]))
-            cw.apply(Z)                                   # Z := weighted dloss/dz
-            if 1 < k <= GEMV_MAX_K:
-                ZT = Z.T.copy()
-                for j in range(k):
-                    Gpart[:, j] = ZT[j] @ Xb
+            if cw.by_label_ranges():
+                # weighted columns: scale the two label ranges' d x k products, not Z
+                for r0, r1, scale in cw.label_ranges(k):
+                    G[:d] += _xt_z(Xb[r0:r1], Z[r0:r1], Gpart, k) * scale
+                    G[d] += (ones[r0:r1] @ Z[r0:r1]) * scale
             else:
-                np.matmul(Xb.T, Z, out=Gpart)
-            G[:d] += Gpart
-            G[d] += ones[:m] @ Z
+                cw.apply(Z)                               # Z := weighted dloss/dz
+                G[:d] += _xt_z(Xb, Z, Gpart, k)
+                G[d] += ones[:m] @ Z
         f /= n
         G /= n
         l2 = np.array([c.params["l2"] for c in cfgs])
@@ -411,15 +504,20 @@ class GLMTrainer:
             Theta[:, j] = c.point()
         f, G = self._evaluate(Theta, cfgs)
         self.passes += 1
+        turning: List[_Config] = []             # configs that need a new L-BFGS direction
         for j, c in enumerate(cfgs):
             if c.solver == "lbfgs":
-                self._lbfgs_consume(c, float(f[j]), G[:, j].copy())
+                if self._lbfgs_consume(c, float(f[j]), G[:, j].copy()):
+                    turning.append(c)
             else:
                 self._gd_consume(c, float(f[j]), G[:, j].copy())
+        lbfgs_directions(turning)
         if self.interrupt_check is not None:
             self.interrupt_check()
 
-    def _lbfgs_consume(self, c: _Config, f: float, g: np.ndarray) -> None:
+    def _lbfgs_consume(self, c: _Config, f: float, g: np.ndarray) -> bool:
+        """Take one evaluation of ``c``'s trial point; True when ``c`` needs a new search
+        direction (computed for all such configs at once by :func:`lbfgs_directions`)."""
         tol = c.params["tol"]
         if not c.evaluated:                      # first evaluation at theta = 0
             c.evaluated = True
@@ -429,8 +527,8 @@ class GLMTrainer:
             elif np.max(np.abs(g)) <= tol:
                 c.status = CONVERGED
             else:
-                c.direction()
-            return
+                return True
+            return False
         finite = math.isfinite(f) and bool(np.all(np.isfinite(g)))
         # Armijo, or (near the optimum, where f differences drown in rounding) Hager and
         # Zhang's approximate condition: f did not grow beyond its rounding level and the
@@ -455,13 +553,13 @@ class GLMTrainer:
             if np.max(np.abs(g)) <= tol:
                 c.status = CONVERGED
             elif c.iters < c.params["max_iter"]:
-                c.direction()
-            return
+                return True
+            return False
         c.backtracks += 1
         if c.backtracks > MAX_BACKTRACKS:
             c.status = STALLED
             c.p = None
-            return
+            return False
         t = c.t
         if math.isfinite(f):                     # minimiser of the quadratic through f, gp, f_t
             denom = 2.0 * (f - c.f - c.gp * t)
@@ -470,6 +568,7 @@ class GLMTrainer:
         else:
             t_new = 0.1 * t
         c.t = t_new
+        return False
 
     def _gd_consume(self, c: _Config, f: float, g: np.ndarray) -> None:
         if not math.isfinite(f) or not np.all(np.isfinite(g)):
@@ -521,6 +620,56 @@ class GLMTrainer:
             c.theta = col.copy()
             c.iters += 1
             c.version += 1
+
+
+def lbfgs_directions(cfgs: Sequence[_Config]) -> None:
+    """:meth:`_Config.direction` for many configs at once.
+
+    The two-loop recursion runs over all configs together (histories right-aligned
+    and zero-padded: a padded pair has rho = 0 and changes nothing), so a pass costs
+    a few vectorised operations per history slot instead of a few per config and slot.
+    """
+    if len(cfgs) <= 1:
+        for c in cfgs:
+            c.direction()
+        return
+    nc, dim = len(cfgs), cfgs[0].g.shape[0]
+    h = max(len(c.S) for c in cfgs)
+    Q = np.stack([c.g for c in cfgs])
+    if h:
+        S = np.zeros((h, nc, dim))
+        Y = np.zeros((h, nc, dim))
+        R = np.zeros((h, nc))
+        for j, c in enumerate(cfgs):
+            L = len(c.S)
+            if L:
+                S[h - L:, j] = c.S
+                Y[h - L:, j] = c.Y
+                R[h - L:, j] = c.rho
+        A = np.zeros((h, nc))
+        for i in range(h - 1, -1, -1):
+            A[i] = R[i] * np.einsum("cd,cd->c", S[i], Q)
+            Q -= A[i][:, None] * Y[i]
+        sy = np.einsum("cd,cd->c", S[h - 1], Y[h - 1])
+        yy = np.einsum("cd,cd->c", Y[h - 1], Y[h - 1])
+        has = np.array([len(c.S) > 0 for c in cfgs])
+        Q *= np.where(has, sy / np.where(has, yy, 1.0), 1.0)[:, None]
+        for i in range(h):
+            b = R[i] * np.einsum("cd,cd->c", Y[i], Q)
+            Q += (A[i] - b)[:, None] * S[i]
+    for j, c in enumerate(cfgs):
+        c.set_direction(-Q[j])
+
+
+def _xt_z(Xb: np.ndarray, Z: np.ndarray, out: np.ndarray, k: int) -> np.ndarray:
+    """``Xb.T @ Z`` into ``out`` (d x k); a few columns go through BLAS-2 one by one."""
+    if 1 < k <= GEMV_MAX_K:
+        ZT = Z.T.copy()
+        for j in range(k):
+            out[:, j] = ZT[j] @ Xb
+    else:
+        np.matmul(Xb.T, Z, out=out)
+    return out
 
 
 def fit_many(family, X, y, params_list: Sequence[Mapping[str, Any]], *, X_val=None, y_val=None,

@@ -91,13 +91,16 @@ def net_class():
             self.act = acts[activation]
             self.dropout = float(dropout)
 
-        def forward(self, x, generator=None):
+        def forward(self, x, generator=None, masks=None):
+            """``masks`` (training only): one boolean keep-mask per hidden layer, given
+            instead of drawn from ``generator`` (synchronous data-parallel SGD draws the
+            whole batch's masks once and hands each worker its rows')."""
             h = (x - self.x_mean) / self.x_scale
             p = self.dropout
-            for lin in self.hidden:
+            for i, lin in enumerate(self.hidden):
                 h = self.act(lin(h))
                 if self.training and p > 0.0:
-                    keep = torch.rand(h.shape, generator=generator) >= p
+                    keep = masks[i] if masks is not None else torch.rand(h.shape, generator=generator) >= p
                     h = h * keep / (1.0 - p)
             return self.out(h).squeeze(-1)
 

@@ -7,11 +7,22 @@ numpy arrays and hands them to :func:`groupml.fitting.fit_group`.
 
 Buffers of aggregates that never reached their final function (the statement failed
 or was cancelled) are dropped when the next aggregate starts in a later transaction.
+
+Groups train in parallel although PostgreSQL calls the final function one group at a
+time: the first final call also starts the other complete-looking buffers of the same
+transaction in a thread pool (largest first, ``threads`` at a time, BLAS one thread
+each), and each later final call collects its group's result.  That is speculation: a
+buffer that receives rows after it was started (another aggregate in the same query
+still accumulating) is detected by its row count and trained again; rows appended while
+a thread reads the buffer go to a copy (:meth:`RowBuffer.add_rows`).  With a sorted
+(GroupAggregate) plan no other buffer exists at a final call, so nothing is speculated.
+Only the main thread talks to PostgreSQL (cancel checks, NOTICEs).
 """
 
 from __future__ import annotations
 
 import itertools
+import threading
 from array import array
 from typing import Dict, Optional
 
@@ -48,6 +59,8 @@ class RowBuffer:
             raise ArrayLengthError(
                 f"Every features array of a group must have the same length; expected {self.d} values, found {n}",
                 hint="Build the array from the same columns for every row, e.g. ARRAY[f1, f2, f3].")
+        if _exported(self.x) or _exported(self.y):
+            self.x, self.y = array("d", self.x), array("d", self.y)   # leave the read one alone
         mark = len(self.x)
         try:
             self.x.extend(features)
@@ -61,7 +74,19 @@ class RowBuffer:
         self.y.append(float(label))
 
 
+def _exported(a: array) -> bool:
+    """True when a buffer view of ``a`` exists (a training thread reads it)."""
+    try:
+        a.append(0.0)
+    except BufferError:
+        return True
+    a.pop()
+    return False
+
+
 _buffers: Dict[int, RowBuffer] = {}
+# handle -> (future, rows when started, abort event): groups started ahead of their final call
+_ahead: Dict[int, tuple] = {}
 _handles = itertools.count(1)
 _cost_models: Dict[tuple, object] = {}
 
@@ -90,6 +115,8 @@ def _current_txn() -> str:
 def _sweep(txn: str) -> None:
     for handle in [h for h, b in _buffers.items() if b.txn != txn]:
         del _buffers[handle]
+    for handle in [h for h in _ahead if h not in _buffers]:
+        _ahead.pop(handle)[2].set()            # a failed statement's threads stop at their next pass
 
 
 def _start(model, search, options) -> int:
@@ -123,7 +150,13 @@ def step(state, features, label, model, search, options):
         except TypeError:  # a NULL element: undo the partial extend, let the slow path count it
             del x[mark:]
             return _step_slow(state, features, label, model, search, options)
-        buf.y.append(label)  # a boolean label appends as 1.0 / 0.0
+        except BufferError:  # a training thread reads this buffer: continue on a copy
+            return _step_slow(state, features, label, model, search, options)
+        try:
+            buf.y.append(label)  # a boolean label appends as 1.0 / 0.0
+        except BufferError:
+            del x[mark:]
+            return _step_slow(state, features, label, model, search, options)
         return state
     return _step_slow(state, features, label, model, search, options)
 
@@ -142,12 +175,86 @@ def _step_slow(state, features, label, model, search, options):
     return state
 
 
-@sql_entry
-def final(state):
+def _arrays(buf: RowBuffer):
     import numpy as np
 
+    X = np.frombuffer(buf.x, dtype=np.float64).reshape(-1, buf.d)
+    y = np.frombuffer(buf.y, dtype=np.float64)
+    return X, y
+
+
+def _rows(buf: RowBuffer) -> tuple:
+    return (len(buf.x), len(buf.y), buf.skipped)
+
+
+def _fit(buf: RowBuffer, X, y, cost_model, check):
+    from threadpoolctl import threadpool_limits
+
+    from ..fitting import fit_group
+
+    # one BLAS thread: a backend is one core's worth of work, and OpenBLAS's idle threads
+    # spinning beside other backends cost more than they give on these tall, thin products
+    with threadpool_limits(limits=1, user_api="blas"):
+        return fit_group(X, y, buf.family, buf.search, buf.options, n_skipped=buf.skipped,
+                         interrupt_check=check, cost_model=cost_model)
+
+
+class _Stopped(Exception):
+    """Raised inside a training thread whose statement ended."""
+
+
+def _start_ahead(session, threads: int, handle: int, current: RowBuffer) -> None:
+    """Start this group and every other complete-looking buffer of this transaction in
+    ``threads`` threads, largest first."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    todo = [(h, b) for h, b in _buffers.items() if h not in _ahead and b.d is not None]
+    if not todo:
+        return
+    todo.append((handle, current))
+    todo.sort(key=lambda hb: -len(hb[1].y))
+    pool = ThreadPoolExecutor(threads, thread_name_prefix="groupml-final")
+    try:
+        for handle, buf in todo:
+            abort = threading.Event()
+
+            def check(abort=abort):
+                if abort.is_set():
+                    raise _Stopped()
+
+            X, y = _arrays(buf)
+            model = _cost_model(session, buf.family, buf.txn)
+            _ahead[handle] = (pool.submit(_fit, buf, X, y, model, check), _rows(buf), abort)
+            del X, y
+    finally:
+        pool.shutdown(wait=False)             # the threads end when the queue is empty
+
+
+def _collect(session, handle: int, buf: RowBuffer):
+    """The result started ahead for ``handle`` if its rows did not change since; else None."""
+    from concurrent.futures import FIRST_COMPLETED, wait
+
+    item = _ahead.pop(handle, None)
+    if item is None:
+        return None
+    future, rows, abort = item
+    if rows != _rows(buf):
+        abort.set()
+        return None
+    try:
+        while not future.done():
+            wait([future], timeout=0.25, return_when=FIRST_COMPLETED)
+            session.check_cancel()
+    except BaseException:
+        abort.set()
+        raise
+    return future.result()
+
+
+@sql_entry
+def final(state):
     from ..db import backend_session
-    from ..fitting import fit_group, empty_fit
+    from ..fitting import empty_fit
 
     if state is None:
         return empty_fit("no rows reached the aggregate")
@@ -156,14 +263,29 @@ def final(state):
         raise DataError("learn_over_groups lost its row buffer (the backend was reset mid-aggregate)",
                         hint="Run the statement again.")
     if buf.d is None:
+        _ahead.pop(state, None)
         return empty_fit("every row had a NULL label or NULL features", n_skipped=buf.skipped)
-    X = np.frombuffer(buf.x, dtype=np.float64).reshape(-1, buf.d)
-    y = np.frombuffer(buf.y, dtype=np.float64)
     session = backend_session()
-    result = fit_group(X, y, buf.family, buf.search, buf.options, n_skipped=buf.skipped,
-                       interrupt_check=session.check_cancel,
-                       cost_model=_cost_model(session, buf.family, buf.txn))
+    threads = int(buf.options.get("threads") or 0) or _default_threads()
+    try:
+        if threads > 1 and state not in _ahead:
+            _start_ahead(session, threads, state, buf)
+        result = _collect(session, state, buf)
+        if result is None:
+            X, y = _arrays(buf)
+            result = _fit(buf, X, y, _cost_model(session, buf.family, buf.txn), session.check_cancel)
+    except BaseException:
+        for _, _, abort in _ahead.values():   # cancel or error: the other threads stop too
+            abort.set()
+        _ahead.clear()
+        raise
     if buf.options.get("progress"):
         session.notice(f"groupml: trained a group of {result.n_train + result.n_validation} rows: {result.status}"
                        + (f", {result.metric} {result.score:.4f}" if result.score is not None else ""))
     return result.as_sql()
+
+
+def _default_threads() -> int:
+    from ..fitting import default_threads
+
+    return default_threads()

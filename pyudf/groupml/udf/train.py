@@ -11,20 +11,19 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import threading
 import time
 
 import numpy as np
 
 from ..db import backend_session, quote_ident
+from ..fitting import MAX_THREADS
 from ..validation import check_number
 from ..errors import InvalidParameterError, UndefinedObjectError
 from ._source import check_columns, check_select_privilege, columns, packed_row_expr
 from . import parse_object, sql_entry
 
 OWNER = "train_groups"
-MAX_THREADS = 4
 
 
 def _load_blocks(session, source: str, group_by, features, label, cols):
@@ -75,8 +74,9 @@ class _Stopped(Exception):
 
 
 def _threads_option(options: dict) -> int:
-    default = max(1, min(os.cpu_count() or 1, MAX_THREADS))
-    return check_number(options.get("threads", default), "threads", "train_groups options", ge=1,
+    from ..fitting import default_threads
+
+    return check_number(options.get("threads", default_threads()), "threads", "train_groups options", ge=1,
                         le=MAX_THREADS, integer=True,
                         hint=f"Groups trained at the same time in this backend (BLAS limited to one thread "
                              f"each); default min(CPUs, {MAX_THREADS}); 1 trains them one after another.")
@@ -91,13 +91,14 @@ def _fit_all(session, jobs, fit, threads):
     checks for cancel every 0.25 s, and on cancel or error the training threads stop at
     their next data pass.
     """
+    from threadpoolctl import threadpool_limits
+
     if threads <= 1 or len(jobs) <= 1:
-        for job in jobs:
-            yield job, fit(job, session.check_cancel)
+        with threadpool_limits(1):
+            for job in jobs:
+                yield job, fit(job, session.check_cancel)
         return
     from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-
-    from threadpoolctl import threadpool_limits
 
     abort = threading.Event()
 
@@ -242,7 +243,7 @@ def explain_train_groups(source, group_by, features, label, model, search, optio
                                                                   model, search, options)
     from ..executor.patterns import check_strategy, pattern_of
 
-    fit_options, _ = split_options(options_obj)
+    fit_options, exec_options = split_options(options_obj)
     family, spec, opts = _validate_model(model, search_obj, fit_options)
     pattern = pattern_of(family)
     check_strategy(pattern, strategy, model)
@@ -257,17 +258,32 @@ def explain_train_groups(source, group_by, features, label, model, search, optio
     sizes = {i: int(round(int(r["n"]) * (1 - frac))) for i, r in enumerate(rows)}
     keys = {i: r["gkey"] for i, r in enumerate(rows)}
     wl = workload_of(spec, family)
-    plan = make_plan(sizes, wl["n_configs"], wl["epochs"], workers, strategy, pattern=pattern)
+    from ..executor.costs import load_calibration
+
+    cal = load_calibration(session, model=model, pattern=pattern, source=source, features=features, search=search_obj,
+                           d=len(features), n_configs=wl["n_configs"])
+    plan = make_plan(sizes, wl["n_configs"], wl["epochs"], workers, strategy, pattern=pattern, blocks=wl["blocks"],
+                     calibration=cal)
     how = {"algebraic": "algebraic pattern (GAP: partial gradients of a group's shards summed, one update per "
                         "pass)",
            "sequential": "sequential pattern (a split group's configs hop from shard to shard within an epoch, "
                          "never on two workers at once; unsplit groups train on one worker)",
            "sampling": "sampling pattern (a split group is trained by LightGBM's own data-parallel mode across "
                        "the workers holding its shards; unsplit groups train on one worker)"}[pattern]
+    if pattern != "algebraic" and plan.strategy in ("mtp", "dp"):
+        how += {("sequential", "mtp"): "; MTP: each config's epoch block is one task on a worker holding a copy of "
+                                       "the whole group",
+                ("sequential", "dp"): "; DP: every group split over all workers, one synchronous round of partial "
+                                      "gradients per mini-batch step, the update applied by the coordinator",
+                ("sampling", "mtp"): "; MTP: each config's whole boosting run is one task on a worker holding a "
+                                     "copy of the group",
+                ("sampling", "dp"): "; DP: every group split over all workers, one LightGBM data-parallel job "
+                                    "per config"}[(pattern, plan.strategy)]
     out = []
     for name, est in plan.estimates.items():
         chosen = name == plan.strategy
-        pl = placement_for(name, sizes, workers, pattern) if chosen else None
+        pl = placement_for(name, sizes, workers, pattern,
+                           plan=plan if exec_options["placement"] == "auto" else None) if chosen else None
         for w, secs in enumerate(est.per_worker):
             shards = None
             if pl is not None:
