@@ -1,19 +1,31 @@
-"""TuPAQ Fig. 7 analogue: bandit early stopping (Alg. 3) on vs off, over several datasets.
+"""TuPAQ Fig. 7 analogue: bandit resource allocation (Alg. 3) on vs off, over several datasets.
 
-The same random search (n_trials configurations over l2, class_weight, solver gd/sgd/lbfgs
-and learning rate, TuPAQ's mixed space) runs through groupml.fitting.fit_group -- the code
-learn_over_groups runs in the backend -- without and with
-{"early_stopping": {"method": "bandit", "epsilon": 0.5, "partial_iters": 10}}.
-Reported per dataset: configuration-passes (data passes summed over configurations, the
-work TuPAQ counts), shared passes (one pass serves every config of the batch), wall
-seconds, validation error of the selected model, and its error on a separate test split.
-The alternative a user would pick -- a scikit-learn loop over the same configurations
-(LogisticRegression for lbfgs, SGDClassifier for gd/sgd), selected on the same validation
-rows -- runs in the same process.
+The paper's experiment (sections 4.2-4.3): random search over 625 configurations of a
+logistic model trained by gradient descent, 100 iterations per model, with four
+hyperparameters -- learning rate (1e-3..10), L2 (1e-4..1e2), size of a random projection
+(1..10 x d, the training rows down-sampled by the same factor) and the noise of the random
+feature matrix (1e-4..1e2); bandit epsilon 0.5, checked every 10 iterations against the
+best classification error so far; batches of O(10) models. Reported: scans of the training
+data summed over models, and the validation error of the selected model, for No Bandit,
+Bandit, Budget (every model gets exactly 10 iterations) and Baseline (majority class).
 
-    python bench/bench_bandit.py [--quick] [--trials N] [--seed S]
+``--space tupaq`` (default) runs that space. Random features differ per configuration, so
+each configuration gets its own feature matrix and its own GLMTrainer (k = 1); the search
+procedure, the bandit and the planner loop are groupml's (RandomSearch + BanditStopping +
+run_search) with ``slots`` configurations in flight. ``--space gd`` (TuPAQ's ranges for
+lr and l2 only, no random features) and ``--space mixed`` (lbfgs/gd/sgd, class_weight)
+run through groupml.fitting.fit_group -- the code learn_over_groups runs -- with W d x k
+batching, next to a scikit-learn loop over the same configurations.
+
+Counts, not wall time, are the result: "cfg-passes" = data passes summed over
+configurations, eliminated configurations' passes included.
+
+    python bench/bench_bandit.py [--quick] [--space tupaq|gd|mixed] [--metric accuracy|logloss]
+                                 [--trials 625] [--slots 10] [--check every|once]
+                                 [--epsilon 0.5[,1,...]] [--seed 7]
 """
 import argparse
+import math
 import os
 import sys
 import time
@@ -24,21 +36,31 @@ import numpy as np
 sys.path.insert(0, os.environ.get("GROUPML_PYUDF") or
                 os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyudf"))
 from groupml.fitting import fit_group  # noqa: E402
+from groupml.learners import GLMTrainer, holdout_mask, load_model  # noqa: E402
+from groupml.search import BanditStopping, make_procedure, parse_search, run_search  # noqa: E402
 
 ap = argparse.ArgumentParser()
-ap.add_argument("--quick", action="store_true")
-ap.add_argument("--trials", type=int, default=None)
+ap.add_argument("--quick", action="store_true", help="smaller generated data, no datagen set")
+ap.add_argument("--trials", type=int, default=625, help="configurations (TuPAQ 4.3: 625)")
+ap.add_argument("--slots", type=int, default=10, help="configurations in flight (TuPAQ 4.4: O(10))")
 ap.add_argument("--seed", type=int, default=7)
-ap.add_argument("--epsilon", type=float, default=0.5)
+ap.add_argument("--epsilon", default="0.5",
+                help="bandit slack; a comma-separated list runs one bandit arm per value (the first in the "
+                     "main table, all in the trade-off summary)")
 ap.add_argument("--partial-iters", type=int, default=10)
+ap.add_argument("--space", default="tupaq", choices=("tupaq", "gd", "mixed"),
+                help="tupaq: lr, l2, random-feature size and noise (TuPAQ 4.2); gd: lr and l2 only; "
+                     "mixed: l2, class_weight, solver lbfgs|gd|sgd, lr")
+ap.add_argument("--metric", default="accuracy", choices=("accuracy", "logloss"),
+                help="validation loss the search and the bandit use (TuPAQ: classification error)")
+ap.add_argument("--check", default="every", choices=("every", "once"),
+                help="tupaq space only: bandit test at every partial_iters checkpoint (Alg. 2/3) or "
+                     "only at the first (for comparison)")
 ap.add_argument("--skip-sklearn", action="store_true")
-ap.add_argument("--space", default="tupaq", choices=("tupaq", "mixed"),
-                help="tupaq: the paper's section 4.2/4.3 setting -- gradient descent, 100 iterations per "
-                     "model, lr in (1e-3, 10), l2 in (1e-4, 1e2), log scale; mixed: lbfgs/gd/sgd with "
-                     "l2 in (1e-6, 1), lr in (1e-3, 3)")
-ap.add_argument("--metric", default="accuracy", choices=("accuracy", "logloss", "auc"),
-                help="validation metric the search and the bandit use (the error reported is 1 - accuracy)")
 a = ap.parse_args()
+
+ITERS = 100          # iterations allotted to every model (TuPAQ 4.3)
+EPOCH = 10           # one block = partial_iters iterations, so the bandit sees every checkpoint
 
 
 def datasets(quick):
@@ -46,7 +68,7 @@ def datasets(quick):
     from sklearn.preprocessing import StandardScaler
 
     out = []
-    X, y = make_classification(n_samples=5000 if quick else 50000, n_features=40, n_informative=12,
+    X, y = make_classification(n_samples=3000 if quick else 10000, n_features=40, n_informative=12,
                                random_state=0)
     out.append(("generated", X, y))
     X, y = load_breast_cancer(return_X_y=True)
@@ -58,7 +80,7 @@ def datasets(quick):
     if not quick:
         from groupml.datagen import grouped_classification
 
-        g = grouped_classification(40000, 1, 20, seed=3)
+        g = grouped_classification(10000, 1, 20, seed=3)
         out.append(("datagen group", np.column_stack([g[f"f{i}"] for i in range(1, 21)]), g["label"]))
     res = []
     for name, X, y in out:
@@ -69,57 +91,172 @@ def datasets(quick):
     return res
 
 
-def space(trials, seed):
+EPSILONS = [float(e) for e in a.epsilon.split(",")]
+
+
+def search_spec(trials, arm, epsilon=None):
+    """The random search of one arm: 'off', 'on' (bandit with ``epsilon``) or 'budget'
+    (10 iterations each)."""
+    spec = {"method": "random", "n_trials": trials, "seed": a.seed, "epoch_iters": EPOCH,
+            "max_epochs": 1 if arm == "budget" else ITERS // EPOCH}
+    if arm == "on":
+        spec["early_stopping"] = {"method": "bandit", "epsilon": epsilon, "partial_iters": a.partial_iters}
     if a.space == "tupaq":
-        # TuPAQ 4.3: every model is allocated 100 iterations; after 10, models not within 50% of
-        # the best error so far are stopped. Ranges of section 4.2 (no random features here).
-        return {"method": "random", "n_trials": trials, "seed": seed, "epoch_iters": 5, "max_epochs": 20,
-                "space": {"solver": "gd", "lr": {"loguniform": [1e-3, 10]}, "l2": {"loguniform": [1e-4, 1e2]},
-                          "max_iter": 100, "tol": 1e-12}}
-    return {"method": "random", "n_trials": trials, "seed": seed, "epoch_iters": 5, "max_epochs": 20,
-            "space": {"l2": {"loguniform": [1e-6, 1]}, "class_weight": {"choice": [None, "balanced"]},
-                      "solver": {"choice": ["lbfgs", "gd", "sgd"]}, "lr": {"loguniform": [1e-3, 3]},
-                      "max_iter": 100}}
+        spec["space"] = {"lr": {"loguniform": [1e-3, 10]}, "l2": {"loguniform": [1e-4, 1e2]},
+                         "rf_scale": {"uniform": [1, 10]}, "rf_noise": {"loguniform": [1e-4, 1e2]}}
+    elif a.space == "gd":
+        spec["space"] = {"solver": "gd", "lr": {"loguniform": [1e-3, 10]}, "l2": {"loguniform": [1e-4, 1e2]},
+                         "max_iter": ITERS, "tol": 1e-12}
+    else:
+        spec["space"] = {"l2": {"loguniform": [1e-6, 1]}, "class_weight": {"choice": [None, "balanced"]},
+                         "solver": {"choice": ["lbfgs", "gd", "sgd"]}, "lr": {"loguniform": [1e-3, 3]},
+                         "max_iter": ITERS}
+    if a.space != "tupaq":
+        spec["slots"] = a.slots
+    return spec
 
 
-def test_error(res, Xte, yte):
-    from groupml.learners import load_model
+# ----------------------------------------------------------------- TuPAQ's random-feature space
+class RandomFeatures:
+    """Rahimi-Recht random Fourier features of one configuration, reproducible from its id.
 
+    D = round(rf_scale * d) features sqrt(2/D) cos(X W + b), W ~ N(0, rf_noise^2),
+    b ~ U(0, 2 pi); the training rows are down-sampled by the factor D / d (TuPAQ 4.2).
+    """
+
+    def __init__(self, seed, trial_id, d, params):
+        rng = np.random.default_rng([seed, trial_id])
+        self.D = max(1, int(round(params["rf_scale"] * d)))
+        self.W = rng.normal(0.0, params["rf_noise"], size=(d, self.D))
+        self.b = rng.uniform(0.0, 2 * np.pi, self.D)
+        self.rng = rng
+
+    def __call__(self, X):
+        return math.sqrt(2.0 / self.D) * np.cos(X @ self.W + self.b)
+
+    def rows(self, y):
+        """Training rows kept: n * d / D of them, both classes present."""
+        n = len(y)
+        m = min(n, max(2, int(round(n * self.W.shape[0] / self.D))))
+        rows = self.rng.choice(n, size=m, replace=False)
+        for cls in (0.0, 1.0):
+            if not np.any(y[rows] == cls):
+                rows = np.append(rows, np.flatnonzero(y == cls)[0])
+        return np.sort(rows)
+
+
+class RandomFeatureTrainer:
+    """engine.Trainer over per-configuration random features: one GLMTrainer per configuration.
+
+    ``config_passes`` counts every iteration of every unfinished configuration (an
+    iteration is one gradient-descent pass over that configuration's training rows).
+    A configuration leaving the search keeps only its validation loss, metrics and model.
+    """
+
+    def __init__(self, Xtr, ytr, Xva, yva, metric, seed):
+        self.Xtr, self.ytr, self.Xva, self.yva = Xtr, ytr, Xva, yva
+        self.metric, self.seed = metric, seed
+        self.passes = 0
+        self.config_passes = 0
+        self._live = {}
+        self.done = {}          # trial_id -> (score, metrics, model)
+
+    def add(self, trial_id, params):
+        fm = RandomFeatures(self.seed, trial_id, self.Xtr.shape[1], params)
+        rows = fm.rows(self.ytr)
+        t = GLMTrainer("logistic", fm(self.Xtr[rows]), self.ytr[rows], fm(self.Xva), self.yva,
+                       metric=self.metric)
+        t.add(trial_id, {"solver": "gd", "lr": params["lr"], "l2": params["l2"], "max_iter": ITERS,
+                         "tol": 1e-12})
+        self._live[trial_id] = t
+
+    def remove(self, trial_id):
+        t = self._live.pop(trial_id)
+        self.done[trial_id] = (t.score(trial_id), t.metrics(trial_id), t.model(trial_id))
+
+    def active(self):
+        return sorted(self._live)
+
+    def run(self, iterations):
+        most = 0
+        for tid, t in self._live.items():
+            if not t.converged(tid):
+                p0 = t.passes
+                t.run(iterations)
+                self.config_passes += t.passes - p0
+                most = max(most, t.passes - p0)
+        self.passes += most
+
+    def converged(self, trial_id):
+        return self._live[trial_id].converged(trial_id)
+
+    def score(self, trial_id):
+        return self._live[trial_id].score(trial_id)
+
+
+class _CheckOnce(BanditStopping):
+    """For --check once: the test only at the first checkpoint (survivors never re-checked)."""
+
+    def is_checkpoint(self, epoch):
+        return epoch == self.check_epoch
+
+
+def run_tupaq_arm(arm, Xtr, ytr, Xte, yte, trials, epsilon=None):
+    val = holdout_mask(Xtr, ytr, 0.2, 0)          # the split fit_group uses
+    trainer = RandomFeatureTrainer(Xtr[~val], ytr[~val], Xtr[val], ytr[val], a.metric, a.seed)
+    spec = parse_search(search_spec(trials, arm, epsilon))
+    proc = make_procedure(spec)
+    if arm == "on" and a.check == "once":
+        proc = _CheckOnce(proc.inner, epsilon=proc.epsilon, check_epoch=proc.check_epoch)
+    t0 = time.perf_counter()
+    result = run_search(proc, trainer, slots=a.slots, epoch_iters=EPOCH)
+    secs = time.perf_counter() - t0
+    best = result.best.trial_id
+    _, metrics, model = trainer.done[best]
+    fm = RandomFeatures(a.seed, best, Xtr.shape[1], result.best.params)
+    test_err = float(np.mean(model.predict(fm(Xte)) != (yte > 0.5)))
+    eliminated = sum(1 for t in result.trials if (t.stop_reason or "").startswith("bandit"))
+    return dict(cfg=trainer.config_passes, secs=secs, val=1 - metrics["accuracy"], test=test_err,
+                eliminated=eliminated, baseline=min(ytr[val].mean(), 1 - ytr[val].mean()))
+
+
+# ------------------------------------------------------------------- fit_group spaces (gd, mixed)
+def run_fit_group_arm(arm, Xtr, ytr, Xte, yte, trials, epsilon=None):
+    t0 = time.perf_counter()
+    res = fit_group(Xtr, ytr, "logistic", search_spec(trials, arm, epsilon), {"seed": 0, "metric": a.metric})
+    secs = time.perf_counter() - t0
     model = load_model(res.model)
-    p = model.predict(Xte)
-    return float(np.mean((np.asarray(p) > 0.5) != (yte > 0.5)))
+    val = holdout_mask(Xtr, ytr, 0.2, 0)
+    return dict(cfg=sum(t["passes"] for t in res.trials), secs=secs, val=1 - res.metrics["accuracy"],
+                test=float(np.mean(model.predict(Xte) != (yte > 0.5))),
+                eliminated=sum(1 for t in res.trials if (t["stop_reason"] or "").startswith("bandit")),
+                baseline=min(ytr[val].mean(), 1 - ytr[val].mean()))
 
 
 def sklearn_loop(trials, Xtr, ytr, Xte, yte):
     """Fit every configuration of the same random search one at a time with scikit-learn."""
-    from groupml.search import make_procedure, parse_search
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression, SGDClassifier
+    from sklearn.metrics import log_loss
 
-    spec = parse_search(space(trials, a.seed))
-    configs = [t.params for t in make_procedure(spec).ask(trials)]
-    from groupml.learners import holdout_mask
-
-    val = holdout_mask(Xtr, ytr, 0.2, 0)          # the split fit_group uses
+    configs = [t.params for t in make_procedure(parse_search(search_spec(trials, "off"))).ask(trials)]
+    val = holdout_mask(Xtr, ytr, 0.2, 0)
     Xa, ya, Xv, yv = Xtr[~val], ytr[~val], Xtr[val], ytr[val]
     n = len(ya)
     t0 = time.perf_counter()
     best = None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
+        warnings.simplefilter("ignore", RuntimeWarning)
         for p in configs:
             if p["solver"] == "lbfgs":
-                m = LogisticRegression(C=1 / (n * p["l2"]), class_weight=p.get("class_weight"), max_iter=100)
+                m = LogisticRegression(C=1 / (n * p["l2"]), class_weight=p.get("class_weight"), max_iter=ITERS)
             else:
                 m = SGDClassifier(loss="log_loss", alpha=p["l2"], learning_rate="constant", eta0=p["lr"],
-                                  max_iter=100, class_weight=p.get("class_weight"), random_state=0)
+                                  max_iter=ITERS, class_weight=p.get("class_weight"), random_state=0)
             m.fit(Xa, ya)
             if a.metric == "logloss":
-                from sklearn.metrics import log_loss
-                err = log_loss(yv, m.predict_proba(Xv)[:, 1], labels=[0, 1])
-            elif a.metric == "auc":
-                from sklearn.metrics import roc_auc_score
-                err = -roc_auc_score(yv, m.predict_proba(Xv)[:, 1])
+                err = log_loss(yv, np.clip(m.predict_proba(Xv)[:, 1], 1e-15, 1 - 1e-15), labels=[0, 1])
             else:
                 err = 1 - m.score(Xv, yv)
             if best is None or err < best[0]:
@@ -128,32 +265,50 @@ def sklearn_loop(trials, Xtr, ytr, Xte, yte):
 
 
 def main():
-    trials = a.trials or (24 if a.quick else 40)
-    es = {"method": "bandit", "epsilon": a.epsilon, "partial_iters": a.partial_iters}
-    what = ("gd, lr in (1e-3, 10), l2 in (1e-4, 1e2)" if a.space == "tupaq"
-            else "l2, class_weight, solver lbfgs|gd|sgd, lr")
-    print(f"random search ({a.space} space), {trials} configs ({what}), epoch = 5 iterations, "
-          f"max_iter 100; bandit epsilon {a.epsilon}, partial_iters {a.partial_iters}; metric {a.metric}")
-    print(f"{'dataset':<15} {'n':>6} {'d':>3} | {'cfg-passes off':>14} {'on':>6} {'saved':>6} | "
-          f"{'passes off':>10} {'on':>5} | {'sec off':>7} {'on':>6} | {'val err off':>11} {'on':>6} | "
-          f"{'test err off':>12} {'on':>6} | {'sklearn s':>9} {'test err':>8}")
-    tot_off = tot_on = 0
+    trials = a.trials
+    run_arm = run_tupaq_arm if a.space == "tupaq" else run_fit_group_arm
+    what = {"tupaq": "lr 1e-3..10, l2 1e-4..1e2, random features 1..10 x d with noise 1e-4..1e2",
+            "gd": "gd, lr 1e-3..10, l2 1e-4..1e2",
+            "mixed": "l2 1e-6..1, class_weight, solver lbfgs|gd|sgd, lr 1e-3..3"}[a.space]
+    eps0 = EPSILONS[0]
+    print(f"random search, {trials} configs ({what}); {ITERS} iterations per model, {a.slots} in flight; "
+          f"bandit epsilon {eps0:g}, every {a.partial_iters} iterations"
+          f"{' (first checkpoint only)' if a.check == 'once' and a.space == 'tupaq' else ''}; "
+          f"metric {a.metric}; seed {a.seed}; budget arm: {EPOCH} iterations per model")
+    print(f"{'dataset':<15} {'n':>5} {'d':>3} | {'cfg-passes off':>14} {'on':>6} {'saved':>6} "
+          f"{'elim':>4} | {'budget':>6} {'saved':>6} | {'val err off':>11} {'on':>6} {'budget':>6} "
+          f"{'base':>6} {'n val':>5} | {'test err off':>12} {'on':>6} | {'sec off':>7} {'on':>6} | "
+          f"sklearn s, test err")
+    tot = {"off": 0, "budget": 0}
+    tot.update({e: 0 for e in EPSILONS})
+    delta = {e: [] for e in EPSILONS}
     for name, Xtr, ytr, Xte, yte in datasets(a.quick):
-        rows = {}
-        for arm, extra in (("off", {}), ("on", {"early_stopping": es})):
-            t0 = time.perf_counter()
-            res = fit_group(Xtr, ytr, "logistic", dict(space(trials, a.seed), **extra), {"seed": 0, "metric": a.metric})
-            secs = time.perf_counter() - t0
-            cfg = sum(t["passes"] for t in res.trials)
-            rows[arm] = (cfg, res.passes, secs, 1 - res.metrics["accuracy"], test_error(res, Xte, yte))
-        tot_off += rows["off"][0]
-        tot_on += rows["on"][0]
-        sk = "" if a.skip_sklearn else "{:9.2f} {:8.3f}".format(*sklearn_loop(trials, Xtr, ytr, Xte, yte))
-        off, on = rows["off"], rows["on"]
-        print(f"{name:<15} {len(ytr):>6} {Xtr.shape[1]:>3} | {off[0]:>14} {on[0]:>6} {1 - on[0] / off[0]:>6.0%} | "
-              f"{off[1]:>10} {on[1]:>5} | {off[2]:>7.2f} {on[2]:>6.2f} | {off[3]:>11.3f} {on[3]:>6.3f} | "
-              f"{off[4]:>12.3f} {on[4]:>6.3f} | {sk}", flush=True)
-    print(f"total configuration-passes: off {tot_off}, on {tot_on}, saved {1 - tot_on / tot_off:.0%}")
+        rows = {arm: run_arm(arm, Xtr, ytr, Xte, yte, trials) for arm in ("off", "budget")}
+        for e in EPSILONS:
+            rows[e] = run_arm("on", Xtr, ytr, Xte, yte, trials, e)
+        for arm in tot:
+            tot[arm] += rows[arm]["cfg"]
+        off, on, bud = rows["off"], rows[eps0], rows["budget"]
+        for e in EPSILONS:
+            delta[e].append((name, rows[e]["cfg"] / off["cfg"], rows[e]["val"] - off["val"]))
+        sk = ""
+        if a.space != "tupaq" and not a.skip_sklearn:
+            sk = "{:.2f} s, {:.3f}".format(*sklearn_loop(trials, Xtr, ytr, Xte, yte))
+        n_val = int(holdout_mask(Xtr, ytr, 0.2, 0).sum())
+        print(f"{name:<15} {len(ytr):>5} {Xtr.shape[1]:>3} | {off['cfg']:>14} {on['cfg']:>6} "
+              f"{1 - on['cfg'] / off['cfg']:>6.1%} {on['eliminated']:>4} | {bud['cfg']:>6} "
+              f"{1 - bud['cfg'] / off['cfg']:>6.1%} | {off['val']:>11.4f} {on['val']:>6.4f} "
+              f"{bud['val']:>6.4f} {off['baseline']:>6.4f} {n_val:>5} | {off['test']:>12.4f} "
+              f"{on['test']:>6.4f} | {off['secs']:>7.1f} {on['secs']:>6.1f} | {sk}", flush=True)
+    print(f"total configuration-passes: off {tot['off']}, bandit {tot[eps0]} "
+          f"(saved {1 - tot[eps0] / tot['off']:.1%}), budget {tot['budget']} "
+          f"(saved {1 - tot['budget'] / tot['off']:.1%})")
+    print("trade-off (saved configuration-passes; validation error with the bandit minus without, pt):")
+    for e in EPSILONS:
+        per = ", ".join(f"{name} {100 * dv:+.2f}" for name, _, dv in delta[e])
+        ok = sum(1 for _, _, dv in delta[e] if dv <= 0.01 + 1e-12)
+        print(f"  epsilon {e:g}: saved {1 - tot[e] / tot['off']:.1%}; {per}; within 1 pt on {ok} of "
+              f"{len(delta[e])} datasets")
 
 
 if __name__ == "__main__":

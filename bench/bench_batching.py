@@ -8,9 +8,17 @@ iterations, same data, one configuration at a time), runs in the same process. E
 timing is the fastest of --repeat runs (the machine is shared).
 
     python bench/bench_batching.py [--quick] [--rows N] [--threads T]
+    python bench/bench_batching.py --scan [--quick]
 
 --threads limits BLAS threads for both sides (default 1: the machine is shared; one
 PostgreSQL backend is one process).
+
+--scan measures TuPAQ's own regime, where every data pass is a scan of the table: a
+throwaway cluster, one table of n rows and d float8 columns, a training snapshot, and
+``CALL groupml.train_groups(..., workers => 1, strategy => 'gtp')`` with
+``worker_memory_mb = 0`` so the worker re-reads the snapshot blocks on every pass
+(Kingpin's spill mode: what happens when a group does not fit the worker's memory).
+The same M configurations run with ``slots = k``; the time is the CALL's wall time.
 """
 import argparse
 import os
@@ -32,6 +40,7 @@ ap.add_argument("--iters", type=int, default=20)
 ap.add_argument("--models", type=int, default=20)
 ap.add_argument("--skip-sklearn", action="store_true")
 ap.add_argument("--repeat", type=int, default=3, help="time every measurement this often, keep the fastest")
+ap.add_argument("--scan", action="store_true", help="every pass scans the table (train_groups, spill mode)")
 a = ap.parse_args()
 
 KS = (1, 2, 5, 10, 20)
@@ -100,5 +109,68 @@ def main():
                       flush=True)
 
 
+def scan_table(conn, n, d, seed=0):
+    """Table ``t_<d>``: one group, d float8 features, label y; returns its name."""
+    from psycopg import sql
+
+    X, y = data(n, d, seed)
+    name = f"t_{d}"
+    cols = [sql.SQL("{} float8").format(sql.Identifier(f"f{j + 1}")) for j in range(d)]
+    conn.execute(sql.SQL("CREATE TABLE {} (g int, {}, y float8)").format(sql.Identifier(name), sql.SQL(", ").join(cols)))
+    with conn.cursor().copy(sql.SQL("COPY {} FROM STDIN").format(sql.Identifier(name))) as cp:
+        for i in range(n):
+            cp.write_row([1, *X[i].tolist(), float(y[i])])
+    conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(name)))
+    return name
+
+
+def scan_run(conn, table, d, l2s, k, iters, snapshot):
+    import json
+
+    feats = [f"f{j + 1}" for j in range(d)]
+    search = {"method": "grid", "space": {"l2": l2s, "max_iter": [iters], "tol": [1e-12]}, "slots": k}
+    options = {"worker_memory_mb": 0, "keep_snapshot": True, "validation_fraction": 0.05}
+    if snapshot is not None:
+        options["snapshot"] = snapshot
+    t0 = time.perf_counter()
+    conn.execute("CALL groupml.train_groups(source => %s, group_by => ARRAY['g'], features => %s, label => 'y', "
+                 "model => 'logistic', search => %s::jsonb, options => %s::jsonb, workers => 1, strategy => 'gtp')",
+                 [table, feats, json.dumps(search), json.dumps(options)])
+    secs = time.perf_counter() - t0
+    run = conn.execute("SELECT max(run_id) FROM groupml.runs").fetchone()[0]
+    sid = conn.execute("SELECT snapshot_id FROM groupml.grouped_runs WHERE run_id = %s", [run]).fetchone()[0]
+    passes = conn.execute("SELECT count(*) FROM groupml.run_schedule WHERE run_id = %s AND kind = 'pass'",
+                          [run]).fetchone()[0]
+    return secs, passes, sid
+
+
+def scan_main():
+    import psycopg
+
+    from groupml.devcluster import TempCluster
+
+    sizes = {100: 20000 if a.quick else 100000, 1000: 4000 if a.quick else 20000}
+    if a.rows:
+        sizes = {d: a.rows for d in sizes}
+    models = 10 if a.quick else a.models
+    l2s = [float(v) for v in np.logspace(-6, 0, models)]
+    print(f"scan-bound (every pass re-reads the snapshot table): logistic, {a.iters} L-BFGS iterations per model, "
+          f"{models} models, one worker backend, worker_memory_mb 0")
+    print(f"{'d':>5} {'n':>7} {'k':>3} {'seconds':>8} {'passes':>6} {'models/h':>10} {'vs k=1':>7}")
+    with TempCluster() as cluster, psycopg.connect(cluster.dsn(), autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION groupml CASCADE")
+        for d, n in sizes.items():
+            table = scan_table(conn, n, d)
+            _, _, sid = scan_run(conn, table, d, l2s[:2], 2, 2, None)       # builds the snapshot; warm-up
+            base = None
+            for k in KS:
+                if k > models:
+                    continue
+                secs, passes, _ = min(scan_run(conn, table, d, l2s, k, a.iters, sid) for _ in range(a.repeat))
+                rate = models / secs * 3600
+                base = base or rate
+                print(f"{d:>5} {n:>7} {k:>3} {secs:8.2f} {passes:6d} {rate:10.0f} {rate / base:6.2f}x", flush=True)
+
+
 if __name__ == "__main__":
-    main()
+    scan_main() if a.scan else main()

@@ -34,7 +34,7 @@ def test_budget_grid_random_tpe():
     assert "TPE" in b.note and b.early_stopping is None
     b = search_budget(parse_search({"method": "random", "space": SPACE,
                                     "early_stopping": {"epsilon": 0.2, "partial_iters": 25}}))
-    assert b.early_stopping.startswith("bandit (epsilon 0.2, check after 3 epoch block(s) = 30 iterations)")
+    assert b.early_stopping.startswith("bandit (epsilon 0.2, check every 3 epoch block(s) = 30 iterations)")
 
 
 def test_budget_hyperband_r81_eta3():

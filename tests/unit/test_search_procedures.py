@@ -233,29 +233,79 @@ def test_asha_same_block_arrivals_are_ranked_together():
 
 # ---------------------------------------------------------------------------- bandit
 def test_bandit_rule_forms():
-    assert bandit_keeps(1.5, 1.0, 0.5) and not bandit_keeps(1.51, 1.0, 0.5)
-    # for positive losses it is TuPAQ's quality*(1+eps) >= quality(best) with quality = 1/loss
-    for loss in (0.2, 0.9, 1.49, 1.5, 1.6, 7.0):
-        assert bandit_keeps(loss, 1.0, 0.5) == ((1 / loss) * 1.5 >= 1 / 1.0)
-    assert bandit_keeps(-0.6, -1.0, 0.5) and not bandit_keeps(-0.4, -1.0, 0.5)
+    # TuPAQ Alg. 3: keep iff quality(m) * (1 + eps) > quality(best), quality = 1 / loss
+    assert bandit_keeps(1.49, 1.0, 0.5) and not bandit_keeps(1.5, 1.0, 0.5)
+    for loss in (0.2, 0.9, 1.0, 1.49, 1.5, 1.6, 7.0):
+        assert bandit_keeps(loss, 1.0, 0.5) == ((1 / loss) * 1.5 > 1 / 1.0)
+    # a config tied with the best is never eliminated, also with eps = 0 or best = 0
+    assert bandit_keeps(1.0, 1.0, 0.0) and not bandit_keeps(1.0001, 1.0, 0.0)
+    assert bandit_keeps(0.0, 0.0, 0.5) and not bandit_keeps(0.01, 0.0, 0.5)
+    # negative losses (e.g. -AUC): within eps * |best| above the best
+    assert bandit_keeps(-0.6, -1.0, 0.5) and not bandit_keeps(-0.5, -1.0, 0.5)
+    assert not bandit_keeps(-0.4, -1.0, 0.5)
 
 
-def test_bandit_eliminates_after_partial_iters():
-    spec = parse_search({"x": [0, 1, 2, 3, 4], "max_epochs": 5,
+def test_bandit_checks_at_every_partial_iters_checkpoint():
+    spec = parse_search({"x": [0, 1, 2, 3, 4], "max_epochs": 8,
                          "early_stopping": {"epsilon": 0.5, "partial_iters": 20}})
     proc = make_procedure(spec)
     assert isinstance(proc, BanditStopping) and proc.check_epoch == 2
     proc.ask(5)
-    # epoch 1 is before the check: nobody is eliminated even if bad
+    # epoch 1 is not a checkpoint (10 of 20 iterations): nobody is eliminated even if bad
     assert set(proc.tell_block([Report(t, 1, 9.0 + t) for t in range(5)]).values()) == {C}
-    losses = [1.0, 1.4, 1.6, 3.0, 1.5]       # best 1.0 -> keep loss <= 1.5
+    losses = [1.0, 1.4, 1.6, 3.0, 1.5]       # best 1.0 -> keep loss < 1.5
     dec = proc.tell_block([Report(t, 2, losses[t]) for t in range(5)])
-    assert dec == {0: C, 1: C, 2: S, 3: S, 4: C}
-    assert proc.reason(3) == "bandit: loss 3 after 2 epochs is worse than best 1 with slack epsilon=0.5"
-    assert proc.running() == [0, 1, 4]
-    # after the check survivors are not checked again, even when far behind
-    assert proc.tell_block([Report(1, 3, 50.0), Report(0, 3, 0.1)]) == {0: C, 1: C}
-    assert proc.checked == 5 and proc.stopped_count == 2
+    assert dec == {0: C, 1: C, 2: S, 3: S, 4: S}
+    assert proc.reason(3) == ("bandit: loss 3 after 2 epochs is not within epsilon=0.5 of the best "
+                              "loss so far 1")
+    assert proc.running() == [0, 1]
+    # epoch 3 is not a checkpoint: trial 1 continues although 50 is far behind 0.25
+    assert proc.tell_block([Report(0, 3, 0.25), Report(1, 3, 50.0)]) == {0: C, 1: C}
+    # epoch 4 is: best is 0.25 (reported at epoch 3), so 0.375 (= 1.5 * 0.25) goes, 0.3 stays
+    assert proc.tell_block([Report(0, 4, 0.3), Report(1, 4, 0.375)]) == {0: C, 1: S}
+    assert proc.best == 0.25
+    # the best is the lowest loss ever reported: trial 0 is checked against its own 0.25
+    assert proc.tell_block([Report(0, 5, 0.5)]) == {0: C}          # not a checkpoint
+    assert proc.tell_block([Report(0, 6, 0.375)]) == {0: S}        # checkpoint, 0.375 = 1.5 * 0.25
+    assert proc.reason(0).startswith("bandit: loss 0.375 after 6 epochs")
+    assert proc.checked == 5 + 2 + 1 and proc.stopped_count == 5
+    assert proc.finished()
+
+
+def test_bandit_best_includes_converged_trials_and_never_stops_them():
+    proc = make_procedure(parse_search({"x": [0, 1, 2], "max_epochs": 9,
+                                        "early_stopping": {"epsilon": 0.5, "partial_iters": 10}}))
+    assert proc.check_epoch == 1
+    proc.ask(3)
+    # trial 2 converges with 0.2; trial 1 (0.31 >= 1.5 * 0.2) goes; trial 0 (0.29) stays
+    dec = proc.tell_block([Report(0, 1, 0.29), Report(1, 1, 0.31), Report(2, 1, 0.2, converged=True)])
+    assert dec[0] is C and dec[1] is S and proc.best == 0.2
+    # a converged ("fully trained") model far behind the best is not eliminated
+    proc.tell_block([Report(0, 2, 0.9, converged=True)])
+    assert proc.stopped_count == 1 and proc.checked == 2 and proc.reason(0) == "converged"
+
+
+def test_bandit_in_the_driver_hand_computed():
+    """quad_loss for lr 0.1 / 1 / 10 after e blocks: 1 + 2/e, 2 + 2/e, 5 + 2/e."""
+    es = {"epsilon": 0.5, "partial_iters": 10}
+    # one slot: lr 0.1 trains its 3 blocks (3, 2, 1.667); then lr 1 (4 >= 1.5 * 1.667 = 2.5)
+    # and lr 10 (7) are eliminated by the finished trial after their first block.
+    one = run_search(make_procedure(parse_search({"lr": [0.1, 1, 10], "max_epochs": 3,
+                                                  "early_stopping": es})),
+                     FakeTrainer(), slots=1, epoch_iters=10)
+    assert [t.epochs for t in one.trials] == [3, 1, 1]
+    assert [t.status for t in one.trials] == ["stopped"] * 3
+    assert one.trials[0].stop_reason == "budget"
+    assert one.trials[1].stop_reason.startswith("bandit: loss 4 after 1 epochs")
+    assert one.passes == 5 * 10 and one.best.params == {"lr": 0.1}
+    # two slots: lr 0.1 and lr 1 run together; block 1: 3 vs 4 (< 4.5, kept); block 2: 2 vs 3
+    # (= 1.5 * 2, eliminated at the second checkpoint); lr 10 then fails its first check.
+    two = run_search(make_procedure(parse_search({"lr": [0.1, 1, 10], "max_epochs": 3,
+                                                  "early_stopping": es})),
+                     FakeTrainer(), slots=2, epoch_iters=10)
+    assert [t.epochs for t in two.trials] == [3, 2, 1]
+    assert two.trials[1].stop_reason.startswith("bandit: loss 3 after 2 epochs")
+    assert two.passes == 3 * 10 and two.best.params == {"lr": 0.1}
 
 
 def test_bandit_saves_passes_in_the_driver():

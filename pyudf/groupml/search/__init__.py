@@ -18,7 +18,7 @@ from ._basic import FixedBudgetProcedure, GridSearch, RandomSearch
 from ._tpe import TPESearch
 from ._halving import ASHA, Hyperband, SuccessiveHalving, halving_rungs, hyperband_brackets
 from ._bandit import BanditStopping, bandit_keeps
-from ._driver import EpochEvent, SearchResult, best_trial, make_procedure, run_search
+from ._driver import EpochEvent, SearchResult, best_trial, make_procedure, run_search, search_state
 from ._budget import SearchBudget, search_budget
 
 __all__ = [
@@ -26,6 +26,6 @@ __all__ = [
     "SearchProcedure", "Report", "FixedBudgetProcedure",
     "GridSearch", "RandomSearch", "TPESearch", "SuccessiveHalving", "Hyperband", "ASHA",
     "BanditStopping", "bandit_keeps", "hyperband_brackets", "halving_rungs",
-    "make_procedure", "run_search", "SearchResult", "EpochEvent", "best_trial",
+    "make_procedure", "run_search", "search_state", "SearchResult", "EpochEvent", "best_trial",
     "iter_grid", "sample", "grid_size", "SearchBudget", "search_budget",
 ]

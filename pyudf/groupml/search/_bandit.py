@@ -1,17 +1,26 @@
 """TuPAQ's bandit action elimination (Alg. 3) as an early-stopping wrapper.
 
-Once a trial has trained ``check_epoch`` blocks (``partial_iters`` solver iterations),
-it is kept only if its loss is within the slack of the best loss seen so far:
+TuPAQ's planner (Alg. 2) trains the active configurations ``partial_iters`` iterations
+at a time and hands every partially trained model to the bandit allocation (Alg. 3),
+which keeps a model only if its quality, with slack ``(1 + eps)``, beats the quality of
+the best model in the history. We do the same at every checkpoint: whenever a trial has
+trained a multiple of ``check_epoch`` blocks (``check_epoch * epoch_iters`` >=
+``partial_iters`` iterations) and has not converged, it continues only if
 
-    keep  iff  loss <= best + epsilon * |best|
+    loss <= best   or   loss < best + epsilon * |best|
 
-where ``best`` is the lowest loss reported by any trial at any epoch up to and
-including the current block. For positive losses this is ``loss <= (1 + eps) * best``,
-i.e. TuPAQ's ``quality(m) * (1 + eps) >= quality(best)`` with ``quality = 1 / loss``:
-scale-free, so it works for bounded (error rate) and unbounded (rmse, logloss)
-losses alike. Trials that pass are not checked again; converged trials are never
-eliminated (TuPAQ's "fully trained" branch). The wrapped procedure decides
-everything else and is told about eliminations through ``stopped``.
+where ``best`` is the lowest loss reported by any trial at any block so far, this block
+included -- trials that finished, converged or were eliminated count too. For positive
+losses the second test is ``loss < (1 + eps) * best``, i.e. TuPAQ's
+``quality(m) * (1 + eps) > quality(best)`` with ``quality = 1 / loss`` (TuPAQ reports
+error as the inverse of quality; eps = 0.5 keeps models "within 50% of the error of the
+best model trained so far"). The first test only matters at the boundary: a trial tied
+with the best is never eliminated (also when the best loss is 0). The ``|best|`` form is
+scale-free and also orders negative losses (e.g. -AUC) correctly.
+
+Converged trials -- TuPAQ's "fully trained" models, which includes reaching the
+iteration cap -- are never eliminated. The wrapped procedure decides everything else and
+is told about eliminations through ``stopped``.
 """
 
 from __future__ import annotations
@@ -24,7 +33,8 @@ from ._base import Report, SearchProcedure, register
 
 
 def bandit_keeps(loss: float, best: float, epsilon: float) -> bool:
-    return loss <= best + epsilon * abs(best)
+    """TuPAQ Alg. 3's test for one partially trained model (see the module docstring)."""
+    return loss <= best or loss < best + epsilon * abs(best)
 
 
 @register("bandit")
@@ -35,11 +45,14 @@ class BanditStopping(SearchProcedure):
         self.check_epoch = int(check_epoch)
         self.best: Optional[float] = None
         self._eliminated: Dict[int, str] = {}
-        self.checked = 0   # trials that reached the check
+        self.checked = 0   # checks made (one per trial per checkpoint)
         self.stopped_count = 0
 
     def ask(self, n):
         return self.inner.ask(n)
+
+    def is_checkpoint(self, epoch: int) -> bool:
+        return epoch > 0 and epoch % self.check_epoch == 0
 
     def tell_block(self, reports: Iterable[Report]) -> Dict[int, Decision]:
         reports = sorted(reports, key=lambda r: r.trial_id)
@@ -49,11 +62,11 @@ class BanditStopping(SearchProcedure):
         out: Dict[int, Decision] = {}
         survivors: List[Report] = []
         for r in reports:
-            if r.epoch == self.check_epoch and not r.converged:
+            if self.is_checkpoint(r.epoch) and not r.converged:
                 self.checked += 1
                 if not bandit_keeps(r.score, self.best, self.epsilon):
-                    why = (f"bandit: loss {r.score:.6g} after {r.epoch} epochs is worse than best "
-                           f"{self.best:.6g} with slack epsilon={self.epsilon:g}")
+                    why = (f"bandit: loss {r.score:.6g} after {r.epoch} epochs is not within "
+                           f"epsilon={self.epsilon:g} of the best loss so far {self.best:.6g}")
                     self._eliminated[r.trial_id] = why
                     self.stopped_count += 1
                     self.inner.stopped(r.trial_id, r.epoch, r.score, why)

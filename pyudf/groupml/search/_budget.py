@@ -40,7 +40,7 @@ def search_budget(spec: SearchSpec, *, max_iter: int = 100) -> SearchBudget:
     per_config = min(spec.max_epochs, max(1, math.ceil(max_iter / spec.epoch_iters)))
     es = None
     if spec.early_stopping is not None:
-        es = (f"bandit (epsilon {spec.early_stopping.epsilon:g}, check after "
+        es = (f"bandit (epsilon {spec.early_stopping.epsilon:g}, check every "
               f"{spec.partial_epochs} epoch block(s) = {spec.partial_epochs * spec.epoch_iters} iterations)")
     m = spec.method
     if m in ("grid", "random", "tpe"):

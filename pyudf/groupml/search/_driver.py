@@ -50,15 +50,32 @@ def best_trial(trials) -> Optional[Trial]:
     return min(scored, key=lambda t: (t.scores[-1], t.trial_id))
 
 
+def search_state(event: EpochEvent) -> Dict[str, Any]:
+    """The driver's state after the block of ``event`` (plain JSON, copied): the procedure's
+    ``state_dict``, every trial, the active trials, blocks and passes so far. With the
+    trainer restored to the same block, ``run_search(SearchProcedure.from_state(
+    state["procedure"]), trainer, resume=state, ...)`` continues as if never stopped."""
+    import json
+
+    trials = [{"trial_id": t.trial_id, "params": t.params, "epochs": t.epochs, "scores": list(t.scores),
+               "status": t.status, "stop_reason": t.stop_reason}
+              for _, t in sorted(event.trials.items())]
+    return json.loads(json.dumps({"procedure": event.procedure.state_dict(), "trials": trials,
+                                  "active": list(event.active), "blocks": event.block,
+                                  "passes": event.passes}))
+
+
 def run_search(procedure: SearchProcedure, trainer: Trainer, *, slots: int, epoch_iters: int,
                max_epochs: Optional[int] = None,
-               on_epoch: Optional[Callable[[EpochEvent], None]] = None) -> SearchResult:
+               on_epoch: Optional[Callable[[EpochEvent], None]] = None,
+               resume: Optional[Dict[str, Any]] = None) -> SearchResult:
     """Run ``procedure`` on ``trainer`` until it is finished and no trial is active.
 
     ``slots`` bounds the configs trained together (the batch size k); ``epoch_iters`` is
     the solver iterations per block; ``max_epochs`` (optional) is a hard cap per trial
     on top of the procedure's own budgets. ``on_epoch`` runs after every block;
-    anything it raises propagates (cancellation, commit failures).
+    anything it raises propagates (cancellation, commit failures). ``resume`` is a
+    :func:`search_state` to continue from (procedure and trainer restored to the same block).
     """
     slots = check_number(slots, "slots", "search", ge=1, integer=True)
     epoch_iters = check_number(epoch_iters, "epoch_iters", "search", ge=1, integer=True)
@@ -68,6 +85,13 @@ def run_search(procedure: SearchProcedure, trainer: Trainer, *, slots: int, epoc
     active: List[int] = []
     start_passes = trainer.passes
     blocks = 0
+    if resume is not None:
+        for t in resume["trials"]:
+            trials[int(t["trial_id"])] = Trial(int(t["trial_id"]), dict(t["params"]), int(t["epochs"]),
+                                               [float(v) for v in t["scores"]], t["status"], t["stop_reason"])
+        active = [int(tid) for tid in resume["active"]]
+        blocks = int(resume["blocks"])
+        start_passes = trainer.passes - int(resume["passes"])
     while True:
         free = slots - len(active)
         if free > 0:

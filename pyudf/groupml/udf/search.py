@@ -184,7 +184,7 @@ def explain_plan(model: str, search: dict, options: dict, *, n_groups: int, n_ro
         "asha": "asynchronous successive halving, promotions decided as results arrive"}[spec.method])
     es = spec.early_stopping
     add("early_stopping", "bandit" if es else "none",
-        (f"TuPAQ Alg. 3: after {spec.partial_epochs * spec.epoch_iters} iterations keep configurations whose "
+        (f"TuPAQ Alg. 3: every {spec.partial_epochs * spec.epoch_iters} iterations keep configurations whose "
          f"loss is within a factor 1 + {es.epsilon:g} of the best so far") if es else None)
     mean_n = n_rows / n_groups if n_groups else 0
     n_train_mean = max(1, int(round(mean_n * (1 - vf))))
