@@ -1,27 +1,37 @@
-"""End-to-end multi-tenant model selection on real training: HYBRID vs ROUNDROBIN.
+"""End-to-end multi-tenant model selection on real training: HYBRID and GREEDY vs ROUNDROBIN.
 
 Starts a throwaway PostgreSQL 15 cluster (groupml.devcluster.TempCluster) with the
-working tree's extension, creates one database per policy with the *same* tenants:
-each tenant gets a generated dataset of its own difficulty (groupml.datagen, label noise
-and size differ) and the same candidate list (logistic and svm over an l2 grid, plus
-iteration budgets, so candidates differ in quality and in cost). Then
+working tree's extension. Per repetition it builds one template database: a few *past
+jobs* trained completely first (the paper's "training set" from which the GP prior --
+mean and model-to-model kernel -- is estimated), then the measured tenants, each with a
+generated dataset of its own size, width and label noise (so the attainable accuracy and
+the training cost differ per tenant) and the same candidate list (logistic and svm over
+l2 grids, an l1 model, a hinge-loss svm, a cheap undertrained gradient-descent model and
+an expensive long one: validation accuracies differ by up to 0.4 within a tenant and
+training times by up to 50x). Each policy gets a copy of that database and runs
 
-    CALL groupml.run_scheduler(policy => 'hybrid' | 'roundrobin')
+    CALL groupml.run_scheduler(policy => 'hybrid' | 'greedy' | 'roundrobin')
 
-trains every candidate of every tenant through the foundation's learners, committing
-per step. From groupml.scheduler_log we rebuild the average accuracy-loss curve
-(appendix A of ease.ml: best quality of the tenant's candidates minus best so far, the
-tenant's full best before its first model) against cumulative training cost. Both
-policies train the same candidates (once each, to completion), so each candidate is
-charged the mean of its two measured costs in both curves: the curves differ only in
-the order the scheduler chose.
+which trains every candidate of every tenant through the foundation's learners (cost-aware,
+committing per step). From groupml.scheduler_log we rebuild the average accuracy-loss
+curve (appendix A of ease.ml: per tenant, the best accuracy of its candidates minus the
+best accuracy trained so far; a tenant counts with its full best accuracy before its
+first model) against cumulative training cost. All policies train the same candidates on
+the same data, so each candidate is charged the mean of its measured seconds over the
+policies' runs: the curves differ only by the order the scheduler chose.
+
+Repetitions use fresh datasets (new seeds) and a shuffled tenant arrival order. Reported
+on the repetition-averaged curves, with cost as a fraction of the total training cost:
+loss at fixed cost points, the mean loss (area under the curve / cost) over the first
+25 %, 50 % and 100 % of the cost, and the cost for the average loss to fall to 0.02 and
+0.01, each as a ratio ROUNDROBIN / policy (> 1: the policy is better).
 
 The alternative a user would pick -- a client that pulls each tenant's table with
-psycopg, trains scikit-learn models for every candidate tenant by tenant (round-robin)
--- is run too, for its wall time.
+psycopg and trains scikit-learn models for every candidate, tenant by tenant -- is run
+once for its wall time.
 
-    python bench/bench_tenancy_e2e.py            # 8 tenants x 14 candidates, 1.2k..20k rows
-    python bench/bench_tenancy_e2e.py --quick    # 5 tenants x 10 candidates, 300..5k rows (< 90 s)
+    python bench/bench_tenancy_e2e.py            # 8 tenants x 14 candidates, 3 repetitions
+    python bench/bench_tenancy_e2e.py --quick    # 6 tenants x 10 candidates, 3 repetitions
 """
 
 from __future__ import annotations
@@ -42,6 +52,12 @@ import psycopg  # noqa: E402
 
 from groupml.datagen import create_table, grouped_classification  # noqa: E402
 from groupml.devcluster import TempCluster  # noqa: E402
+from groupml.tenancy import best_interleaving_cost  # noqa: E402
+
+POLICIES = ("hybrid", "greedy", "roundrobin")
+FRACTIONS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0)
+AREAS = (0.25, 0.5, 1.0)
+THRESHOLDS = (0.02, 0.01)
 
 
 def install_sql():
@@ -56,68 +72,84 @@ def install_sql():
 
 
 def candidates(quick: bool):
-    """10 candidates (14 in the full run): l2 grids of logistic and svm, an undertrained cheap
-    gradient-descent model and an expensive long one -- qualities differ by up to 0.25 and
-    costs by up to 50x, which is what makes model selection and cost-awareness matter."""
-    cands = [{"model": "logistic", "search": {"l2": [0, 0.01, 0.1, 1.0, 10.0]}},
-             {"model": "svm", "search": {"l2": [0.01, 1.0, 100.0]}},
-             {"model": "logistic", "params": {"solver": "gd", "lr": 0.01, "max_iter": 20}},
-             {"model": "logistic", "params": {"solver": "gd", "lr": 0.5, "max_iter": 1000, "tol": 1e-9}}]
+    """10 candidates (14 in the full run). Measured on the quick tenants: the strongly
+    regularised and the 10-step gradient-descent models are cheap and poor, the l2 grid of
+    logistic/svm is where the best model usually is (which one depends on the tenant's
+    rows per feature), the 1500-step gradient-descent model costs 10-50x an lbfgs fit."""
+    cands = [{"model": "logistic", "search": {"l2": [0, 0.01, 1.0, 30.0]}},
+             {"model": "svm", "search": {"l2": [0.01, 1.0]}},
+             {"model": "logistic", "params": {"solver": "gd", "lr": 0.05, "max_iter": 10}},
+             {"model": "logistic", "params": {"solver": "gd", "lr": 0.5, "max_iter": 1500, "tol": 1e-9}},
+             {"model": "logistic", "params": {"solver": "gd", "l1": 0.01, "lr": 0.2, "max_iter": 300}},
+             {"model": "svm", "params": {"solver": "gd", "loss": "hinge", "lr": 0.1, "max_iter": 200}}]
     if not quick:
         cands += [{"model": "svm", "search": {"l2": [0.1, 10.0]}},
                   {"model": "logistic", "params": {"class_weight": "balanced", "l2": 0.01}},
-                  {"model": "logistic", "params": {"solver": "gd", "lr": 0.1, "max_iter": 300}}]
+                  {"model": "logistic", "params": {"solver": "gd", "l1": 0.001, "lr": 0.2, "max_iter": 600}}]
     return cands
 
 
-#: (rows, features, label noise): small/wide datasets need regularisation, noisy ones cap accuracy.
-TENANTS = [(300, 40, 0.5), (1000, 20, 1.0), (3000, 10, 2.0), (600, 30, 0.3), (5000, 8, 4.0),
-           (2000, 25, 0.8), (800, 15, 1.5), (4000, 30, 0.6)]
+#: (rows, features, label noise): small/wide datasets need regularisation, noisy ones cap the
+#: attainable accuracy, large ones make every candidate expensive.
+TENANTS = [(400, 60, 0.5), (8000, 10, 1.0), (1500, 30, 2.0), (800, 100, 0.3), (20000, 20, 0.6),
+           (3000, 40, 1.5), (600, 25, 0.8), (5000, 50, 1.2)]
+#: Past jobs (the GP prior's training set): other sizes and noise levels.
+PAST = [(1000, 20, 1.0), (2500, 60, 0.7), (600, 40, 1.5), (4000, 15, 0.5), (1200, 80, 1.0), (9000, 30, 2.0),
+        (700, 10, 0.4), (3000, 25, 1.2)]
 
 
-def tenants(args):
-    """(name, rows, features, noise): different sizes and difficulties."""
-    return [(f"t{i}", int(rows * args.scale), d, noise) for i, (rows, d, noise) in enumerate(TENANTS[:args.tenants])]
+def tenant_specs(args, rep):
+    """(name, rows, features, noise, data seed) in this repetition's arrival order."""
+    specs = [(f"t{i}", int(rows * args.scale), d, noise, 100 + 37 * rep + i)
+             for i, (rows, d, noise) in enumerate(TENANTS[:args.tenants])]
+    if rep:
+        order = np.random.default_rng(rep).permutation(len(specs))
+        specs = [specs[i] for i in order]
+    return specs
 
 
-def setup_db(cluster, name, args):
+def build_template(cluster, name, args, rep):
+    """Past jobs trained to completion, then the measured tenants' jobs submitted (not run)."""
     with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name}")
-    conn = psycopg.connect(cluster.dsn(name), autocommit=True)
-    conn.execute("CREATE EXTENSION groupml CASCADE")
-    cands = json.dumps(candidates(args.quick))
-    # Past jobs, trained completely before the measured tenants arrive: the "training set" of
-    # the paper from which the GP prior (mean and model-to-model kernel) is estimated.
-    for i in range(args.history):
-        rows, d, noise = TENANTS[(i + 3) % len(TENANTS)]
-        data = grouped_classification(n_rows=int(rows * args.scale), n_groups=1, n_features=d,
-                                      seed=500 + i, noise=noise * (0.7 + 0.2 * (i % 3)))
-        create_table(conn, f"past_{i}", data, group_col="grp", label_col="y")
-        conn.execute("SELECT groupml.create_tenant(%s)", [f"past{i}"])
-        conn.execute("SELECT groupml.submit_job(%s, %s, %s, 'y', %s)",
-                     [f"past{i}", f"past_{i}", [f"f{j + 1}" for j in range(d)], cands])
-    if args.history:
-        conn.execute("CALL groupml.run_scheduler(policy => 'roundrobin')")
-    first_step = conn.execute("SELECT coalesce(max(step), 0) FROM groupml.observations").fetchone()[0]
-    for i, (t, rows, d, noise) in enumerate(tenants(args)):
-        data = grouped_classification(n_rows=rows, n_groups=1, n_features=d, seed=100 + i, noise=noise)
-        create_table(conn, f"data_{t}", data, group_col="grp", label_col="y")
-        conn.execute("SELECT groupml.create_tenant(%s)", [t])
-        feats = [f"f{j + 1}" for j in range(d)]
-        conn.execute("SELECT groupml.submit_job(%s, %s, %s, 'y', %s)", [t, f"data_{t}", feats, cands])
-    return conn, first_step
+    with psycopg.connect(cluster.dsn(name), autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION groupml CASCADE")
+        cands = json.dumps(candidates(args.quick))
+        for i in range(args.history):
+            rows, d, noise = PAST[i % len(PAST)]
+            data = grouped_classification(n_rows=int(rows * args.scale), n_groups=1, n_features=d,
+                                          seed=500 + 37 * rep + i, noise=noise)
+            create_table(conn, f"past_{i}", data, group_col="grp", label_col="y")
+            conn.execute("SELECT groupml.create_tenant(%s)", [f"past{i}"])
+            conn.execute("SELECT groupml.submit_job(%s, %s, %s, 'y', %s)",
+                         [f"past{i}", f"past_{i}", [f"f{j + 1}" for j in range(d)], cands])
+        if args.history:
+            conn.execute("CALL groupml.run_scheduler(policy => 'roundrobin')")
+        first_step = conn.execute("SELECT coalesce(max(step), 0) FROM groupml.observations").fetchone()[0]
+        specs = tenant_specs(args, rep)
+        for t, rows, d, noise, seed in specs:
+            data = grouped_classification(n_rows=rows, n_groups=1, n_features=d, seed=seed, noise=noise)
+            create_table(conn, f"data_{t}", data, group_col="grp", label_col="y")
+            conn.execute("SELECT groupml.create_tenant(%s)", [t])
+            conn.execute("SELECT groupml.submit_job(%s, %s, %s, 'y', %s)",
+                         [t, f"data_{t}", [f"f{j + 1}" for j in range(d)], cands])
+    return first_step, specs
 
 
-def run_policy(conn, policy, first_step):
-    t0 = time.perf_counter()
-    conn.execute("CALL groupml.run_scheduler(policy => %s)", [policy])
-    wall = time.perf_counter() - t0
-    log = conn.execute("SELECT step, job_id, candidate, coalesce(quality, 0), cost_seconds "
-                       "FROM groupml.scheduler_log WHERE step > %s ORDER BY step", [first_step]).fetchall()
+def run_policy(cluster, template, name, policy, first_step):
+    with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name} TEMPLATE {template}")
+    with psycopg.connect(cluster.dsn(name), autocommit=True) as conn:
+        t0 = time.perf_counter()
+        conn.execute("CALL groupml.run_scheduler(policy => %s)", [policy])
+        wall = time.perf_counter() - t0
+        log = conn.execute("SELECT step, job_id, candidate, coalesce(quality, 0), cost_seconds "
+                           "FROM groupml.scheduler_log WHERE step > %s ORDER BY step", [first_step]).fetchall()
     return wall, log
 
 
 def loss_curve(log, cost_of, best_of):
+    """(cumulative cost, average accuracy loss) after every step; starts at (0, mean best)."""
     jobs = sorted(best_of)
     best = {j: 0.0 for j in jobs}
     cum, xs, ys = 0.0, [0.0], [float(np.mean([best_of[j] for j in jobs]))]
@@ -129,9 +161,44 @@ def loss_curve(log, cost_of, best_of):
     return np.array(xs), np.array(ys)
 
 
-def _sweep_cost(log, cost_of):
-    seen, cum = set(), 0.0
-    jobs = {r[1] for r in log}
+def on_grid(xs, ys, grid):
+    pos = np.searchsorted(xs, grid, side="right") - 1
+    return ys[np.clip(pos, 0, len(ys) - 1)]
+
+
+def mean_loss(xs, ys, upto):
+    """Exact mean of the step function over [0, upto] (area / upto)."""
+    pts = np.unique(np.concatenate([xs[xs < upto], [0.0, upto]]))
+    vals = on_grid(xs, ys, pts[:-1])
+    return float(np.sum(vals * np.diff(pts)) / upto)
+
+
+def mean_loss_between(xs, ys, lo, hi):
+    """Exact mean of the step function over [lo, hi]."""
+    pts = np.unique(np.concatenate([xs[(xs > lo) & (xs < hi)], [lo, hi]]))
+    vals = on_grid(xs, ys, pts[:-1])
+    return float(np.sum(vals * np.diff(pts)) / (hi - lo))
+
+
+def first_reach(xs, ys, threshold):
+    hit = np.nonzero(ys <= threshold)[0]
+    return float(xs[hit[0]]) if hit.size else float("inf")
+
+
+def interleaving_bound(log, cost_of, best_of, total, threshold):
+    """Cheapest interleaving (fraction of the total cost) of this run's per-tenant sequences that
+    reaches the threshold. Approximate as a bound for other policies: the coordinator
+    re-estimates priors every 10 steps, so a tenant's sequence can shift with the interleaving."""
+    jobs = sorted(best_of)
+    seqs = {j: [] for j in jobs}
+    for _s, job, cand, q, _sec in log:
+        seqs[job].append((cost_of[(job, cand)] / total, q))
+    return best_interleaving_cost([seqs[j] for j in jobs], [best_of[j] for j in jobs], threshold)
+
+
+def sweep_cost(log, cost_of):
+    """Cost at which every tenant had its first model."""
+    seen, cum, jobs = set(), 0.0, {r[1] for r in log}
     for _s, job, cand, _q, _sec in log:
         cum += cost_of[(job, cand)]
         seen.add(job)
@@ -140,108 +207,158 @@ def _sweep_cost(log, cost_of):
     return cum
 
 
-def on_grid(xs, ys, grid):
-    pos = np.searchsorted(xs, grid, side="right") - 1
-    return ys[np.clip(pos, 0, len(ys) - 1)]
-
-
-def client_side(cluster, name, args):
+def client_side(cluster, name, specs, args):
     """The user's alternative: pull each table with psycopg, train scikit-learn candidates in turn."""
+    import warnings
+
     from sklearn.linear_model import LogisticRegression
     from sklearn.svm import LinearSVC
 
+    warnings.filterwarnings("ignore", module="sklearn")
     t0 = time.perf_counter()
     n_models = 0
     with psycopg.connect(cluster.dsn(name)) as conn:
-        for t, _rows, d, _noise in tenants(args):
+        for t, _rows, d, _noise, _seed in specs:
             feats = ", ".join(f"f{j + 1}" for j in range(d))
             arr = np.array(conn.execute(f"SELECT {feats}, y::int FROM data_{t}").fetchall(), dtype=float)
             X, y = arr[:, :d], arr[:, d]
             cut = int(0.8 * len(y))
             for c in candidates(args.quick):
-                grid = c.get("search", {}).get("l2", [c.get("params", {}).get("l2", 0.0)])
-                for l2 in grid:
+                params = c.get("params", {})
+                for l2 in c.get("search", {}).get("l2", [params.get("l2", 0.0)]):
                     C = 1.0 / max(l2 * cut, 1e-6) if l2 else 1e6
-                    model = (LinearSVC(C=C, max_iter=2000) if c["model"] == "svm"
-                             else LogisticRegression(C=C, max_iter=500))
+                    if c["model"] == "svm":
+                        model = LinearSVC(C=C, loss="hinge" if params.get("loss") == "hinge" else "squared_hinge",
+                                          max_iter=max(1000, params.get("max_iter", 0)))
+                    elif params.get("l1"):
+                        model = LogisticRegression(penalty="l1", C=1.0 / (params["l1"] * cut), solver="saga",
+                                                   max_iter=params.get("max_iter", 100))
+                    else:
+                        model = LogisticRegression(C=C, max_iter=params.get("max_iter", 100),
+                                                   class_weight=params.get("class_weight"))
                     model.fit(X[:cut], y[:cut])
                     model.score(X[cut:], y[cut:])
                     n_models += 1
     return time.perf_counter() - t0, n_models
 
 
+def run_repetition(cluster, args, rep):
+    template = f"rep{rep}_base"
+    first_step, specs = build_template(cluster, template, args, rep)
+    runs = {p: run_policy(cluster, template, f"rep{rep}_{p}", p, first_step) for p in POLICIES}
+    samples, best_of = {}, {}
+    for _wall, log in runs.values():
+        for _s, job, cand, q, sec in log:
+            samples.setdefault((job, cand), []).append(sec)
+            best_of[job] = max(best_of.get(job, 0.0), q)
+    cost_of = {k: float(np.mean(v)) for k, v in samples.items()}
+    total = sum(cost_of.values())
+    curves = {}
+    for p, (_w, log) in runs.items():      # cost as a fraction of the total (the same for all policies)
+        xs, ys = loss_curve(log, cost_of, best_of)
+        curves[p] = (xs / xs[-1], ys)
+    sweep = max(sweep_cost(log, cost_of) for _w, log in runs.values()) / total
+    qualities = {}
+    for _s, job, cand, q, _sec in runs["roundrobin"][1]:
+        qualities.setdefault(job, []).append(q)
+    bound = {thr: interleaving_bound(runs["roundrobin"][1], cost_of, best_of, total, thr) for thr in THRESHOLDS}
+    return {"specs": specs, "runs": runs, "curves": curves, "total": total, "sweep": sweep,
+            "qualities": qualities, "costs": cost_of, "bound": bound}
+
+
+def report(reps, args, client):
+    grid = np.linspace(0.0, 1.0, 2001)
+    per_rep = {p: [] for p in POLICIES}
+    for r in reps:
+        for p in POLICIES:
+            xs, ys = r["curves"][p]
+            per_rep[p].append(on_grid(xs, ys, grid))
+    avg = {p: np.mean(v, axis=0) for p, v in per_rep.items()}
+
+    r0 = reps[0]
+    n_cand = len(r0["runs"]["roundrobin"][1]) // args.tenants
+    print(f"\nEnd-to-end multi-tenant selection: {args.tenants} tenants x {n_cand} candidates, "
+          f"{len(reps)} repetitions, rows x{args.scale:g}, {args.history} past jobs trained first (GP prior); "
+          "real training through CALL groupml.run_scheduler (cost-aware)")
+    for i, r in enumerate(reps):
+        qs = r["qualities"]
+        spread = [f"{min(v):.2f}-{max(v):.2f}" for v in qs.values()]
+        costs = np.array(list(r["costs"].values()))
+        walls = ", ".join(f"{p} {r['runs'][p][0]:.1f} s" for p in POLICIES)
+        print(f"  rep {i}: tenants (rows, features, noise) in arrival order "
+              f"{[(s[1], s[2], s[3]) for s in r['specs']]}")
+        print(f"         per-tenant accuracy range {', '.join(spread)}; candidate cost {1e3 * costs.min():.0f}"
+              f"-{1e3 * costs.max():.0f} ms, total {r['total']:.2f} s; run_scheduler wall: {walls}")
+    if client is not None:
+        print(f"  client-side psycopg + scikit-learn, tenant by tenant over the same candidates (rep 0): "
+              f"{client[0]:.2f} s for {client[1]} models")
+    sweep = float(np.mean([r["sweep"] for r in reps]))
+    print(f"\n average accuracy loss (mean over repetitions) at a fraction of the total training cost"
+          f" (every tenant has a model by {sweep:.3f} on average)")
+    print(f" {'cost':>6} " + " ".join(f"{p:>11}" for p in POLICIES))
+    for f in FRACTIONS:
+        i = int(round(f * (len(grid) - 1)))
+        print(f" {f:6.2f} " + " ".join(f"{avg[p][i]:11.4f}" for p in POLICIES))
+    print("\n mean loss over the first part of the cost (area / cost), ratio ROUNDROBIN / policy:")
+    for upto in AREAS:
+        vals = {p: float(np.mean([mean_loss(r["curves"][p][0], r["curves"][p][1], upto)
+                                  for r in reps])) for p in POLICIES}
+        per = {p: [mean_loss(r["curves"]["roundrobin"][0], r["curves"]["roundrobin"][1], upto)
+                   / mean_loss(r["curves"][p][0], r["curves"][p][1], upto) for r in reps]
+               for p in POLICIES if p != "roundrobin"}
+        print(f"   first {upto:4.0%}: " + ", ".join(f"{p} {vals[p]:.4f}" for p in POLICIES) + "; "
+              + ", ".join(f"{p} x{vals['roundrobin'] / vals[p]:.2f} (per rep "
+                          f"{' '.join(f'{x:.2f}' for x in per[p])})" for p in per))
+    # after every tenant has its first model (the same cheap sweep for every policy) the curves
+    # differ only by whom the policy serves
+    for hi in (0.5, 1.0):
+        vals = {p: [mean_loss_between(r["curves"][p][0], r["curves"][p][1], r["sweep"], hi)
+                    for r in reps] for p in POLICIES}
+        m = {p: float(np.mean(v)) for p, v in vals.items()}
+        print(f"   after the first sweep, up to {hi:4.0%}: " + ", ".join(f"{p} {m[p]:.4f}" for p in POLICIES)
+              + "; " + ", ".join(f"{p} x{m['roundrobin'] / m[p]:.2f}" for p in POLICIES if p != "roundrobin"))
+    for thr in THRESHOLDS:
+        reach = {p: first_reach(grid, avg[p], thr) for p in POLICIES}
+        print(f" cost to reach avg loss <= {thr} (averaged curve): "
+              + ", ".join(f"{p} {reach[p]:.3f}" for p in POLICIES)
+              + "; " + ", ".join(f"{p} x{reach['roundrobin'] / reach[p]:.2f}" for p in POLICIES if p != "roundrobin"))
+        per = {p: float(np.mean([first_reach(r["curves"][p][0], r["curves"][p][1], thr) for r in reps]))
+               for p in POLICIES}
+        bound = float(np.mean([r["bound"][thr] for r in reps]))
+        print("   per-repetition means: " + ", ".join(f"{p} {per[p]:.3f}" for p in POLICIES)
+              + f"; best interleaving of round-robin's per-tenant sequences {bound:.3f} "
+              f"(x{per['roundrobin'] / bound:.2f}: the most any tenant picker could gain)")
+    return avg
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--tenants", type=int, default=None)
-    ap.add_argument("--scale", type=float, default=None, help="multiplies every tenant's row count")
+    ap.add_argument("--repeats", type=int, default=3, help="repetitions with fresh data and arrival order")
+    ap.add_argument("--scale", type=float, default=1.0, help="multiplies every dataset's row count")
     ap.add_argument("--history", type=int, default=None, help="past jobs trained completely first (GP prior)")
+    ap.add_argument("--no-client", action="store_true", help="skip the scikit-learn client run")
+    ap.add_argument("--json", default=None, help="also write every repetition's logs and costs to this file")
     args = ap.parse_args(argv)
-    args.tenants = min(args.tenants or (5 if args.quick else 8), len(TENANTS))
-    args.scale = args.scale or (1.0 if args.quick else 4.0)
+    args.tenants = min(args.tenants or (6 if args.quick else 8), len(TENANTS))
     args.history = args.history if args.history is not None else (4 if args.quick else 8)
     install_sql()
     t_start = time.perf_counter()
     cluster = TempCluster()
     cluster.start()
     try:
-        results = {}
-        for policy in ("hybrid", "roundrobin"):
-            conn, first_step = setup_db(cluster, f"bench_{policy}", args)
-            results[policy] = run_policy(conn, policy, first_step)
-            conn.close()
-        client_wall, client_models = client_side(cluster, "bench_hybrid", args)
+        reps = [run_repetition(cluster, args, rep) for rep in range(args.repeats)]
+        client = None if args.no_client else client_side(cluster, "rep0_base", reps[0]["specs"], args)
     finally:
         cluster.stop()
-
-    cost_samples, best_of = {}, {}
-    for wall, log in results.values():
-        for _s, job, cand, q, sec in log:
-            cost_samples.setdefault((job, cand), []).append(sec)
-            best_of[job] = max(best_of.get(job, 0.0), q)
-    cost_of = {k: float(np.mean(v)) for k, v in cost_samples.items()}
-    curves = {p: loss_curve(log, cost_of, best_of) for p, (_w, log) in results.items()}
-    end = max(c[0][-1] for c in curves.values())
-    grid = np.linspace(0.0, end, 201)
-    vals = {p: on_grid(xs, ys, grid) for p, (xs, ys) in curves.items()}
-
-    n_cand = len(results["hybrid"][1]) // args.tenants
-    print(f"\nEnd-to-end multi-tenant selection: {args.tenants} tenants x {n_cand} candidates, "
-          f"rows x{args.scale:g} ({', '.join(str(t[1]) for t in tenants(args))}), real training through "
-          f"CALL groupml.run_scheduler; {args.history} past jobs trained first (GP prior)")
-    for p, (wall, log) in results.items():
-        print(f"  {p:<10} run_scheduler wall {wall:7.2f} s for {len(log)} steps "
-              f"(training {sum(r[4] for r in log):6.2f} s)")
-    print(f"  client-side psycopg + scikit-learn, round-robin over the same candidates: {client_wall:7.2f} s "
-          f"for {client_models} models")
-    print("\n average accuracy loss vs cumulative training cost (seconds, same per-candidate cost in both)")
-    print(f" {'cost':>8} {'hybrid':>9} {'roundrobin':>11}")
-    for frac in (0.0, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0):
-        i = int(round(frac * (len(grid) - 1)))
-        print(f" {grid[i]:8.3f} {vals['hybrid'][i]:9.4f} {vals['roundrobin'][i]:11.4f}")
-    # exact step-function areas: evaluate at every breakpoint of both curves
-    fine = np.unique(np.concatenate([c[0] for c in curves.values()] + [[end]]))
-    fv = {p: on_grid(xs, ys, fine) for p, (xs, ys) in curves.items()}
-    area = {p: float(np.sum(v[:-1] * np.diff(fine)) / end) for p, v in fv.items()}
-    # the first sweep (every tenant gets its first model) costs about the same for both policies;
-    # after it, the curves differ only by whom the policy serves
-    swept = max(_sweep_cost(log, cost_of) for _w, log in results.values())
-    after = fine >= swept
-    g2 = fine[after]
-    area_after = {p: float(np.sum(v[after][:-1] * np.diff(g2)) / (end - swept)) for p, v in fv.items()}
-    print(f" every tenant served once by cost {swept:.3f} s; mean loss after that: hybrid "
-          f"{area_after['hybrid']:.4f}, roundrobin {area_after['roundrobin']:.4f}, ratio RR/hybrid "
-          f"{area_after['roundrobin'] / max(area_after['hybrid'], 1e-12):.2f}")
-    print(f"\n mean loss over the whole run (area / cost): hybrid {area['hybrid']:.4f}, "
-          f"roundrobin {area['roundrobin']:.4f}, ratio RR/hybrid {area['roundrobin'] / area['hybrid']:.2f}")
-    for thr in (0.02, 0.01, 0.005):
-        reach = {}
-        for p, v in vals.items():
-            hit = np.nonzero(v <= thr)[0]
-            reach[p] = float(grid[hit[0]]) if hit.size else float("inf")
-        ratio = reach["roundrobin"] / reach["hybrid"] if reach["hybrid"] > 0 and np.isfinite(reach["hybrid"]) else float("nan")
-        print(f" cost to reach avg loss <= {thr}: hybrid {reach['hybrid']:.3f} s, roundrobin "
-              f"{reach['roundrobin']:.3f} s, speed-up {ratio:.2f}x")
+    report(reps, args, client)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump([{"specs": r["specs"], "total": r["total"],
+                        "costs": [[j, c, v] for (j, c), v in r["costs"].items()],
+                        "logs": {p: [list(map(lambda v: v if isinstance(v, (int, float, str)) else float(v), row))
+                                     for row in r["runs"][p][1]] for p in POLICIES}} for r in reps], fh)
     print(f"\ntotal wall time {time.perf_counter() - t_start:.1f} s")
 
 

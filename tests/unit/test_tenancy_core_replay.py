@@ -51,15 +51,26 @@ def test_replay_under_another_policy_keeps_outcomes():
         Scheduler.replay(s.state_dict(), colour="red")
 
 
-def test_beta_rule_algorithm_is_log_k_t2_over_delta():
-    s = _run(beta_rule="algorithm", steps=5)
+def test_beta_rules_theorem1_theorem_and_algorithm():
+    # default: Theorem 1 on the tenant's own K (12 candidates) and own pick count t
+    s = _run(steps=5)
+    assert s.beta_rule == "theorem1"
     b = s.tenants["u0"]
     t = int(b.tried.sum()) + 1
-    assert s._beta(b) == pytest.approx(math.log(12 * t * t / 0.1))
-    assert Scheduler.from_state(s.state_dict()).beta_rule == "algorithm"
-    theorem = _run(steps=5)
-    assert theorem._beta(theorem.tenants["u0"]) > s._beta(b)
-    with pytest.raises(InvalidParameterError):
+    assert s._beta(b) == pytest.approx(2 * math.log(math.pi ** 2 * 12 * t * t / (6 * 0.1)))
+    # the multi-tenant Theorems 2-3: n * K_max in the logarithm (4 tenants after step 10)
+    multi = _run(beta_rule="theorem", steps=5)
+    bm = multi.tenants["u0"]
+    tm = int(bm.tried.sum()) + 1
+    assert multi._beta(bm) == pytest.approx(2 * math.log(math.pi ** 2 * 3 * 12 * tm * tm / (6 * 0.1)))
+    # the line of Algorithms 1-2
+    alg = _run(beta_rule="algorithm", steps=5)
+    ba = alg.tenants["u0"]
+    ta = int(ba.tried.sum()) + 1
+    assert alg._beta(ba) == pytest.approx(math.log(12 * ta * ta / 0.1))
+    for sched in (s, multi, alg):
+        assert Scheduler.from_state(sched.state_dict()).beta_rule == sched.beta_rule
+    with pytest.raises(InvalidParameterError, match="'beta_rule' value of the scheduler must be one of"):
         Scheduler(beta_rule="paper")
 
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from groupml.errors import InvalidParameterError, PrerequisiteStateError, UndefinedObjectError
-from groupml.tenancy import (Scheduler, aggregate, cost_to_reach, loss_on_grid, regret_trace, simulate,
-                             synthetic_dataset)
+from groupml.tenancy import (Scheduler, aggregate, best_interleaving_cost, cost_to_reach, loss_on_grid,
+                             regret_trace, simulate, synthetic_dataset, tenant_sequences)
 
 # ---------------------------------------------------------------- the paper's FCFS example
 U = {"U1": {"M1": 90.0, "M2": 95.0, "M3": 100.0},
@@ -187,10 +187,75 @@ def test_simulation_loss_curves_and_metric_helpers():
     assert aware.cum_cost[-1] >= 0.3 * test_cost and aware.cum_cost[-2] < 0.3 * test_cost
 
 
+def _brute_force_best(seqs, optimum, threshold):
+    """Every combination of one prefix per tenant, written out."""
+    import itertools
+
+    best = float("inf")
+    for lengths in itertools.product(*[range(len(s) + 1) for s in seqs]):
+        cost = sum(sum(c for c, _q in s[:n]) for s, n in zip(seqs, lengths))
+        loss = sum(o - max([0.0] + [q for _c, q in s[:n]]) for s, o, n in zip(seqs, optimum, lengths))
+        if loss / len(seqs) <= threshold + 1e-12:
+            best = min(best, cost)
+    return best
+
+
+def test_best_interleaving_cost_equals_brute_force():
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        seqs = [[(float(rng.uniform(0.1, 1.0)), float(rng.uniform(0.3, 0.9))) for _ in range(int(rng.integers(1, 5)))]
+                for _ in range(3)]
+        optimum = [max(q for _c, q in s) + float(rng.choice([0.0, 0.05])) for s in seqs]
+        for thr in (0.0, 0.02, 0.05, 0.2, 1.0):
+            assert best_interleaving_cost(seqs, optimum, thr) == pytest.approx(_brute_force_best(seqs, optimum, thr))
+    # a hand-made case: tenant A is done after its first (cheap) model, B needs its second
+    seqs = [[(1.0, 0.9), (5.0, 0.5)], [(2.0, 0.5), (3.0, 0.8)]]
+    assert best_interleaving_cost(seqs, [0.9, 0.8], 0.0) == 6.0       # A1 + B1 + B2
+    assert best_interleaving_cost(seqs, [0.9, 0.8], 0.15) == 3.0      # A1 + B1: losses 0 and 0.3
+    assert best_interleaving_cost(seqs, [0.9, 0.8], 0.4) == 1.0       # A1 only: losses 0 and 0.8
+    assert best_interleaving_cost(seqs, [1.0, 0.8], 0.0) == float("inf")
+    with pytest.raises(InvalidParameterError, match="one entry per tenant"):
+        best_interleaving_cost(seqs, [0.9], 0.1)
+
+
+def test_tenant_sequences_are_policy_independent_and_bound_every_policy():
+    q, c = synthetic_dataset(40, 15, 0.01, 1.0, seed=3)
+    runs = [simulate(q, c, p, True, seed=2, n_test=5, budget_fraction=0.3)
+            for p in ("greedy", "hybrid", "roundrobin", "random", "fcfs")]
+    seqs = tenant_sequences(runs)          # the tenants' own GP-UCB orders agree across policies
+    assert len(seqs) == 5 and all(seqs)
+    for t, seq in enumerate(seqs):
+        for r in runs:
+            mine = [(cost, qq) for tt, _j, qq, cost in r.trace if tt == t]
+            assert mine == seq[:len(mine)]
+    for thr in (0.05, 0.02):
+        bound = best_interleaving_cost(seqs, runs[0].optimum, thr)
+        for r in runs:
+            hit = np.nonzero(r.avg_loss <= thr)[0]
+            if hit.size:
+                assert bound <= r.cum_cost[hit[0]] + 1e-12
+    tampered = simulate(q, c, "roundrobin", True, seed=2, n_test=5, budget_fraction=0.3)
+    tampered.trace[7] = (tampered.trace[7][0], tampered.trace[7][1], 0.123, tampered.trace[7][3])
+    with pytest.raises(InvalidParameterError, match="different order"):
+        tenant_sequences([runs[0], tampered])
+    with pytest.raises(InvalidParameterError, match="at least one run"):
+        tenant_sequences([])
+
+
 def test_synthetic_generator_structure():
     q, c = synthetic_dataset(100, 20, 0.5, 0.01, seed=0)
     assert q.shape == c.shape == (100, 20)
-    assert q.min() >= 0.0 and q.max() <= 1.0 and c.min() >= 0.01 and c.max() <= 1.0
+    assert q.min() >= 0.0 and q.max() <= 1.0
+    # the paper's U(0, 1) costs, one per (user, model), never exactly 0
+    assert c.min() > 0.0 and c.max() <= 1.0 and abs(c.mean() - 0.5) < 0.03
+    assert len(np.unique(c)) == c.size
+    _, c2 = synthetic_dataset(100, 20, 0.5, 0.01, cost_low=0.2, cost_high=0.4, seed=0)
+    assert c2.min() > 0.2 and c2.max() <= 0.4
+    q3, c3 = synthetic_dataset(100, 20, 0.5, 0.01, cost_per_model=True, seed=0)
+    np.testing.assert_array_equal(q3, q)                        # qualities do not depend on the cost mode
+    assert (c3 == c3[0]).all() and len(np.unique(c3[0])) == 20  # one cost per model, shared by all users
+    with pytest.raises(InvalidParameterError, match="'cost_high' value of synthetic_dataset must be > 0.5"):
+        synthetic_dataset(10, 5, 0.5, 0.1, cost_low=0.5, cost_high=0.5)
     means = q.mean(axis=1)
     assert abs(means[0::2].mean() - 0.75) < 0.03 and abs(means[1::2].mean() - 0.25) < 0.03
     np.testing.assert_array_equal(q, synthetic_dataset(100, 20, 0.5, 0.01, seed=0)[0])

@@ -10,7 +10,8 @@ Pure Python + numpy, no database. The public surface:
   GREEDY, HYBRID, ROUNDROBIN, RANDOM, FCFS.
 * GP helpers: :func:`estimate_prior`, :class:`TenantGP`, :func:`posterior_direct`.
 * simulation: :func:`simulate`, :func:`synthetic_dataset`, :func:`aggregate`,
-  :func:`loss_on_grid`, :func:`cost_to_reach`, :func:`regret_trace`.
+  :func:`loss_on_grid`, :func:`cost_to_reach`, :func:`regret_trace`; :func:`tenant_sequences` and
+  :func:`best_interleaving_cost` bound what any tenant-picking policy could gain.
 
 See docs/multitenant.md for the algorithms and constants.
 """
@@ -20,12 +21,12 @@ from ._gp import TenantGP, estimate_prior, history_matrix, posterior_direct
 from ._policies import (FCFS, POLICIES, Greedy, Hybrid, RandomPolicy, RoundRobin, TenantPolicy,
                         TenantView, greedy_candidate_set, make_policy)
 from ._scheduler import Scheduler
-from ._simulate import (SimulationResult, aggregate, cost_to_reach, loss_on_grid, regret_trace,
-                        simulate, synthetic_dataset)
+from ._simulate import (SimulationResult, aggregate, best_interleaving_cost, cost_to_reach, loss_on_grid,
+                        regret_trace, simulate, synthetic_dataset, tenant_sequences)
 
 __all__ = [
     "Scheduler", "TenantPolicy", "TenantView", "Greedy", "Hybrid", "RoundRobin", "RandomPolicy", "FCFS",
     "POLICIES", "make_policy", "greedy_candidate_set", "TenantGP", "TenantBandit", "estimate_prior",
     "history_matrix", "posterior_direct", "beta", "simulate", "synthetic_dataset", "SimulationResult",
-    "aggregate", "loss_on_grid", "cost_to_reach", "regret_trace",
+    "aggregate", "loss_on_grid", "cost_to_reach", "regret_trace", "tenant_sequences", "best_interleaving_cost",
 ]

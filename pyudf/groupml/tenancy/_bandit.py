@@ -3,11 +3,12 @@
 Score of an untried candidate k at the tenant's t-th pick::
 
     ucb(k) = mean(k) + sqrt(beta_t / c_k) * std(k)
-    beta_t = beta_scale * 2 * c_max * log(pi^2 * n * K_max * t^2 / (6 * delta))
+    beta_t = beta_scale * 2 * c_max * log(pi^2 * K * t^2 / (6 * delta))      (Theorem 1)
 
-``c_k`` is the candidate's *normalized* estimated cost (divided by the largest
-estimated cost over all tenants, so ``c_max == 1``; 1 everywhere when cost-oblivious),
-``n`` the number of tenants and ``K_max`` the largest candidate count. A candidate
+``c_k`` is the candidate's *normalized* estimated cost (divided by the largest estimated
+cost over all tenants, so ``c_max == 1``; 1 everywhere when cost-oblivious) and ``K``
+the tenant's candidate count (the scheduler's ``beta_rule`` also offers the multi-tenant
+Theorems 2-3, with ``n * K_max`` in the logarithm, and the line of Algorithms 1-2). A candidate
 already trained (or failed) for the tenant gets score -inf and is never picked again.
 
 The bandit also keeps the empirical confidence bound used by the GREEDY user picker:
@@ -29,7 +30,9 @@ from ._gp import TenantGP
 
 def beta(t: int, n_tenants: int, k_max: int, delta: float, c_max: float = 1.0,
          scale: float = 1.0) -> float:
-    """Exploration weight of Theorem 1/2 (tenant-local step ``t`` >= 1)."""
+    """Exploration weight 2 c_max log(pi^2 n K t^2 / (6 delta)) (tenant-local step ``t`` >= 1):
+    Theorem 1 with ``n_tenants`` = 1, Theorems 2-3 with the number of tenants and the
+    largest candidate count."""
     return scale * 2.0 * c_max * math.log(math.pi ** 2 * n_tenants * k_max * t * t / (6.0 * delta))
 
 

@@ -20,6 +20,7 @@ from ._gp import TenantGP, estimate_prior, history_matrix
 from ._policies import TenantView, make_policy
 
 OWNER = "the scheduler"
+BETA_RULES = ["theorem1", "theorem", "algorithm"]
 STATE_VERSION = 1
 CONFIG_KEYS = ["policy", "cost_aware", "delta", "noise", "beta_scale", "beta_rule", "refresh_every", "seed", "shrinkage",
                "cost_floor", "patience"]
@@ -40,9 +41,12 @@ class Scheduler:
     delta: confidence parameter of beta (0 < delta < 1).
     noise: observation noise standard deviation of the GP (quality units).
     beta_scale: multiplies the theoretical beta (1.0 = Theorem 1/2 as written).
-    beta_rule: 'theorem' (default): beta_t = 2 c_max log(pi^2 n K_max t^2 / (6 delta)) of
-        Theorems 1-3; 'algorithm': beta_t = log(K_i t^2 / delta), the line the paper's
-        Algorithms 1 and 2 actually list (smaller: less exploration).
+    beta_rule: 'theorem1' (default): beta_t = 2 c_max log(pi^2 K_i t^2 / (6 delta)), Theorem 1
+        applied to tenant i's own GP-UCB (K_i its candidate count, t its own pick count);
+        'theorem': beta_t = 2 c_max log(pi^2 n K_max t^2 / (6 delta)) of the multi-tenant
+        Theorems 2-3 (union bound over the n tenants: log n larger); 'algorithm':
+        beta_t = log(K_i t^2 / delta), the line the paper's Algorithms 1 and 2 list
+        (smallest). c_max = 1 because costs are normalized by the largest estimate.
     refresh_every: when > 0, re-estimate every tenant's prior from all outcomes recorded so
         far after every ``refresh_every``-th outcome (0: priors are fixed when a tenant is
         added). Tenants that arrive together see nothing of each other otherwise.
@@ -55,7 +59,7 @@ class Scheduler:
     """
 
     def __init__(self, policy: str = "hybrid", *, cost_aware: bool = True, delta: float = 0.1,
-                 noise: float = 0.02, beta_scale: float = 1.0, beta_rule: str = "theorem",
+                 noise: float = 0.02, beta_scale: float = 1.0, beta_rule: str = "theorem1",
                  refresh_every: int = 0, seed: int = 0,
                  history: Optional[Sequence[Mapping[str, float]]] = None,
                  shrinkage: float = 0.05, cost_floor: float = 1e-3, patience: int = 10):
@@ -66,8 +70,9 @@ class Scheduler:
                                   hint="Give the noise standard deviation of a quality, e.g. 0.02.")
         self.beta_scale = check_number(beta_scale, "beta_scale", OWNER, gt=0)
         from ..validation import check_choice
-        self.beta_rule = check_choice(beta_rule, "beta_rule", OWNER, ["theorem", "algorithm"],
-                                      hint="'theorem' is beta of Theorems 1-3, 'algorithm' the beta of Algorithm 2.")
+        self.beta_rule = check_choice(beta_rule, "beta_rule", OWNER, BETA_RULES,
+                                      hint="'theorem1' is beta of Theorem 1 (per tenant), 'theorem' the one of the "
+                                           "multi-tenant Theorems 2-3, 'algorithm' the line of Algorithms 1-2.")
         self.seed = check_number(seed, "seed", OWNER, ge=0, integer=True)
         self.refresh_every = check_number(refresh_every, "refresh_every", OWNER, ge=0, integer=True,
                                           hint="0 keeps priors fixed; e.g. 10 re-estimates them every 10 outcomes.")
@@ -189,6 +194,8 @@ class Scheduler:
         t = int(bandit.tried.sum()) + 1
         if self.beta_rule == "algorithm":
             return self.beta_scale * math.log(len(bandit.keys) * t * t / self.delta)
+        if self.beta_rule == "theorem1":
+            return beta(t, 1, len(bandit.keys), self.delta, 1.0, self.beta_scale)
         return beta(t, len(self.tenants), self._k_max, self.delta, 1.0, self.beta_scale)
 
     def ucb_scores(self, tenant: str) -> Dict[str, Optional[float]]:

@@ -3,11 +3,15 @@
 * :func:`synthetic_dataset` -- our generator after the ease.ml appendix: baseline groups,
   correlated model fluctuations (hidden model feature, squared-exponential covariance
   with width ``sigma_m``, weight ``alpha``), optional correlated user fluctuations and
-  white noise, clipped to [0, 1]; random costs.
+  white noise, clipped to [0, 1]; costs drawn uniformly from (0, 1] per (user, model).
 * :func:`simulate` -- split users into a "training" part (the kernel is estimated from
   their full quality rows) and ``n_test`` scheduled tenants, then let the scheduler
   pick (tenant, model) until the budget is spent.
 * :func:`loss_on_grid`, :func:`cost_to_reach` -- the accuracy-loss metric.
+* :func:`tenant_sequences`, :func:`best_interleaving_cost` -- how much any tenant-picking
+  policy could gain at most: with fixed priors every tenant's own sequence of trained
+  models does not depend on the policy, only the interleaving does, and the cheapest
+  interleaving that reaches a loss threshold can be computed exactly.
 
 Accuracy loss of tenant i after some steps = best quality of any of its models minus
 the best quality trained for it so far (its full best quality while nothing has been
@@ -44,8 +48,8 @@ def _correlated(rng: np.random.Generator, cov: np.ndarray, n: int) -> np.ndarray
 def synthetic_dataset(n_users: int = 200, n_models: int = 100, sigma_m: float = 0.5,
                       alpha: float = 0.1, *, baseline_groups: Sequence[Tuple[float, float]] = ((0.75, 0.05), (0.25, 0.05)),
                       sigma_u: Optional[float] = None, user_weight: float = 0.0,
-                      noise: float = 0.0, cost_low: float = 0.01, cost_high: float = 1.0,
-                      seed: int = 0) -> Tuple[np.ndarray, np.ndarray]:
+                      noise: float = 0.0, cost_low: float = 0.0, cost_high: float = 1.0,
+                      cost_per_model: bool = False, seed: int = 0) -> Tuple[np.ndarray, np.ndarray]:
     """SYN(sigma_m, alpha): quality (n_users x n_models) in [0, 1] and cost matrices.
 
     quality[i, j] = b_i + alpha * m_ij + user_weight * u_ij + eps_ij, clipped to [0, 1]:
@@ -56,7 +60,11 @@ def synthetic_dataset(n_users: int = 200, n_models: int = 100, sigma_m: float = 
     * likewise users get hidden features g_i and per model the column
       (u_1j..u_Nj) ~ N(0, S_U) with width ``sigma_u`` (only when ``user_weight`` > 0);
     * eps ~ N(0, noise) i.i.d.;
-    * cost[i, j] ~ U(cost_low, cost_high).
+    * cost[i, j] uniform on (cost_low, cost_high], one draw per (user, model) pair; the
+      default (0, 1] is the paper's U(0, 1) (ease.ml section 6.1 draws synthetic costs from
+      U(0, 1); the upper end is included so that no cost is exactly 0). With
+      ``cost_per_model`` one draw per model, shared by all users (the other reading of
+      "the generator does not model the scale of the datasets").
     """
     n_users = check_number(n_users, "n_users", "synthetic_dataset", ge=1, integer=True)
     n_models = check_number(n_models, "n_models", "synthetic_dataset", ge=1, integer=True)
@@ -64,8 +72,9 @@ def synthetic_dataset(n_users: int = 200, n_models: int = 100, sigma_m: float = 
     alpha = check_number(alpha, "alpha", "synthetic_dataset", ge=0)
     user_weight = check_number(user_weight, "user_weight", "synthetic_dataset", ge=0)
     noise = check_number(noise, "noise", "synthetic_dataset", ge=0)
-    cost_low = check_number(cost_low, "cost_low", "synthetic_dataset", gt=0)
-    cost_high = check_number(cost_high, "cost_high", "synthetic_dataset", ge=cost_low)
+    cost_low = check_number(cost_low, "cost_low", "synthetic_dataset", ge=0)
+    cost_high = check_number(cost_high, "cost_high", "synthetic_dataset", gt=cost_low,
+                             hint="Costs are drawn from (cost_low, cost_high]; e.g. cost_low 0, cost_high 1.")
     if not baseline_groups:
         raise InvalidParameterError("The 'baseline_groups' value of synthetic_dataset must be a non-empty list; got []",
                                     hint="Give (mean, sd) pairs, e.g. [(0.75, 0.05), (0.25, 0.05)].")
@@ -85,8 +94,10 @@ def synthetic_dataset(n_users: int = 200, n_models: int = 100, sigma_m: float = 
     if noise > 0:
         quality = quality + rng.normal(0.0, noise, quality.shape)
     quality = np.clip(quality, 0.0, 1.0)
-    cost = rng.uniform(cost_low, cost_high, (n_users, n_models))
-    return quality, cost
+    cost_per_model = check_bool(cost_per_model, "cost_per_model", "synthetic_dataset")
+    shape = (1, n_models) if cost_per_model else (n_users, n_models)
+    cost = cost_high - (cost_high - cost_low) * rng.uniform(0.0, 1.0, shape)
+    return quality, np.broadcast_to(cost, (n_users, n_models)).copy()
 
 
 @dataclass
@@ -98,6 +109,7 @@ class SimulationResult:
     max_loss: np.ndarray        # worst tenant's accuracy loss
     trace: List[Tuple[int, int, float, float]] = field(default_factory=list)  # (tenant, model, quality, cost)
     test_users: List[int] = field(default_factory=list)
+    optimum: Optional[np.ndarray] = None  # best quality among each tenant's models
 
 
 def simulate(quality, cost=None, policy: str = "hybrid", cost_aware: bool = True, seed: int = 0, *,
@@ -154,7 +166,8 @@ def simulate(quality, cost=None, policy: str = "hybrid", cost_aware: bool = True
         loss = best_possible - best
         avg.append(float(loss.mean()))
         worst.append(float(loss.max()))
-    return SimulationResult(np.array(cum), np.array(avg), np.array(worst), trace, [int(i) for i in test])
+    return SimulationResult(np.array(cum), np.array(avg), np.array(worst), trace, [int(i) for i in test],
+                            best_possible.copy())
 
 
 def loss_on_grid(result: SimulationResult, grid: np.ndarray, which: str = "avg") -> np.ndarray:
@@ -176,6 +189,78 @@ def cost_to_reach(grid: np.ndarray, curve: np.ndarray, threshold: float) -> floa
     """First grid cost where ``curve`` is at or below ``threshold`` (inf if never)."""
     hit = np.nonzero(curve <= threshold)[0]
     return float(grid[hit[0]]) if hit.size else float("inf")
+
+
+def tenant_sequences(results: Sequence[SimulationResult]) -> List[List[Tuple[float, float]]]:
+    """Each tenant's own sequence of trained models, ``[(cost, quality), ...]`` in order.
+
+    ``results`` are runs of the same dataset and seed under different policies. With fixed
+    priors (``refresh_every`` = 0, as in :func:`simulate`) a tenant's GP-UCB depends only
+    on its own outcomes, so the runs differ only in how the tenants' sequences are
+    interleaved; every run must therefore show a prefix of the same sequence. The longest
+    prefix seen in any run is returned. Raises InvalidParameterError when the runs disagree.
+    """
+    if not results:
+        raise InvalidParameterError("The 'results' value of tenant_sequences must list at least one run; got []",
+                                    hint="Pass the runs of one seed, e.g. one per policy.")
+    users = results[0].test_users
+    seqs: List[List[Tuple[float, float, int]]] = [[] for _ in users]
+    for r in results:
+        if r.test_users != users:
+            raise InvalidParameterError("The runs given to tenant_sequences have different tenants",
+                                        hint="Pass runs of the same dataset and seed.")
+        per: List[List[Tuple[float, float, int]]] = [[] for _ in users]
+        for t, j, q, c in r.trace:
+            per[t].append((c, q, j))
+        for t, mine in enumerate(per):
+            common = min(len(mine), len(seqs[t]))
+            if mine[:common] != seqs[t][:common]:
+                raise InvalidParameterError(
+                    f"Tenant {t} trains its models in a different order in two of the runs given to "
+                    "tenant_sequences", hint="Per-tenant sequences are policy-independent only with fixed priors "
+                    "(refresh_every = 0) and the same scheduler options.")
+            if len(mine) > len(seqs[t]):
+                seqs[t] = mine
+    return [[(c, q) for c, q, _j in seq] for seq in seqs]
+
+
+def _tenant_options(seq: Sequence[Tuple[float, float]], optimum: float) -> List[Tuple[float, float]]:
+    """(cost of a prefix, loss after it) for the prefixes that lower the tenant's loss."""
+    out = [(0.0, float(optimum))]
+    spent, best = 0.0, 0.0
+    for c, q in seq:
+        spent += c
+        if q > best:
+            best = q
+            out.append((spent, float(optimum) - best))
+    return out
+
+
+def best_interleaving_cost(sequences: Sequence[Sequence[Tuple[float, float]]], optimum: Sequence[float],
+                           threshold: float) -> float:
+    """Least cumulative cost at which *some* interleaving of the tenants' sequences has an
+    average accuracy loss <= ``threshold`` (inf when no prefixes get there).
+
+    The interleaving only decides how long a prefix of each tenant's sequence has been
+    trained, so this is: choose one prefix per tenant minimising the summed cost subject
+    to summed loss <= n * threshold. Solved exactly by merging per-tenant (cost, loss)
+    Pareto fronts. It bounds what any tenant-picking policy (with the same per-tenant
+    GP-UCB) can achieve on these prefixes; a policy that trained a tenant beyond the
+    longest observed prefix is not covered.
+    """
+    optimum = [float(o) for o in optimum]
+    if len(optimum) != len(sequences):
+        raise InvalidParameterError(f"The 'optimum' value of best_interleaving_cost must have one entry per tenant "
+                                    f"({len(sequences)}); got {len(optimum)}", hint="Pass SimulationResult.optimum.")
+    front = np.zeros((1, 2))                          # rows (cost, summed loss), Pareto-optimal
+    for seq, opt in zip(sequences, optimum):
+        opts = np.array(_tenant_options(seq, opt))
+        merged = (front[:, None, :] + opts[None, :, :]).reshape(-1, 2)
+        merged = merged[np.lexsort((merged[:, 1], merged[:, 0]))]
+        keep = merged[:, 1] < np.minimum.accumulate(np.concatenate([[np.inf], merged[:-1, 1]]))
+        front = merged[keep]
+    ok = front[:, 1] <= len(optimum) * threshold + 1e-12
+    return float(front[ok, 0].min()) if ok.any() else float("inf")
 
 
 def regret_trace(steps: Sequence[Tuple[int, float]], optimum: Sequence[float], *,
