@@ -8,8 +8,12 @@ pandas groupby + scikit-learn, one model at a time. Also prints the cost model's
 estimates for 4, 8 and 16 workers.
 
 The MLP and LightGBM cases (``--patterns``) run on the criteo-like data with at most
-``--pattern-rows`` rows; their client alternative is COPY + pandas groupby + a plain PyTorch
-loop / ``lightgbm.train`` per config and group.
+``--pattern-rows`` rows, every strategy (MTP: a task per config epoch block / boosting run on
+a worker holding a copy of the group; DP: synchronous per-step data-parallel SGD for the MLP,
+LightGBM's data-parallel mode for LightGBM); their client alternative is COPY + pandas
+groupby + a plain PyTorch loop / ``lightgbm.train`` per config and group. The tasks each
+strategy ran (``groupml.run_schedule`` kinds) and the planner's estimates for 2-16 workers are
+printed too.
 
     python bench/bench_grouped.py [--rows 400000] [--quick] [--patterns glm,mlp,lightgbm]
 """
@@ -38,7 +42,8 @@ MLP_SPEC = {"method": "grid", "epoch_iters": 1,
             "space": {"lr": [0.01, 0.003], "layers": ["16"], "epochs": [3], "batch_size": [64]}}
 LGBM_SPEC = {"method": "grid", "epoch_iters": 10,
              "space": {"num_leaves": [15, 31], "num_boost_round": [30], "min_data_in_leaf": [20]}}
-PATTERN_RUNS = {"mlp": (MLP_SPEC, ("grouped", "gtp")), "lightgbm": (LGBM_SPEC, ("grouped", "gtp", "dp"))}
+PATTERN_RUNS = {"mlp": (MLP_SPEC, ("grouped", "gtp", "mtp", "dp", "auto")),
+                "lightgbm": (LGBM_SPEC, ("grouped", "gtp", "mtp", "dp", "auto"))}
 
 
 def client_pattern(dsn, d, model):
@@ -82,6 +87,21 @@ def client_pattern(dsn, d, model):
                 lgb.train({"objective": "binary", "num_leaves": leaves, "min_data_in_leaf": 20, "num_threads": 1,
                            "verbosity": -1}, lgb.Dataset(X[~val], label=y[~val]), num_boost_round=30)
     return time.perf_counter() - t0, time.process_time() - c0
+
+
+def pattern_estimates(model, spec, n_train):
+    """The planner's makespan per strategy for p = 2, 4, 8, 16 (what train_groups plans)."""
+    from groupml.executor.patterns import pattern_of, validate_any
+    from groupml.executor.plan import make_plan, workload_of
+
+    family, sp, _ = validate_any(model, spec, {})
+    wl = workload_of(sp, family)
+    out = {}
+    for p in (2, 4, 8, 16):
+        plan = make_plan(n_train, wl["n_configs"], wl["epochs"], p, "auto", pattern=pattern_of(family),
+                         blocks=wl["blocks"])
+        out[p] = {k: v.makespan for k, v in plan.estimates.items()} | {"chosen": plan.strategy}
+    return out
 
 
 def dataset(kind, rows, d, seed):
@@ -210,17 +230,26 @@ def main(argv=None):
                 wall, cpu = time.perf_counter() - t0, server_cpu(pm) - c0
                 kinds = dict(conn.execute("SELECT kind, count(*) FROM groupml.run_schedule WHERE run_id = %s "
                                           "GROUP BY 1", [run]).fetchall())
+                if strategy == "auto":
+                    chosen = conn.execute("SELECT strategy FROM groupml.grouped_runs WHERE run_id = %s",
+                                          [run]).fetchone()[0]
+                    strategy = f"auto->{chosen}"
                 rows.append((f"{strategy} {kinds}", wall, cpu))
             cw, cc = client_pattern(cluster.dsn(), d, model)
             rows.append(("client (COPY+pandas+" + ("torch" if model == "mlp" else "lightgbm") + ")", cw, cc))
-            results[model] = (max(sizes.values()) / rows_n, len(sizes), rows, None, rows_n)
+            results[model] = (max(sizes.values()) / rows_n, len(sizes), rows, None, rows_n,
+                              pattern_estimates(model, spec, {g: int(n * 0.8) for g, n in sizes.items()}))
     for kind, (share, ng, rows, preds, *rest) in results.items():
         if preds is None:
             print(f"\n== {kind} (criteo-like): {rest[0]} rows, {ng} groups, largest group {share:.0%}, {d} features, "
                   f"spec {json.dumps(PATTERN_RUNS[kind][0])}")
             best = min(w for name, w, _ in rows if not name.startswith("client"))
             for name, wall, cpu in rows:
-                print(f"  {name:<44} {wall:7.2f} s wall  {cpu:7.2f} s CPU   {wall / best:5.2f}x best strategy")
+                print(f"  {name:<56} {wall:7.2f} s wall  {cpu:7.2f} s CPU   {wall / best:5.2f}x best strategy")
+            print("  planner makespan estimates (s, default unit costs):")
+            for p, est in rest[1].items():
+                print(f"    p={p:<3} " + "  ".join(f"{k} {v:.3g}" for k, v in est.items() if k != "chosen")
+                      + f"  -> {est['chosen']}")
             continue
         print(f"\n== {kind}: {args.rows} rows, {ng} groups, largest group {share:.0%}, {d} features, "
               f"{len(GRID['l2'])} configs, max_iter {GRID['max_iter']}")

@@ -7,7 +7,7 @@ CREATE TABLE @extschema@.run_schedule (
     row_start  bigint NOT NULL,                 -- training rows [row_start, row_start + n_rows) of the group
     n_rows     bigint NOT NULL,
     trials     integer[] NOT NULL,              -- configurations evaluated in this task
-    started    float8 NOT NULL,                 -- seconds since the run attempt started
+    started    float8 NOT NULL,                 -- seconds since the run started (groupml.runs.started_at; one clock over resumed attempts)
     finished   float8 NOT NULL,
     worker_pid integer,
     kind       text NOT NULL DEFAULT 'pass'     -- pass (GLM data pass) | stats | visit (MLP hop; pass = epoch) | rank (distributed LightGBM; pass = job) | fit (whole group on one worker) | eval (MLP state scored / serialised)

@@ -37,7 +37,8 @@ def shop(db, request):
     return rows
 
 
-def call(db, model, spec, workers=2, strategy="grouped", options='{"keep_snapshot": true}', run_id="NULL"):
+def call(db, model, spec, workers=2, strategy="grouped", options='{"keep_snapshot": true, "placement": "wrap_around"}',
+         run_id="NULL"):
     return db.execute(f"CALL groupml.train_groups('shop', ARRAY['country'], {FEATS}, 'clicked', %s, "
                       f"%s::jsonb, %s::jsonb, {run_id}, workers => {workers}, strategy => %s)",
                       [model, spec, options, strategy]).fetchone()[0]
@@ -165,7 +166,8 @@ def test_explain_shows_the_pattern(db, shop):
                       f"{FEATS}, 'clicked', 'mlp', '{{}}', '{{}}', 2, 'auto') WHERE chosen").fetchall()
     assert rows and rows[0][1].startswith("sequential pattern")
     assert {r[0] for r in db.execute(f"SELECT strategy FROM groupml.explain_train_groups('shop', ARRAY['country'], "
-                                     f"{FEATS}, 'clicked', 'mlp', '{{}}', '{{}}', 2, 'auto')")} == {"grouped", "gtp"}
+                                     f"{FEATS}, 'clicked', 'mlp', '{{}}', '{{}}', 2, 'auto')")} == \
+        {"grouped", "gtp", "mtp", "dp"}
     rows = db.execute(f"SELECT explanation FROM groupml.explain_train_groups('shop', ARRAY['country'], "
                       f"{FEATS}, 'clicked', 'lightgbm', '{{}}', '{{}}', 2, 'grouped') WHERE chosen").fetchall()
     assert rows[0][0].startswith("sampling pattern")
@@ -177,11 +179,11 @@ def test_explain_shows_the_pattern(db, shop):
 def test_unsupported_strategy_and_bad_params_write_nothing(db, shop):
     before = db.execute("SELECT count(*) FROM groupml.runs").fetchone()[0]
     state, msg, hint = sql_error(db, f"CALL groupml.train_groups('shop', ARRAY['country'], {FEATS}, 'clicked', "
-                                     f"'mlp', '{{}}', '{{}}', NULL, workers => 2, strategy => 'mtp')")
-    assert state == "0A000"
-    assert msg == ("groupml: The 'strategy' value of train_groups must be one of auto, grouped, gtp for model 'mlp' "
-                   "(sequential pattern); got 'mtp'")
-    assert "GLMs only" in hint
+                                     f"'mlp', '{{}}', '{{}}', NULL, workers => 2, strategy => 'sp')")
+    assert state == "22023"
+    assert msg == ("groupml: The 'strategy' value of train_groups must be one of 'auto', 'grouped', 'gtp', 'mtp', "
+                   "'dp'; got 'sp'")
+    assert "cheapest" in hint
     state, msg, _ = sql_error(db, f"CALL groupml.train_groups('shop', ARRAY['country'], {FEATS}, 'clicked', "
                                   f"'lightgbm', '{{\"space\": {{\"num_leaves\": [1]}}}}', '{{}}', NULL, "
                                   f"workers => 2)")
@@ -210,7 +212,7 @@ def test_mlp_resume_after_a_worker_is_terminated(cluster, dsn, db, shop):
 
     spec = json.dumps({"method": "grid", "epoch_iters": 1,
                        "space": {"lr": [0.01, 0.003], "layers": ["8"], "epochs": [8], "batch_size": [32]}})
-    opts = '{"flexible_hops": false}'
+    opts = '{"flexible_hops": false, "placement": "wrap_around"}'
     stmt = (f"CALL groupml.train_groups('shop', ARRAY['country'], {FEATS}, 'clicked', 'mlp', %s::jsonb, "
             f"%s::jsonb, RUN, workers => 2, strategy => 'grouped')")
     errors = []

@@ -167,3 +167,45 @@ def test_long_tail_spreads_per_group_overhead():
 def wrap_around_placement(sizes, p, order):
     from groupml.planner import wrap_around
     return wrap_around(sizes, p, group_isolation=False, order=order)
+
+
+def test_sequential_mtp_pays_a_task_per_epoch_block():
+    # the MLP under MTP runs each config's epoch block as its own task, shipping the state
+    # there and back: blocks * (task_startup + 2 * model_transfer) per (group, config)
+    w = Workload({"a": 8}, n_configs=2, epochs=4, pattern="sequential", batch_size=4, blocks=4)
+    m = estimate_mtp(w, 2, costs(task_startup=1, model_transfer=0.5))
+    assert m.per_worker == [8.0, 8.0] and m.breakdown["startup"] == 16.0
+    one = Workload({"a": 8}, n_configs=2, epochs=4, pattern="sequential", batch_size=4)
+    assert estimate_mtp(one, 2, costs(task_startup=1, model_transfer=0.5)).per_worker == [2.0, 2.0]
+    # other patterns: one task per (group, config) whatever the blocks
+    alg = Workload({"a": 8}, n_configs=2, epochs=4, blocks=4)
+    assert estimate_mtp(alg, 2, costs(task_startup=1, model_transfer=0.5)).per_worker == [1.0, 1.0]
+    plan = choose_strategy({"a": 8}, 2, 4, 2, pattern="sequential", batch_size=4, blocks=4, strategy="mtp")
+    assert plan.workload.to_dict()["blocks"] == 4
+    with pytest.raises(InvalidParameterError) as e:
+        Workload({"a": 1}, 1, 1, blocks=0)
+    assert str(e.value) == "The 'blocks' value of train_groups must be >= 1; got 0"
+
+
+def test_grouped_keeps_groups_whole_when_a_split_costs_more():
+    """Sequential / sampling patterns: a split group costs a task per hop (or a distributed
+    job), so grouped keeps groups whole when that balances as well; a dominant group is still
+    cut when the hops cost less than an idle worker."""
+    tail = {"a": 600, "b": 600, "c": 400}
+    for pattern, extra in (("sequential", {"batch_size": 64}), ("sampling", {})):
+        w = Workload(tail, n_configs=2, epochs=3, pattern=pattern, **extra)
+        c = costs(compute_per_row=1e-6, task_startup=1e-2, model_transfer=1e-4)
+        gl = estimate_grouped(w, 2, c)
+        assert gl.details["split_groups"] == 0, pattern
+        assert gl.makespan <= estimate_gtp(w, 2, c).makespan + 1e-12
+        # sequential: three equal large groups on two workers (whole groups leave a worker idle half
+        # the time); sampling: one dominant group (constrained wrap-around cuts it in equal shards)
+        sizes = ({"a": 1_000_000, "b": 1_000_000, "c": 1_000_000} if pattern == "sequential"
+                 else {"a": 2_000_000, "b": 1000})
+        big = Workload(sizes, n_configs=2, epochs=3, pattern=pattern, **extra)
+        gl = estimate_grouped(big, 2, c)
+        assert gl.details["split_groups"] == 1, pattern
+        assert gl.makespan < 0.8 * estimate_gtp(big, 2, c).makespan
+    # the algebraic pattern keeps Kingpin's wrap-around (a split costs two small transfers)
+    w = Workload(tail, n_configs=2, epochs=3)
+    assert estimate_grouped(w, 2, costs(compute_per_row=1e-6, task_startup=1e-2)).details["split_groups"] == 1

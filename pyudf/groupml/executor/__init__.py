@@ -4,7 +4,8 @@ backends addressed by DSN, GAP for the algebraic pattern (GLMs), GTP/MTP/DP base
 Modules: ``snapshot`` (ETL into packed blocks), ``pool`` (endpoints, worker connections,
 redaction), ``worker`` (the worker-side partial pass and the MLP / LightGBM tasks), ``glm``
 (ShardedGLMTrainer and the per-group evaluator), ``patterns`` (the sequential MLP hopper,
-LightGBM data-parallel ranks, whole-group searches on one worker), ``plan`` (planner
+LightGBM data-parallel ranks, whole-group searches on one worker), ``baselines`` (MTP for
+the MLP and LightGBM, per-step synchronous DP for the MLP), ``plan`` (planner
 placements → worker tasks), ``invariants`` (checks on executed schedules), ``run`` (the
 coordinator). See docs/grouped.md.
 """

@@ -78,8 +78,12 @@ def uses_sgd(search: Dict[str, Any]) -> bool:
 
 def fit_sharded_group(model: str, search: dict, options: dict, *, n_train: int, n_val: int, n_pos: int,
                       n_skipped: int, d: int, X_val: np.ndarray, y_val: np.ndarray,
-                      evaluator: Callable, on_epoch=None, interrupt_check=None, cost_model=None):
-    """:func:`groupml.fitting.fit_group` for a group whose training rows live on workers."""
+                      evaluator: Callable, on_epoch=None, interrupt_check=None, cost_model=None,
+                      checkpoint=None, resume=None):
+    """:func:`groupml.fitting.fit_group` for a group whose training rows live on workers.
+
+    ``checkpoint`` / ``resume``: epoch checkpoints (see :func:`groupml.fitting.search_and_select`);
+    a resumed group's passes are numbered on from the checkpoint's."""
     from ..fitting import plan_group, search_and_select, validate_request
 
     from .patterns import precheck
@@ -92,7 +96,10 @@ def fit_sharded_group(model: str, search: dict, options: dict, *, n_train: int, 
     plan = plan_group(spec, family, n_train, d, cost_model)
     trainer = ShardedGLMTrainer(family.name, n_train, n_pos, d, X_val, y_val, evaluator, metric=opts["metric"])
     evaluator.trainer = trainer
-    return search_and_select(trainer, spec, plan, base, on_epoch=on_epoch, interrupt_check=interrupt_check)
+    if resume is not None:
+        evaluator.pass_no = int(resume["trainer"]["passes"])
+    return search_and_select(trainer, spec, plan, base, on_epoch=on_epoch, interrupt_check=interrupt_check,
+                             checkpoint=checkpoint, resume=resume)
 
 
 class ShardEvaluator:

@@ -21,7 +21,16 @@ Entries carry a ``kind`` (missing = ``'pass'``, the GLM data pass above). The ot
 * ``'rank'`` (sampling, one rank of a distributed LightGBM job; ``pass`` = job): the
   ranks of a job tile the group, one per worker (data sharding), one job per config;
 * ``'fit'`` (an unsplit group's whole search on one worker): one task over ``[0, n_train)``;
-* ``'eval'`` (an MLP state scored on the validation rows, or serialised as a model): no rows.
+* ``'eval'`` (an MLP state scored on the validation rows, or serialised as a model): no rows;
+* ``'block'`` (MTP, MLP: one config's epoch block on one worker; ``pass`` = its first epoch):
+  every task sees a whole copy of the group ``[0, n_train)`` (data sharding); a config's
+  blocks never overlap in time and their first epochs strictly increase (config isolation);
+* ``'boost'`` (MTP, LightGBM: one config's whole boosting run on one worker): a whole copy
+  of the group; every config is trained by exactly one task (config isolation);
+* ``'step'`` (DP, MLP: one worker's part of a synchronous mini-batch step of the configs in
+  ``trials``; ``pass`` = the group's step round): checked like GLM passes -- every round's
+  tasks tile ``[0, n_train)`` on distinct workers with the same configs, rounds are numbered
+  from 0 and round r + 1 starts only after every task of round r reported.
 
 Worker exclusivity is checked across every kind.
 """
@@ -45,11 +54,18 @@ def schedule_violations(entries: Iterable[Mapping[str, Any]], n_train: Mapping[s
             if b[0] < a[1]:
                 out.append(f"worker exclusivity: worker {w} started {b[2]} pass {b[3]} at {b[0]:.6f} before "
                            f"{a[2]} pass {a[3]} finished at {a[1]:.6f}")
-    out.extend(_other_kinds([e for e in entries if e.get("kind", "pass") != "pass"], n_train))
+    out.extend(_other_kinds([e for e in entries if e.get("kind", "pass") not in ("pass", "step")], n_train))
+    out.extend(_rounds([e for e in entries if e.get("kind", "pass") == "pass"], n_train, modes, "pass"))
+    out.extend(_rounds([e for e in entries if e.get("kind") == "step"], n_train, {}, "step"))
+    return out
+
+
+def _rounds(entries: List[Mapping[str, Any]], n_train: Mapping[str, int], modes: Mapping[str, str],
+            what: str) -> List[str]:
+    """Synchronous rounds (GLM passes, DP steps): tiling, same configs, barrier between rounds."""
+    out: List[str] = []
     by_pass = defaultdict(list)
     for e in entries:
-        if e.get("kind", "pass") != "pass":
-            continue
         by_pass[(e["group_key"], e["pass"])].append(e)
     per_group = defaultdict(dict)
     for (g, p), tasks in by_pass.items():
@@ -68,24 +84,24 @@ def schedule_violations(entries: Iterable[Mapping[str, Any]], n_train: Mapping[s
         pos = 0
         for lo, hi in spans:
             if lo != pos:
-                out.append(f"data sharding: group {g} pass {p} rows [{pos}, {lo}) missing or overlapping")
+                out.append(f"data sharding: group {g} {what} {p} rows [{pos}, {lo}) missing or overlapping")
             pos = hi
         if pos != n:
-            out.append(f"data sharding: group {g} pass {p} covered rows [0, {pos}) of {n}")
+            out.append(f"data sharding: group {g} {what} {p} covered rows [0, {pos}) of {n}")
         trial_sets = {tuple(sorted(t["trials"])) for t in tasks}
         if len(trial_sets) != 1:
-            out.append(f"data sharding: shards of group {g} pass {p} evaluated different configs")
+            out.append(f"data sharding: shards of group {g} {what} {p} evaluated different configs")
         if len({t["worker"] for t in tasks}) != len(tasks):
-            out.append(f"data sharding: group {g} pass {p} put two shards on one worker")
+            out.append(f"data sharding: group {g} {what} {p} put two shards on one worker")
     for g, passes in per_group.items():
         ps = sorted(passes)
         if ps != list(range(len(ps))):
-            out.append(f"config isolation: group {g} passes {ps} are not consecutive from 0")
+            out.append(f"config isolation: group {g} {what} numbers {ps} are not consecutive from 0")
         for p in ps[:-1]:
             end = max(t["finished"] for t in passes[p])
             start = min(t["started"] for t in passes[p + 1])
             if start < end:
-                out.append(f"config isolation: group {g} pass {p + 1} started at {start:.6f} before pass {p} "
+                out.append(f"config isolation: group {g} {what} {p + 1} started at {start:.6f} before {what} {p} "
                            f"finished at {end:.6f}")
     return out
 
@@ -114,6 +130,27 @@ def _other_kinds(entries: List[Mapping[str, Any]], n_train: Mapping[str, int]) -
                     if t["row_start"] != 0 or t["n_rows"] != n:
                         out.append(f"data sharding: the one-worker task of group {g} saw rows [{t['row_start']}, "
                                    f"{t['row_start'] + t['n_rows']}) not [0, {n})")
+            elif kind in ("block", "boost"):
+                for t in tasks:
+                    if t["row_start"] != 0 or t["n_rows"] != n:
+                        out.append(f"data sharding: MTP {kind} task of group {g} saw rows [{t['row_start']}, "
+                                   f"{t['row_start'] + t['n_rows']}) not a whole copy [0, {n})")
+                by_cfg = defaultdict(list)
+                for t in tasks:
+                    for tid in t["trials"]:
+                        by_cfg[tid].append(t)
+                for tid, ts in by_cfg.items():
+                    if kind == "boost" and len(ts) > 1:
+                        out.append(f"config isolation: config {tid} of group {g} was trained by {len(ts)} MTP tasks")
+                    ts = sorted(ts, key=lambda t: t["started"])
+                    for a, b in zip(ts, ts[1:]):
+                        if b["started"] < a["finished"]:
+                            out.append(f"config isolation: config {tid} of group {g} started a block at "
+                                       f"{b['started']:.6f} while its block from epoch {a['pass']} ran until "
+                                       f"{a['finished']:.6f}")
+                        if b["pass"] <= a["pass"]:
+                            out.append(f"config isolation: config {tid} of group {g} ran epoch {b['pass']} again "
+                                       f"after a block from epoch {a['pass']}")
             elif kind == "stats":
                 if not _tiles(tasks, n):
                     out.append(f"data sharding: the shard statistics of group {g} do not tile [0, {n})")

@@ -32,8 +32,10 @@ import numpy as np
 from ..errors import FeatureNotSupportedError, InvalidParameterError, PrerequisiteStateError, UndefinedObjectError
 from ..fitting import budget_cap
 
-PATTERN_STRATEGIES = {"algebraic": ("grouped", "gtp", "mtp", "dp"), "sequential": ("grouped", "gtp"),
-                      "sampling": ("grouped", "gtp", "dp")}
+# the strategies the executor runs for each access pattern (``auto`` chooses among them); MTP and
+# the MLP's per-step DP are in groupml.executor.baselines
+PATTERN_STRATEGIES = {"algebraic": ("grouped", "gtp", "mtp", "dp"), "sequential": ("grouped", "gtp", "mtp", "dp"),
+                      "sampling": ("grouped", "gtp", "mtp", "dp")}
 
 
 # ------------------------------------------------------------------ request validation
@@ -54,11 +56,14 @@ def pattern_of(family) -> str:
 
 
 def check_strategy(pattern: str, strategy: str, model: str) -> None:
-    if strategy != "auto" and strategy not in PATTERN_STRATEGIES[pattern]:
+    """Refuse a strategy the executor does not run for the model's access pattern."""
+    allowed = PATTERN_STRATEGIES[pattern]
+    if strategy != "auto" and strategy not in allowed:
         raise FeatureNotSupportedError(
-            f"The 'strategy' value of train_groups must be one of auto, {', '.join(PATTERN_STRATEGIES[pattern])} for "
+            f"The 'strategy' value of train_groups must be one of auto, {', '.join(allowed)} for "
             f"model '{model}' ({pattern} pattern); got '{strategy}'",
-            hint="MTP and DP with per-step synchronisation are executed for the GLMs only; use grouped or gtp.")
+            hint=f"The executor runs {', '.join(allowed)} for the {pattern} pattern; 'auto' picks the cheapest "
+                 f"by the planner's estimates (see explain_train_groups).")
 
 
 def search_slots(spec, family) -> int:
@@ -91,13 +96,14 @@ def precheck(family, *, n_train: int, n_val: int, n_pos: int, n_skipped: int, d:
 
 
 def fit_with_trainer(trainer, family, spec, *, n_train: int, n_val: int, n_skipped: int, d: int,
-                     on_epoch=None, interrupt_check=None, pattern: str = ""):
+                     on_epoch=None, interrupt_check=None, pattern: str = "", checkpoint=None, resume=None):
     """Run the search of ``spec`` on ``trainer`` (any engine.Trainer); the group's FitResult."""
     from ..fitting import search_and_select
 
     base = dict(family=family.name, n_skipped=n_skipped, n_features=d, n_train=n_train, n_validation=n_val)
     plan = {"slots": search_slots(spec, family), "seconds": None, "pattern": pattern}
-    return search_and_select(trainer, spec, plan, base, on_epoch=on_epoch, interrupt_check=interrupt_check)
+    return search_and_select(trainer, spec, plan, base, on_epoch=on_epoch, interrupt_check=interrupt_check,
+                             checkpoint=checkpoint, resume=resume)
 
 
 # ------------------------------------------------------------------ unsplit group: one worker
@@ -248,7 +254,7 @@ class ShardedMLPTrainer(_Scored):
     """
 
     def __init__(self, family, ctx: _Ctx, X_val, y_val, *, seed: int, metric: Optional[str] = None,
-                 flexible: bool = True):
+                 flexible: bool = True, stats: Optional[Dict[str, Any]] = None):
         from ..learners import _mlp    # merge_stats is numpy only; torch stays unloaded here
         from .worker import unpack_stats
 
@@ -262,10 +268,28 @@ class ShardedMLPTrainer(_Scored):
         self._cfgs: Dict[int, Dict[str, Any]] = {}
         self._retired: Dict[int, Dict[str, Any]] = {}
         self.interrupt_check: Optional[Callable[[], None]] = None
+        if stats is not None:                               # resumed from a checkpoint
+            self.stats = stats
+            return
         futs = [ctx.pool.submit(w, ctx.request(s, op="mlp_stats"), b"", ctx.meta(s, "stats", 0, []), fn="task")
                 for s, (w, *_rest) in enumerate(ctx.shards)]
         parts = [unpack_stats(await_result(f, ctx.abort), self.d) for f in futs]
         self.stats = _mlp.merge_stats(parts, self.d)       # shard order, as init_state
+
+    # epoch checkpoints (groupml.executor.checkpoint): between blocks every config has
+    # finished whole epochs, so its state bytes + epoch count are its whole hop position
+    _CKPT_KEYS = ("state", "done", "status", "version")
+
+    def checkpoint_state(self) -> Dict[str, Any]:
+        def one(tid, c):
+            return dict({"trial_id": int(tid), "params": dict(c["params"])}, **{k: c[k] for k in self._CKPT_KEYS})
+        return {"format": "mlp-hops-1", "passes": int(self.passes), "stats": self.stats,
+                "configs": [one(t, c) for t, c in self._cfgs.items()],
+                "retired": [one(t, c) for t, c in self._retired.items()]}
+
+    def load_checkpoint(self, state: Mapping[str, Any]) -> None:
+        _load_configs(self, state, "mlp-hops-1", self._CKPT_KEYS)
+        self.stats = state["stats"]
 
     def add(self, trial_id: int, params: Mapping[str, Any]) -> None:
         if trial_id in self._cfgs:
@@ -355,6 +379,24 @@ class _ModelBytes:
         return self._data
 
 
+def _load_configs(trainer, state: Mapping[str, Any], fmt: str, keys) -> None:
+    """Restore the active and retired configs of a sharded trainer from its checkpoint_state."""
+    if not isinstance(state, Mapping) or state.get("format") != fmt:
+        raise PrerequisiteStateError("The checkpoint is not a state of this trainer",
+                                     hint="Resume with the same model and options, or restart the run.")
+    try:
+        for bucket, key in ((trainer._cfgs, "configs"), (trainer._retired, "retired")):
+            bucket.clear()
+            for data in state[key]:
+                bucket[int(data["trial_id"])] = dict({"params": trainer.family.validate_params(data["params"])},
+                                                     **{k: data[k] for k in keys})
+        trainer.passes = int(state["passes"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PrerequisiteStateError(f"The trainer checkpoint is damaged: {exc}",
+                                     hint="Restart the run from scratch.") from None
+    trainer._val_cache = {}
+
+
 # ------------------------------------------------------------------ sampling: LightGBM data-parallel
 class ShardedLGBMTrainer(_Scored):
     """engine.Trainer for a LightGBM group split over workers (LightGBM's own data-parallel mode).
@@ -415,7 +457,30 @@ class ShardedLGBMTrainer(_Scored):
                     hint="This is a bug in the distributed training setup; retry with workers => 1.")
             booster = lgb.Booster(model_str=texts[0].decode("utf-8"))
             c = self._cfgs[tid]
-            c["booster"], c["trees"] = booster, int(booster.current_iteration())
+            c["booster"], c["trees"], c["text"] = booster, int(booster.current_iteration()), texts[0]
+
+    # epoch checkpoints: a trained config is its model text (all num_boost_round trees; the
+    # search's position is "done"), so a resumed group never retrains a config
+    _CKPT_KEYS = ("text", "trees", "done", "status", "version")
+
+    def checkpoint_state(self) -> Dict[str, Any]:
+        def one(tid, c):
+            if c.get("text") is None and c.get("booster") is not None:   # a subclass's _train kept no text
+                c["text"] = c["booster"].model_to_string().encode("utf-8")
+            return dict({"trial_id": int(tid), "params": dict(c["params"])},
+                        **{k: c.get(k) for k in self._CKPT_KEYS})
+        return {"format": "lgbm-ranks-1", "passes": int(self.passes), "jobs": int(self.jobs),
+                "configs": [one(t, c) for t, c in self._cfgs.items()],
+                "retired": [one(t, c) for t, c in self._retired.items()]}
+
+    def load_checkpoint(self, state: Mapping[str, Any]) -> None:
+        from ..learners._lgbm import lgb_module
+
+        _load_configs(self, state, "lgbm-ranks-1", self._CKPT_KEYS)
+        self.jobs = int(state["jobs"])
+        lgb = lgb_module()
+        for c in list(self._cfgs.values()) + list(self._retired.values()):
+            c["booster"] = None if c["text"] is None else lgb.Booster(model_str=c["text"].decode("utf-8"))
 
     def run(self, iterations: int) -> None:
         new = [tid for tid, c in self._cfgs.items() if c["status"] == "running" and c["booster"] is None]
@@ -452,8 +517,17 @@ class ShardedLGBMTrainer(_Scored):
 def fit_other_group(pool, *, family, spec, opts, model: str, search: dict, fit_options: dict, g: Mapping[str, Any],
                     shards: Sequence[tuple], snapshot_id: int, d: int, X_val, y_val, mem_mb: float, abort,
                     on_epoch_raw: Callable, interrupt_check: Callable, lgbm_timeout_s: float = 120.0,
-                    flexible: bool = True):
-    """The FitResult of one MLP / LightGBM group over the worker pool (see the module doc)."""
+                    flexible: bool = True, checkpoint=None, resume=None, mode: str = "shards"):
+    """The FitResult of one MLP / LightGBM group over the worker pool (see the module doc).
+
+    ``mode`` (:func:`groupml.executor.plan.group_tasks`): ``'configs'`` (MTP) and ``'steps'``
+    (the MLP's per-step DP) run the baselines of :mod:`groupml.executor.baselines`;
+    ``'shards'``: one shard = a whole-group search on its worker, several = hopper / ranks.
+
+    A split group calls ``checkpoint(event, state)`` after every block instead of
+    ``on_epoch_raw`` when it is given, and continues from ``resume`` (see
+    :func:`groupml.fitting.search_and_select`); an unsplit group is one worker task and
+    has neither."""
     pre = precheck(family, n_train=int(g["n_train"]), n_val=int(g["n_val"]), n_pos=int(g["n_pos"]),
                    n_skipped=int(g["n_skipped"]), d=d, y_val=y_val)
     if pre is not None:
@@ -461,6 +535,14 @@ def fit_other_group(pool, *, family, spec, opts, model: str, search: dict, fit_o
     ctx = _Ctx(pool, snapshot_id=snapshot_id, group_no=g["group_no"], group_key=g["gkey"], d=d, shards=shards,
                mem_mb=mem_mb, abort=abort)
     pattern = pattern_of(family)
+    if mode in ("configs", "steps"):
+        from .baselines import baseline_trainer
+        trainer = baseline_trainer(mode, pattern, family, ctx, X_val, y_val, opts, lgbm_timeout_s, resume)
+        return fit_with_trainer(trainer, family, spec, n_train=int(g["n_train"]), n_val=int(g["n_val"]),
+                                n_skipped=int(g["n_skipped"]), d=d, on_epoch=None if checkpoint else (
+                                    lambda e: on_epoch_raw(e.block, e.passes, [tuple(r) for r in e.reports])),
+                                interrupt_check=interrupt_check, pattern=pattern, checkpoint=checkpoint,
+                                resume=resume)
     if len(shards) == 1:
         req = ctx.request(0, op="fit", model=model, search=search, fit_options=fit_options,
                           n_skipped=int(g["n_skipped"]))
@@ -475,9 +557,9 @@ def fit_other_group(pool, *, family, spec, opts, model: str, search: dict, fit_o
 
     if pattern == "sequential":
         trainer = ShardedMLPTrainer(family, ctx, X_val, y_val, seed=opts["seed"], metric=opts["metric"],
-                                    flexible=flexible)
+                                    flexible=flexible, stats=None if resume is None else resume["trainer"]["stats"])
     else:
         trainer = ShardedLGBMTrainer(family, ctx, X_val, y_val, metric=opts["metric"], timeout_s=lgbm_timeout_s)
     return fit_with_trainer(trainer, family, spec, n_train=int(g["n_train"]), n_val=int(g["n_val"]),
-                            n_skipped=int(g["n_skipped"]), d=d, on_epoch=on_epoch, interrupt_check=interrupt_check,
-                            pattern=pattern)
+                            n_skipped=int(g["n_skipped"]), d=d, on_epoch=None if checkpoint else on_epoch,
+                            interrupt_check=interrupt_check, pattern=pattern, checkpoint=checkpoint, resume=resume)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from ..planner import (Placement, UnitCosts, choose_strategy, constrained_wrap_around, even_split,
+from ..planner import (Calibration, Placement, UnitCosts, choose_strategy, constrained_wrap_around, even_split,
                        whole_groups)
 from .snapshot import pieces_for
 
@@ -19,25 +19,46 @@ def workload_of(spec, family) -> Dict[str, int]:
     budget = search_budget(spec, max_iter=max_iter)
     k = max(1, int(budget.in_flight))
     per_config = -(-int(budget.epochs) * int(spec.epoch_iters) // k)
-    return {"n_configs": k, "epochs": max(1, min(per_config, max_iter))}
+    epochs = max(1, min(per_config, max_iter))
+    return {"n_configs": k, "epochs": epochs, "blocks": -(-epochs // max(1, int(spec.epoch_iters)))}
 
 
 def make_plan(group_sizes: Dict[int, int], n_configs: int, epochs: int, workers: int, strategy: str,
-              costs: Optional[UnitCosts] = None, pattern: str = "algebraic", batch_size: Optional[int] = None):
-    """The planner's Plan over the strategies the executor runs for ``pattern``."""
+              costs: Optional[UnitCosts] = None, pattern: str = "algebraic", batch_size: Optional[int] = None,
+              blocks: int = 1, calibration: Optional[Calibration] = None):
+    """The planner's Plan over the strategies the executor runs for ``pattern`` (``blocks``:
+    epoch blocks per config, :func:`workload_of`).
+
+    With a ``calibration`` (:func:`groupml.executor.costs.load_calibration`) its unit costs
+    are used, the epochs (and blocks) expected per config are the budget's scaled by its
+    measured work ratio, and the explanation says what was measured."""
     from .patterns import PATTERN_STRATEGIES
 
     sizes = {g: n for g, n in group_sizes.items()}
     if pattern == "sequential" and batch_size is None:
         batch_size = 64
-    return choose_strategy(sizes, n_configs, epochs, workers, costs, pattern=pattern, strategy=strategy,
+    if calibration is not None:
+        costs = calibration.costs
+        if calibration.work_ratio is not None:
+            epochs = max(1, int(round(epochs * calibration.work_ratio)))
+            blocks = max(1, int(round(blocks * calibration.work_ratio)))
+    plan = choose_strategy(sizes, n_configs, epochs, workers, costs, pattern=pattern, strategy=strategy,
                            batch_size=batch_size if pattern == "sequential" else None,
-                           candidates=PATTERN_STRATEGIES[pattern])
+                           candidates=PATTERN_STRATEGIES[pattern], blocks=blocks)
+    if calibration is not None:
+        plan.explanation += " " + calibration.summary()
+    return plan
 
 
-def placement_for(strategy: str, group_sizes: Dict[int, int], workers: int, pattern: str = "algebraic") -> Placement:
+def placement_for(strategy: str, group_sizes: Dict[int, int], workers: int, pattern: str = "algebraic",
+                  plan=None) -> Placement:
     """The placement the executor runs for a strategy (grouped: constrained wrap-around, Alg. 2;
-    for the sequential pattern wrap-around with group isolation, Alg. 1)."""
+    for the sequential pattern wrap-around with group isolation, Alg. 1).  For the sequential
+    and sampling patterns grouped runs the placement its estimate chose (``plan``): the cheaper
+    of wrap-around and whole groups, since a split costs hop tasks or a distributed job there."""
+    if (strategy == "grouped" and pattern != "algebraic" and plan is not None
+            and plan.strategy == "grouped" and plan.placement is not None):
+        return plan.placement
     if strategy == "grouped" and pattern == "sequential":
         from ..planner import wrap_around
         return wrap_around(group_sizes, workers, group_isolation=True)
@@ -48,8 +69,13 @@ def placement_for(strategy: str, group_sizes: Dict[int, int], workers: int, patt
     return whole_groups(group_sizes, workers)
 
 
-def group_tasks(strategy: str, placement: Placement, groups: List[Dict[str, Any]], workers: int) -> Dict[int, Dict]:
-    """Per group_no: mode and shards [(worker, row_start, n_rows, pieces)] ordered by row_start."""
+def group_tasks(strategy: str, placement: Placement, groups: List[Dict[str, Any]], workers: int,
+                pattern: str = "algebraic") -> Dict[int, Dict]:
+    """Per group_no: mode and shards [(worker, row_start, n_rows, pieces)] ordered by row_start.
+
+    Modes: ``'configs'`` (mtp: one whole-group copy per worker; each config task goes to one
+    of them), ``'steps'`` (dp for the sequential pattern: synchronous per-step data
+    parallelism over the shards), ``'shards'`` (everything else)."""
     out: Dict[int, Dict] = {}
     by_no = {g["group_no"]: g for g in groups}
     index = placement.shard_index()
@@ -65,5 +91,6 @@ def group_tasks(strategy: str, placement: Placement, groups: List[Dict[str, Any]
         for w, sh in index.get(gno, []):
             shards.append((w, sh.start, sh.rows, pieces_for(by_no[gno]["train_rows"], sh.start, sh.rows)))
         shards.sort(key=lambda s: s[1])
-        out[gno] = {"mode": "shards", "shards": shards}
+        out[gno] = {"mode": "steps" if strategy == "dp" and pattern == "sequential" else "shards",
+                    "shards": shards}
     return out

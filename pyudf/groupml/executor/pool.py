@@ -86,7 +86,7 @@ class WorkerPool:
     """p worker connections, one thread each; ``submit`` returns a Future of the bytes."""
 
     def __init__(self, endpoints: List[Dict[str, str]], *, run_id: int, lock_timeout_ms: int = 10000,
-                 connect_timeout: int = 10):
+                 connect_timeout: int = 10, clock_start: float = 0.0):
         self.endpoints = endpoints
         self.run_id = run_id
         self.lock_timeout_ms = lock_timeout_ms
@@ -101,7 +101,7 @@ class WorkerPool:
         self.pids: List[Optional[int]] = [None] * len(endpoints)
         self.conns: List[Any] = [None] * len(endpoints)
         self.errors: List[Optional[str]] = [None] * len(endpoints)
-        self.t0 = time.perf_counter()
+        self.t0 = time.perf_counter() - float(clock_start)   # log times: seconds since clock_start ago
         self.closed = False
         self._threads: List[threading.Thread] = []
         self._submit_lock = threading.Lock()

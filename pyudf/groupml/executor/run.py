@@ -20,7 +20,8 @@ from typing import Any, Dict, List
 import numpy as np
 
 from ..errors import GroupmlError
-from ..validation import check_bool, check_number
+from ..validation import check_bool, check_choice, check_number
+from .checkpoint import decode, encode, fingerprint
 from .glm import ShardEvaluator, _Aborted, fit_sharded_group
 from .invariants import schedule_violations
 from .plan import group_tasks, make_plan, placement_for, workload_of
@@ -29,7 +30,8 @@ from .snapshot import (DEFAULT_BLOCK_ROWS, build_snapshot, check_snapshot, drop_
                        snapshot_groups)
 
 EXEC_KEYS = ("keep_snapshot", "snapshot", "worker_memory_mb", "block_rows", "lock_timeout_ms", "drivers",
-             "network_timeout_s", "flexible_hops")
+             "network_timeout_s", "flexible_hops", "placement")
+PLACEMENTS = ("auto", "wrap_around")
 OWNER = "train_groups options"
 
 
@@ -60,6 +62,10 @@ def split_options(options: Dict[str, Any]):
         "flexible_hops": check_bool(ex.get("flexible_hops", True), "flexible_hops", OWNER,
                                     hint="true: an MLP config whose next shard's worker is busy takes another "
                                          "unvisited shard (logged); false: the seeded hop order only."),
+        "placement": check_choice(ex.get("placement", "auto"), "placement", OWNER, PLACEMENTS,
+                                  hint="auto: grouped keeps MLP/LightGBM groups whole when the cost model says a "
+                                       "split (hop tasks, a distributed job) costs more than it balances; "
+                                       "wrap_around: always Kingpin's wrap-around placement."),
         "network_timeout_s": check_number(ex.get("network_timeout_s", 120), "network_timeout_s", OWNER, gt=0,
                                           le=3600, hint="Seconds a rank of distributed LightGBM waits for its "
                                                         "peers (LightGBM's time_out, rounded up to minutes)."),
@@ -95,29 +101,37 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
     from .patterns import fit_other_group, pattern_of
     pattern = pattern_of(family)
     wl = workload_of(spec, family)
-    plan = make_plan(sizes, wl["n_configs"], wl["epochs"], workers, strategy, pattern=pattern)
+    from .costs import load_calibration          # unit costs measured from earlier runs' tasks
+    cal = load_calibration(session, model=model, pattern=pattern, source=source, features=features, search=search,
+                           d=d, n_configs=wl["n_configs"])
+    plan = make_plan(sizes, wl["n_configs"], wl["epochs"], workers, strategy, pattern=pattern, blocks=wl["blocks"],
+                     calibration=cal)
     chosen = plan.strategy
-    placement = placement_for(chosen, sizes, workers, pattern)
+    placement = placement_for(chosen, sizes, workers, pattern,
+                              plan=plan if exec_options["placement"] == "auto" else None)
     from ..planner import check_placement
     check_placement(placement, sizes)
-    tasks = group_tasks(chosen, placement, groups, workers)
+    tasks = group_tasks(chosen, placement, groups, workers, pattern)
     keys = {g["group_no"]: g["gkey"] for g in groups}
-    session.query("UPDATE groupml.runs SET n_groups = $2 WHERE run_id = $1", [run_id, len(groups)],
-                  ["bigint", "integer"])
+    session.query("UPDATE groupml.runs SET n_groups = $2, estimated_seconds = $3 WHERE run_id = $1",
+                  [run_id, len(groups), plan.makespan], ["bigint", "integer", "float8"])
     session.query("UPDATE groupml.grouped_runs SET strategy = $2, plan = $3::jsonb, last_event = $4, "
                   "updated_at = clock_timestamp() WHERE run_id = $1",
                   [run_id, chosen, json.dumps({"explanation": plan.explanation, "pattern": pattern, "makespan": plan.makespan,
                                                "per_worker": plan.per_worker,
-                                               "placement": placement.to_dict()}), "planned"],
+                                               "placement": placement.to_dict(), "workload": wl,
+                                               "unit_costs": cal.to_dict()}), "planned"],
                   ["bigint", "text", "text", "text"])
     session.notice(f"groupml: run {run_id}: {chosen} on {workers} worker(s), {pattern} pattern: {plan.explanation}")
     done = {r["k"] for r in session.query("SELECT group_key::text AS k FROM groupml.models WHERE run_id = $1",
                                           [run_id], ["bigint"])}
     pending = [g for g in groups if g["gkey"] not in done]
-    for g in pending:  # leftovers of an interrupted attempt
-        for t in ("run_epochs", "run_schedule", "trials"):
-            session.query(f"DELETE FROM groupml.{t} WHERE run_id = $1 AND group_key = $2::jsonb",
-                          [run_id, g["gkey"]], ["bigint", "text"])
+    fps = {g["gkey"]: fingerprint(model=model, search=search, fit_options=fit_options, pattern=pattern,
+                                  mode=tasks.get(g["group_no"], {}).get("mode", "shards"),
+                                  shards=tasks.get(g["group_no"], {}).get("shards", [])) for g in pending}
+    # leftovers of an interrupted attempt: a group with a valid checkpoint continues after its
+    # last committed epoch block, the others restart
+    resume_states, group_logs = _resume_points(session, run_id, pending, fps)
     session.query("UPDATE groupml.runs SET groups_done = $2 WHERE run_id = $1", [run_id, len(done)],
                   ["bigint", "integer"])
     session.commit()
@@ -131,45 +145,64 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
     events: "queue.Queue" = queue.Queue()
     abort = threading.Event()
     all_log: List[Dict[str, Any]] = []
+    # schedule times are seconds since the run's first attempt started, so the entries of a
+    # resumed group's attempts are on one clock
+    since = float(session.query("SELECT extract(epoch FROM clock_timestamp() - started_at)::float8 AS s "
+                                "FROM groupml.runs WHERE run_id = $1", [run_id], ["bigint"])[0]["s"])
     pool = WorkerPool(resolve_endpoints(session, workers), run_id=run_id,
-                      lock_timeout_ms=exec_options["lock_timeout_ms"]) if pending else None
+                      lock_timeout_ms=exec_options["lock_timeout_ms"], clock_start=since) if pending else None
 
     def check_abort():
         if abort.is_set():
             raise _Aborted()
 
-    def drive(g, Xv):
+    def drive(g, Xv, resume):
         gno, gkey = g["group_no"], g["gkey"]
         t = tasks.get(gno, {"mode": "shards", "shards": []})
+
+        def on_block(e, state):
+            # every task of the group so far has reported: its log entries belong to blocks <= e.block
+            events.put((gkey, e.block, e.passes, [(tid, ep, sc, dec) for tid, ep, sc, dec in e.reports],
+                        (state, pool.take_log(gkey))))
+
         if pattern != "algebraic":
             def on_epoch_raw(block, passes, reports):
-                events.put((gkey, block, passes, reports))
+                events.put((gkey, block, passes, reports, None))
 
             return fit_other_group(pool, family=family, spec=spec, opts=opts, model=model, search=search,
                                    fit_options=fit_options, g=g, shards=t["shards"], snapshot_id=sid, d=d,
                                    X_val=Xv[:, :d], y_val=Xv[:, d], mem_mb=exec_options["worker_memory_mb"],
                                    abort=abort, on_epoch_raw=on_epoch_raw, interrupt_check=check_abort,
                                    lgbm_timeout_s=exec_options["network_timeout_s"],
-                                   flexible=exec_options["flexible_hops"])
+                                   flexible=exec_options["flexible_hops"], checkpoint=on_block, resume=resume,
+                                   mode=t["mode"])
         ev = ShardEvaluator(pool, snapshot_id=sid, group_no=gno, group_key=gkey, family=family.name, d=d,
                             shards=t["shards"], mode=t["mode"], mem_mb=exec_options["worker_memory_mb"], abort=abort)
 
-        def on_epoch(e):
-            events.put((gkey, e.block, e.passes, [(tid, ep, sc, dec) for tid, ep, sc, dec in e.reports]))
-
         return fit_sharded_group(model, search, fit_options, n_train=int(g["n_train"]), n_val=int(g["n_val"]),
                                  n_pos=int(g["n_pos"]), n_skipped=int(g["n_skipped"]), d=d,
-                                 X_val=Xv[:, :d], y_val=Xv[:, d], evaluator=ev, on_epoch=on_epoch,
-                                 interrupt_check=check_abort)
+                                 X_val=Xv[:, :d], y_val=Xv[:, d], evaluator=ev, checkpoint=on_block,
+                                 resume=resume, interrupt_check=check_abort)
 
-    def flush_events():
+    def flush_events(finishing=()):
+        """Write queued epoch blocks: run_epochs rows, and for checkpointed groups the blocks'
+        run_schedule rows and the group's latest checkpoint -- all in the transaction the
+        caller commits, so a committed block always has its checkpoint (``finishing``: groups
+        whose model is stored in this transaction; their checkpoint would be deleted)."""
         n = 0
         last = None
+        latest = {}
         while True:
             try:
-                gkey, block, _passes, reports = events.get_nowait()
+                gkey, block, passes, reports, ck = events.get_nowait()
             except queue.Empty:
                 break
+            if ck is not None:
+                state, part = ck
+                latest[gkey] = (block, passes, state)
+                if part:
+                    group_logs.setdefault(gkey, []).extend(part)
+                    _store_schedule(session, run_id, gkey, part)
             n += 1
             last = f"group {gkey} epoch block {block}"
             if reports:
@@ -181,6 +214,16 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
                      [None if r[2] is None or not np.isfinite(r[2]) else float(r[2]) for r in reports],
                      [str(r[3]) for r in reports]],
                     ["bigint", "text", "integer", "int[]", "int[]", "float8[]", "text[]"])
+        for gkey, (block, passes, state) in latest.items():
+            if gkey in finishing:
+                continue
+            session.query(
+                "INSERT INTO groupml.run_checkpoints (run_id, group_key, block, passes, fingerprint, state) "
+                "VALUES ($1, $2::jsonb, $3, $4, $5, $6) ON CONFLICT (run_id, group_key) DO UPDATE SET "
+                "block = EXCLUDED.block, passes = EXCLUDED.passes, fingerprint = EXCLUDED.fingerprint, "
+                "state = EXCLUDED.state, at = clock_timestamp()",
+                [run_id, gkey, block, passes, fps[gkey], encode(state)],
+                ["bigint", "text", "integer", "bigint", "text", "bytea"])
         if n:
             session.query("UPDATE groupml.grouped_runs SET epochs_done = epochs_done + $2, last_event = $3, "
                           "updated_at = clock_timestamp() WHERE run_id = $1", [run_id, n, last],
@@ -198,22 +241,25 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
             while pending and len(in_flight) < n_drivers:
                 g = pending.pop(0)
                 Xv = load_validation(session, sid, g["group_no"], d)
-                in_flight[ex.submit(drive, g, Xv)] = g
+                in_flight[ex.submit(drive, g, Xv, resume_states.pop(g["gkey"], None))] = g
             finished, _ = wait(list(in_flight), timeout=0.25, return_when=FIRST_COMPLETED)
             session.check_cancel()
-            wrote = flush_events()
+            wrote = flush_events({in_flight[f]["gkey"] for f in finished if f.exception() is None})
             for fut in finished:
                 g = in_flight.pop(fut)
                 result = fut.result()
                 gkey = g["gkey"]
-                log = pool.take_log(gkey)
-                all_log.extend(log)
-                bad = schedule_violations(log, {gkey: int(g["n_train"])}, {gkey: tasks.get(g["group_no"], {}).get(
+                log = pool.take_log(gkey)                  # since the group's last checkpoint
+                full = group_logs.pop(gkey, []) + log      # + committed blocks (earlier attempts too)
+                all_log.extend(full)
+                bad = schedule_violations(full, {gkey: int(g["n_train"])}, {gkey: tasks.get(g["group_no"], {}).get(
                     "mode", "shards")})
                 if bad:
                     raise ScheduleInvariantError("grouped learning broke an invariant: " + "; ".join(bad[:3]))
                 store(session, run_id, gkey, result)
                 _store_schedule(session, run_id, gkey, log)
+                session.query("DELETE FROM groupml.run_checkpoints WHERE run_id = $1 AND group_key = $2::jsonb",
+                              [run_id, gkey], ["bigint", "text"])
                 n_done += 1
                 session.query("UPDATE groupml.runs SET groups_done = groups_done + 1 WHERE run_id = $1",
                               [run_id], ["bigint"])
@@ -258,8 +304,49 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
                   ["bigint", "float8"])
     session.query("UPDATE groupml.grouped_runs SET last_event = 'done', updated_at = clock_timestamp() "
                   "WHERE run_id = $1", [run_id], ["bigint"])
+    session.query("DELETE FROM groupml.run_checkpoints WHERE run_id = $1", [run_id], ["bigint"])
     session.commit()
     return {"run_id": run_id, "strategy": chosen, "snapshot_id": sid if keep else None}
+
+
+def _resume_points(session, run_id: int, pending, fps):
+    """(resume state per group key, committed schedule entries per group key) for the groups of
+    an interrupted attempt that have a usable checkpoint; the rows of every other pending
+    group are deleted (it restarts from its first epoch)."""
+    rows = {r["k"]: r for r in session.query(
+        "SELECT group_key::text AS k, block, fingerprint, state FROM groupml.run_checkpoints WHERE run_id = $1",
+        [run_id], ["bigint"])}
+    resume, logs = {}, {}
+    for g in pending:
+        gkey = g["gkey"]
+        r = rows.get(gkey)
+        state = None
+        if r is not None and r["fingerprint"] == fps[gkey]:
+            try:
+                state = decode(bytes(r["state"]))
+            except GroupmlError:
+                state = None
+        if state is None:
+            if r is not None:
+                session.notice(f"groupml: run {run_id}: group {gkey} restarts: its checkpoint does not match the "
+                               f"model, search, options or shard layout of this call")
+            for t in ("run_epochs", "run_schedule", "trials", "run_checkpoints"):
+                session.query(f"DELETE FROM groupml.{t} WHERE run_id = $1 AND group_key = $2::jsonb",
+                              [run_id, gkey], ["bigint", "text"])
+            continue
+        for t, extra in (("run_epochs", " AND block > $3"), ("trials", "")):
+            session.query(f"DELETE FROM groupml.{t} WHERE run_id = $1 AND group_key = $2::jsonb{extra}",
+                          [run_id, gkey] + ([int(r["block"])] if extra else []),
+                          ["bigint", "text"] + (["integer"] if extra else []))
+        resume[gkey] = state
+        logs[gkey] = [dict(e, group_key=gkey, trials=list(e["trials"])) for e in session.query(
+            "SELECT pass, worker, shard, row_start, n_rows, trials, started, finished, worker_pid, kind "
+            "FROM groupml.run_schedule WHERE run_id = $1 AND group_key = $2::jsonb", [run_id, gkey],
+            ["bigint", "text"])]
+        session.notice(f"groupml: run {run_id}: group {gkey} resumes after its committed epoch block {r['block']}")
+    session.query("DELETE FROM groupml.run_checkpoints WHERE run_id = $1 AND NOT (group_key::text = ANY ($2))",
+                  [run_id, list(resume)], ["bigint", "text[]"])
+    return resume, logs
 
 
 def _store_schedule(session, run_id, gkey, log) -> None:

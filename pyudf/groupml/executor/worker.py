@@ -25,6 +25,23 @@ from ..errors import InvalidParameterError
 
 # (snapshot_id, group_no, shard blocks) -> (trainer, bytes); one run's shards per backend
 _CACHE: "OrderedDict[tuple, Tuple[Any, int]]" = OrderedDict()
+_ONE_BLAS_THREAD = False
+
+
+def one_blas_thread() -> None:
+    """Limit BLAS to one thread in this worker backend, for the rest of its life.
+
+    A worker is one core's worth of work (Kingpin's unit of placement).  A multi-threaded
+    BLAS in every worker oversubscribes the machine: measured here, a 20,000 x 100 data
+    pass took 26 ms of CPU with OpenBLAS's default threads beside other busy backends and
+    2.3 ms with one thread.  torch and LightGBM set their own thread counts already.
+    """
+    global _ONE_BLAS_THREAD
+    if not _ONE_BLAS_THREAD:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=1, user_api="blas")   # stays in force: not used as a context
+        _ONE_BLAS_THREAD = True
 STATS = {"loads": 0, "hits": 0, "rows_loaded": 0}
 
 LOAD_SQL = (
@@ -90,6 +107,7 @@ def partial_sums(trainer, params_list: List[Mapping[str, Any]], theta: np.ndarra
 
 
 def gap_partial(session, request: Mapping[str, Any], theta_bytes: bytes) -> bytes:
+    one_blas_thread()
     req = request if isinstance(request, dict) else json.loads(request)
     d, k = int(req["d"]), int(req["k"])
     key = (int(req["snapshot"]), int(req["group_no"]), json.dumps(req["pieces"]))
@@ -124,7 +142,8 @@ def cache_info() -> Dict[str, Any]:
 # ------------------------------------------------------------- sequential and sampling patterns
 # (snapshot_id, group_no, pieces) -> ((X, y), bytes): raw shard matrices for the MLP and LightGBM ops
 _MCACHE: "OrderedDict[tuple, Tuple[Any, int]]" = OrderedDict()
-TASK_OPS = ("mlp_stats", "mlp_visit", "mlp_eval", "mlp_model", "fit", "lgbm_rank")
+TASK_OPS = ("mlp_stats", "mlp_visit", "mlp_eval", "mlp_model", "fit", "lgbm_rank", "mlp_block", "lgbm_fit",
+            "mlp_grad")
 
 
 def shard_arrays(session, req: Mapping[str, Any]) -> Tuple[np.ndarray, np.ndarray]:
@@ -208,8 +227,14 @@ def gap_task(session, request: Mapping[str, Any], blob: Optional[bytes]) -> byte
     * ``fit``: the whole search of an unsplit group on this backend (training rows of the
       shard, validation rows of the group), returns the packed result;
     * ``lgbm_rank``: one rank of LightGBM's data-parallel training over the group's
-      shards (``machines`` on loopback), returns the model text.
+      shards (``machines`` on loopback), returns the model text;
+    * ``mlp_block`` (MTP): epochs of one config over the whole group, returns the packed
+      state and validation decision values (:func:`groupml.executor.baselines.mlp_block`);
+    * ``lgbm_fit`` (MTP): one config's whole single-node LightGBM run, returns the model text;
+    * ``mlp_grad`` (DP): this shard's part of one synchronous mini-batch step for every
+      config of the round (:func:`groupml.executor.baselines.mlp_grad`).
     """
+    one_blas_thread()
     req = request if isinstance(request, dict) else json.loads(request)
     op = req.get("op")
     if op not in TASK_OPS:
@@ -229,6 +254,16 @@ def gap_task(session, request: Mapping[str, Any], blob: Optional[bytes]) -> byte
     if op == "mlp_visit":
         from ..learners import visit
         return visit(_mlp_state(req, blob), X, y, epoch=int(req["epoch"]), shard_id=int(req["shard"]))
+    if op == "mlp_block":
+        from .baselines import mlp_block
+        Xv, _ = validation_arrays(session, req)
+        return mlp_block(req, blob, X, y, Xv)
+    if op == "mlp_grad":
+        from .baselines import mlp_grad
+        return mlp_grad(req, blob or b"", X, y)
+    if op == "lgbm_fit":
+        from ..learners import train_lightgbm
+        return train_lightgbm(req["family"], X, y, req["params"], int(req["rounds"])).encode("utf-8")
     if op == "lgbm_rank":
         from ..learners._lgbm import train_lightgbm_rank
         text = train_lightgbm_rank(req["family"], X, y, req["params"], int(req["rounds"]), req["machines"],

@@ -25,7 +25,9 @@ CALL groupml.train_groups(source, group_by, features, label, model, search, opti
   strategy  auto (cheapest estimate) | grouped (constrained wrap-around, groups split over workers,
             all groups in flight) | gtp (whole group per worker) | mtp (one configuration per task,
             group data copied to every worker) | dp (every group split over all workers, one group
-            at a time, synchronous per pass). MLP: grouped | gtp; LightGBM: grouped | gtp | dp.
+            at a time, synchronous per pass; MLP: per mini-batch step, the coordinator applies
+            the averaged gradient; LightGBM: its own data-parallel mode). Every model runs all
+            four; MTP for the MLP is one task per config epoch block, for LightGBM one per config.
   options   besides validation_fraction/metric/seed: keep_snapshot (false), snapshot (reuse a kept
             snapshot_id), worker_memory_mb (512: shard rows cached per worker; beyond, re-read every
             pass), block_rows (8192), lock_timeout_ms (10000), drivers (groups in flight),
@@ -35,7 +37,9 @@ CALL groupml.train_groups(source, group_by, features, label, model, search, opti
   Workers only see COMMITTED data: the source must be a regular table or view (temp tables are
   refused), and CALL must run outside an explicit transaction block. Models, trials, per-epoch
   losses (groupml.run_epochs) and what ran where (groupml.run_schedule) are committed as groups and
-  epochs finish; a failed or cancelled run resumes with run_id => its id. solver 'sgd' needs
+  epochs finish; a failed or cancelled run resumes with run_id => its id: committed groups are kept
+  and a group in flight continues after its last committed epoch block (groupml.run_checkpoints;
+  unsplit MLP/LightGBM groups, one worker task each, restart). solver 'sgd' needs
   workers => 1. Passwords in endpoint DSNs never appear in errors.
 
   Example:
@@ -50,6 +54,10 @@ TOPICS["explain_train_groups"] = """\
 groupml.explain_train_groups(source, group_by, features, label, model, search, options, workers, strategy) -> TABLE
   One row per (strategy, worker): the planner's estimated busy seconds, and for the chosen strategy
   the shards the worker would hold and why it was chosen. Reads group sizes only; trains nothing.
+  The unit costs are calibrated from the tasks of the latest runs of the same model family
+  (groupml.run_schedule) and the expected epochs from earlier runs of the same search; the
+  explanation ends with which costs were measured and which are defaults. A run stores them in
+  groupml.grouped_runs.plan -> 'unit_costs' and its estimate in groupml.runs.estimated_seconds.
   Example: SELECT * FROM groupml.explain_train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic');
 """
 

@@ -8,9 +8,12 @@ Pure Python, no database.  Placements, plans and cost-model state are plain data
 * invariants: :func:`check_placement` and friends;
 * strategy: :func:`choose_strategy` over grouped / gtp / mtp / dp makespan estimates;
 * :class:`CostModel`: time per pass (TuPAQ eq. 1), calibrated from measured runs,
-  with :func:`choose_batch_size` and :func:`choose_workers`.
+  with :func:`choose_batch_size` and :func:`choose_workers`;
+* :func:`calibrate_unit_costs`: the strategies' :class:`UnitCosts` measured from the
+  tasks earlier runs executed (a :class:`Calibration` says which fields were measured).
 """
 
+from ._calibrate import Calibration, calibrate_unit_costs
 from ._costmodel import (DEFAULT_COEFFICIENTS, TERMS, CostModel, check_run, choose_batch_size,
                          choose_workers, term_values)
 from ._invariants import (PlacementInvariantError, check_placement, constrained_bound,
@@ -33,5 +36,5 @@ __all__ = [
     "estimate_grouped", "estimate_gtp", "estimate_mtp", "estimate_dp", "grouped_placement",
     "unit_costs_from_model", "PATTERNS", "STRATEGIES",
     "CostModel", "choose_batch_size", "choose_workers", "term_values", "check_run", "TERMS",
-    "DEFAULT_COEFFICIENTS",
+    "DEFAULT_COEFFICIENTS", "Calibration", "calibrate_unit_costs",
 ]

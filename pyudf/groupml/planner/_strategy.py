@@ -36,6 +36,8 @@ class UnitCosts:
     model_transfer   shipping one model or partial gradient between workers (GAP)
     task_startup     starting one task on a worker (TP; once per worker otherwise)
     epoch_barrier    one end-of-epoch barrier (grouped learning's f_sync)
+    worker_startup   readying one worker backend for a run (connection, first import of
+                     the training code); paid once by every worker whatever the strategy
     """
 
     compute_per_row: float = 1e-6
@@ -47,6 +49,7 @@ class UnitCosts:
     model_transfer: float = 1e-4
     task_startup: float = 1e-2
     epoch_barrier: float = 1e-3
+    worker_startup: float = 0.0
 
     def __post_init__(self):
         for name, value in asdict(self).items():
@@ -67,6 +70,9 @@ class Workload:
 
     ``batch_size`` (rows per mini-batch) is required for the sequential pattern,
     whose every mini-batch is one model update (and one sync round under DP).
+    ``blocks`` (sequential pattern): the epoch blocks of a config's search; under MTP each
+    block is a task of its own that ships the config's training state to its worker and
+    back (default 1: one task per group and config).
     """
 
     group_sizes: Dict[Hashable, int]
@@ -74,6 +80,7 @@ class Workload:
     epochs: int
     pattern: str = "algebraic"
     batch_size: Optional[int] = None
+    blocks: int = 1
 
     def __post_init__(self):
         owner = DEFAULT_OWNER
@@ -84,6 +91,8 @@ class Workload:
         if self.pattern == "sequential" or self.batch_size is not None:
             self.batch_size = check_number(self.batch_size, "batch_size", owner, ge=1, integer=True,
                                            hint="Mini-batch training needs a batch size in rows.")
+        self.blocks = check_number(self.blocks, "blocks", owner, ge=1, integer=True,
+                                   hint="Epoch blocks per config (tasks per config under MTP for SGD).")
 
     def steps(self, rows: int) -> int:
         """Model updates per epoch per config over ``rows`` rows."""
@@ -94,7 +103,7 @@ class Workload:
     def to_dict(self) -> Dict[str, Any]:
         return {"group_sizes": [[key_to_json(k), v] for k, v in self.group_sizes.items()],
                 "n_configs": self.n_configs, "epochs": self.epochs, "pattern": self.pattern,
-                "batch_size": self.batch_size}
+                "batch_size": self.batch_size, "blocks": self.blocks}
 
 
 @dataclass
@@ -135,6 +144,7 @@ def estimate_gtp(workload: Workload, n_workers: int, costs: UnitCosts) -> Strate
     pl = whole_groups(w.group_sizes, p)
     parts = {k: [0.0] * p for k in ("compute", "load", "startup")}
     for k, shards in enumerate(pl.workers):
+        parts["startup"][k] += costs.worker_startup
         for sh in shards:
             parts["load"][k] += costs.load_per_row * sh.rows
             parts["startup"][k] += costs.task_startup
@@ -146,16 +156,21 @@ def estimate_gtp(workload: Workload, n_workers: int, costs: UnitCosts) -> Strate
 def estimate_mtp(workload: Workload, n_workers: int, costs: UnitCosts) -> StrategyEstimate:
     """MTP: each (group, config) is one task; tasks go largest first to the worker that
     would finish them first, counting the data it must fetch.  A worker copies a group's rows once (network) and re-reads its local copy
-    from disk for every further config of that group it trains."""
+    from disk for every further config of that group it trains.  For the sequential
+    pattern a config's ``blocks`` epoch blocks are tasks of their own: each starts a task
+    and ships the training state there and back (2 model transfers)."""
     p = check_workers(n_workers)
     w, s, h = workload, workload.n_configs, workload.epochs
     parts = {k: [0.0] * p for k in ("compute", "load", "disk", "startup")}
+    n_tasks = w.blocks if w.pattern == "sequential" else 1
+    start = n_tasks * costs.task_startup + (2 * n_tasks * costs.model_transfer if w.pattern == "sequential" else 0.0)
     tasks = []
     for key in group_order(w.group_sizes):
         rows = w.group_sizes[key]
-        t = costs.task_startup + h * (_row_cost(costs) * rows + w.steps(rows) * costs.update)
+        t = start + h * (_row_cost(costs) * rows + w.steps(rows) * costs.update)
         tasks += [(t, key, j) for j in range(s)]
-    busy = [0.0] * p
+    parts["startup"] = [costs.worker_startup] * p
+    busy = [costs.worker_startup] * p
     hosted: List[Dict[Hashable, int]] = [{} for _ in range(p)]
     assignment: List[List[Any]] = [[] for _ in range(p)]
     for t, key, j in tasks:  # already largest first (stable within a group)
@@ -166,8 +181,8 @@ def estimate_mtp(workload: Workload, n_workers: int, costs: UnitCosts) -> Strate
 
         k = min(range(p), key=lambda k: (busy[k] + t + data_cost(k), k))
         dc = data_cost(k)
-        parts["startup"][k] += costs.task_startup
-        parts["compute"][k] += t - costs.task_startup
+        parts["startup"][k] += start
+        parts["compute"][k] += t - start
         parts["disk" if key in hosted[k] else "load"][k] += dc
         hosted[k][key] = hosted[k].get(key, 0) + 1
         assignment[k].append([key_to_json(key), j])
@@ -187,7 +202,7 @@ def estimate_dp(workload: Workload, n_workers: int, costs: UnitCosts) -> Strateg
     sync = costs.sync_per_step if p > 1 else 0.0
     parts = {k: [0.0] * p for k in ("compute", "load", "sync", "startup")}
     for k in range(p):
-        parts["startup"][k] = costs.task_startup
+        parts["startup"][k] = costs.worker_startup + costs.task_startup
         parts["load"][k] = costs.load_per_row * sum(sh.rows for sh in pl.workers[k])
     for key in group_order(w.group_sizes):
         rows = w.group_sizes[key]
@@ -224,17 +239,26 @@ def estimate_grouped(workload: Workload, n_workers: int, costs: UnitCosts,
     order and the cheaper estimate is kept."""
     p = check_workers(n_workers)
     if placement is None:
-        if workload.pattern == "sampling":
-            return estimate_grouped(workload, p, costs, grouped_placement(workload, p))
-        # the row guarantees hold in any visiting order; keep the cheaper of the two
-        by_size = estimate_grouped(workload, p, costs, grouped_placement(workload, p))
-        by_key = estimate_grouped(workload, p, costs, grouped_placement(workload, p, order="key"))
-        return by_key if by_key.makespan < by_size.makespan else by_size
+        options = [grouped_placement(workload, p)]
+        if workload.pattern != "sampling":
+            # the row guarantees hold in any visiting order
+            options.append(grouped_placement(workload, p, order="key"))
+        if workload.pattern != "algebraic":
+            # splitting a group costs a task per hop (sequential) or a distributed job
+            # (sampling): wrap-around with a capacity no group exceeds -- every group whole,
+            # largest first -- is the no-split end of the same family
+            options.append(whole_groups(workload.group_sizes, p))
+        best = None
+        for pl in options:
+            est = estimate_grouped(workload, p, costs, pl)
+            if best is None or est.makespan < best.makespan:
+                best = est
+        return best
     w, s, h = workload, workload.n_configs, workload.epochs
     pl = placement
     parts = {k: [0.0] * p for k in ("compute", "load", "transfer", "sync", "startup")}
     for k, shards in enumerate(pl.workers):
-        parts["startup"][k] = costs.task_startup
+        parts["startup"][k] = costs.worker_startup + costs.task_startup
         parts["sync"][k] = h * costs.epoch_barrier if p > 1 else 0.0
         for sh in shards:
             parts["load"][k] += costs.load_per_row * sh.rows
@@ -250,15 +274,20 @@ def estimate_grouped(workload: Workload, n_workers: int, costs: UnitCosts,
             parts["compute"][holders[-1][0]] += s * h * costs.update
         hops = len(holders) - 1
         if hops:
-            n_transfers = hops if w.pattern == "sequential" else 2 * hops
-            each = s * h * n_transfers * costs.model_transfer / len(holders)
+            if w.pattern == "sequential":      # every visit is a task of its own
+                per_hop = costs.model_transfer + costs.task_startup
+                each = s * h * hops * per_hop / len(holders)
+            elif w.pattern == "sampling":      # one distributed job (a rank task per holder) per config
+                each = s * (costs.task_startup + 2 * hops * h * costs.model_transfer / len(holders))
+            else:
+                each = s * h * 2 * hops * costs.model_transfer / len(holders)
             for k, _ in holders:
                 parts["transfer"][k] += each
     per = [sum(parts[x][k] for x in parts) for k in range(p)]
     floor = 0.0
     if w.pattern == "sequential" and w.group_sizes:
-        floor = max(s * h * (_row_cost(costs) * r + w.steps(r) * costs.update)
-                    for r in w.group_sizes.values())
+        floor = costs.worker_startup + max(s * h * (_row_cost(costs) * r + w.steps(r) * costs.update)
+                                           for r in w.group_sizes.values())
     return _finish("grouped", per, parts, pl, {"split_groups": len(pl.split_groups())}, floor)
 
 
@@ -325,7 +354,7 @@ def choose_strategy(group_sizes: Mapping[Hashable, int], n_configs: int, epochs:
                     n_workers: int, costs: Optional[UnitCosts] = None, *,
                     pattern: str = "algebraic", batch_size: Optional[int] = None,
                     strategy: str = "auto",
-                    candidates: Sequence[str] = STRATEGIES) -> Plan:
+                    candidates: Sequence[str] = STRATEGIES, blocks: int = 1) -> Plan:
     """Estimate every candidate strategy and pick the cheapest (``strategy='auto'``) or
     the requested one.  Ties go to the earlier name in ``grouped, gtp, mtp, dp``."""
     p = check_workers(n_workers)
@@ -335,7 +364,7 @@ def choose_strategy(group_sizes: Mapping[Hashable, int], n_configs: int, epochs:
     if not candidates:
         fail("candidates", DEFAULT_OWNER, "a non-empty list of strategies", "[]")
     costs = costs if costs is not None else UnitCosts()
-    workload = Workload(group_sizes, n_configs, epochs, pattern, batch_size)
+    workload = Workload(group_sizes, n_configs, epochs, pattern, batch_size, blocks)
     names = list(dict.fromkeys(list(candidates) + ([strategy] if strategy != "auto" else [])))
     names.sort(key=STRATEGIES.index)
     ests = {name: ESTIMATORS[name](workload, p, costs) for name in names}

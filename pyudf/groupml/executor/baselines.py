@@ -1,0 +1,432 @@
+"""The baselines of Kingpin section 3 as executed strategies for the MLP and LightGBM.
+
+Coordinator side (driver threads, no plpy) and the worker ops they call through
+``groupml._gap_task``:
+
+* **MTP** (model task parallelism): one task per (group, config) unit of work, on the
+  least loaded worker; the worker loads the *whole* group (a copy per worker that runs
+  one of its configs, cached in its backend like any shard) and trains the config alone.
+  Configs of one group run at the same time on different workers.
+
+  - MLP (:class:`MTPMLPTrainer`): a task is one config's epoch block (op ``mlp_block``:
+    ``epoch_iters`` epochs of :func:`groupml.learners._mlp.train_epoch` over the whole
+    group, then the validation decision values); the training state travels as bytes,
+    so the search procedure drives it exactly as it drives ``MLPTrainer`` -- and the
+    result is bit for bit that of GTP (same rows, order, seeds and code).
+  - LightGBM (:class:`MTPLGBMTrainer`): a task trains a config's whole boosting run
+    (op ``lgbm_fit``, single-node :func:`groupml.learners.train_lightgbm`); the search's
+    blocks then advance how many trees it sees (prefixes of the model). The model equals
+    single-node LightGBM's for the same params.
+
+* **DP** for the MLP (:class:`DataParallelMLPTrainer`): every group split over all
+  workers; each mini-batch step is a synchronous round (see
+  :mod:`groupml.learners._dpsgd`): the coordinator holds the models (it loads torch),
+  sends every worker the weights and its rows of the batch (op ``mlp_grad``, all
+  configs of the round in one task), averages the returned gradients by batch share and
+  applies the optimizer step. Equal to single-process training up to float32 rounding
+  of the split gradient sum; bit for bit when a group has one shard.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import OrderedDict
+from typing import Any, Dict, List, Mapping, Optional
+
+import numpy as np
+
+from ..errors import InvalidParameterError
+from .patterns import ShardedLGBMTrainer, ShardedMLPTrainer, _Scored, await_result
+
+
+def baseline_trainer(mode: str, pattern: str, family, ctx, X_val, y_val, opts, lgbm_timeout_s: float = 120.0,
+                     resume: Optional[Mapping[str, Any]] = None):
+    """The engine.Trainer of a group under MTP (``mode='configs'``, MLP or LightGBM) or the
+    MLP's per-step DP (``mode='steps'``); ``resume`` is the group's epoch checkpoint."""
+    if mode == "steps":
+        stats = None if resume is None else resume["trainer"].get("stats")
+        return DataParallelMLPTrainer(family, ctx, X_val, y_val, metric=opts["metric"], stats=stats)
+    if pattern == "sequential":
+        return MTPMLPTrainer(family, ctx, X_val, y_val, metric=opts["metric"])
+    return MTPLGBMTrainer(family, ctx, X_val, y_val, metric=opts["metric"], timeout_s=lgbm_timeout_s)
+
+
+def pick_copy(ctx, trial_id: int) -> int:
+    """The index of the worker copy (``ctx.shards``: one whole-group entry per worker) for
+    a config's next MTP task: the least loaded worker, ties from the config's own slot
+    ``(group_no + trial_id) mod p`` onwards, so a group's configs spread over the workers."""
+    p = len(ctx.shards)
+    home = (int(ctx.group_no) + int(trial_id)) % p
+    return min(range(p), key=lambda s: (ctx.pool.load(ctx.shards[s][0]), (s - home) % p))
+
+
+# ------------------------------------------------------------------ MTP, sequential (MLP)
+class MTPMLPTrainer(ShardedMLPTrainer):
+    """engine.Trainer for MTP over the MLP: a config's epoch block is one task on one
+    worker holding a copy of the whole group; configs of a group run concurrently."""
+
+    def __init__(self, family, ctx, X_val, y_val, *, metric: Optional[str] = None):
+        self.family = family
+        self.ctx = ctx
+        self.d = ctx.d
+        self._init_scoring(family, X_val, y_val, metric)
+        self.passes = 0
+        self.stats = None                # a state is created by the worker of the config's first block
+        self._cfgs: Dict[int, Dict[str, Any]] = {}
+        self._retired: Dict[int, Dict[str, Any]] = {}
+        self.interrupt_check = None
+
+    def _init(self, c):
+        return None
+
+    # epoch checkpoints: between blocks a config is its state bytes and epoch count (the
+    # validation decision values are recomputed by a worker after a resume)
+    def checkpoint_state(self) -> Dict[str, Any]:
+        return _checkpoint(self, "mlp-mtp-1", ("state", "done", "status", "version"))
+
+    def load_checkpoint(self, state: Mapping[str, Any]) -> None:
+        _restore(self, state, "mlp-mtp-1", ("state", "done", "status", "version"))
+
+    def run(self, iterations: int) -> None:
+        ctx = self.ctx
+        futs = []
+        for tid in sorted(self._cfgs):
+            c = self._cfgs[tid]
+            if c["status"] != "running":
+                continue
+            n = min(c["done"] + int(iterations), int(c["params"]["epochs"])) - c["done"]
+            if n <= 0:
+                continue
+            s = pick_copy(ctx, tid)
+            req = ctx.request(s, op="mlp_block", family=self.family.name, params=c["params"], epochs=n)
+            futs.append((tid, ctx.pool.submit(ctx.shards[s][0], req, c["state"],
+                                              ctx.meta(s, "block", c["done"], [tid]), fn="task")))
+        for tid, fut in futs:
+            header, body = unpack_block(await_result(fut, ctx.abort))
+            c = self._cfgs[tid]
+            cut = int(header["state_bytes"])
+            c["state"], c["margins"] = body[:cut], np.frombuffer(body[cut:], dtype="<f8").astype(np.float64)
+            self.passes += int(header["epochs_done"]) - c["done"]
+            c["done"], c["status"] = int(header["epochs_done"]), str(header["status"])
+            c["version"] += 1
+            if self.interrupt_check is not None:
+                self.interrupt_check()
+
+    def _compute_margins(self, c) -> np.ndarray:
+        if c.get("margins") is not None:
+            return c["margins"]
+        if not c["state"]:
+            return np.zeros(self.X_val.shape[0])
+        return super()._compute_margins(c)            # op mlp_eval on a worker (after a resume)
+
+
+def mlp_block(req: Mapping[str, Any], blob: Optional[bytes], X: np.ndarray, y: np.ndarray,
+              X_val: np.ndarray) -> bytes:
+    """Worker side of an MTP block: ``req['epochs']`` epochs of one config over the whole
+    group (a fresh state when ``blob`` is empty, initialised as ``MLPTrainer`` does), then
+    its decision values on the validation rows. Packed: header (status, epochs_done,
+    state_bytes) + state bytes + float8 decision values."""
+    from ..learners import _container, _mlp
+    from ..learners._data import as_data
+
+    torch = _mlp.torch_module()
+    fam = _mlp._family(req["family"])
+    d = int(req["d"])
+    X, y = as_data(X, y, "the group's training rows")
+    y = fam.prepare_labels(y, "the group's training rows")
+    if blob:
+        run = _mlp.run_from_bytes(bytes(blob))
+    else:
+        run = _mlp.new_run(fam, req["params"], d, _mlp.merge_stats([_mlp.partial_stats(X, y)], d))
+    Xt = torch.from_numpy(X.astype(np.float32))
+    yt = torch.from_numpy(y.astype(np.float32))
+    status = "running"
+    for _ in range(int(req["epochs"])):
+        loss = _mlp.train_epoch(run, Xt, yt, epoch=run.epochs_done, shard_id=0)
+        run.epochs_done += 1
+        if not math.isfinite(loss):
+            status = "diverged"
+            break
+        if run.epochs_done >= int(run.params["epochs"]):
+            status = "max_iter"
+            break
+    with np.errstate(over="ignore", invalid="ignore"):
+        z = _mlp.decision_values(run.net, X_val, run.regression)
+    state = _mlp.run_to_bytes(run)
+    return _container.pack({"status": status, "epochs_done": run.epochs_done, "state_bytes": len(state)},
+                           state + z.astype("<f8").tobytes())
+
+
+def unpack_block(blob: bytes):
+    from ..learners import _container
+    return _container.unpack(blob, "MTP block result")
+
+
+# ------------------------------------------------------------------ MTP, sampling (LightGBM)
+class MTPLGBMTrainer(ShardedLGBMTrainer):
+    """engine.Trainer for MTP over LightGBM: a config's whole boosting run is one task
+    (single-node LightGBM on a worker holding a copy of the group); blocks advance the
+    number of trees the search sees."""
+
+    def _train(self, tids: List[int]) -> None:
+        from ..learners._lgbm import lgb_module
+
+        ctx = self.ctx
+        futs = []
+        for tid in tids:
+            p = self._cfgs[tid]["params"]
+            s = pick_copy(ctx, tid)
+            req = ctx.request(s, op="lgbm_fit", family=self.family.name, params=p,
+                              rounds=int(p["num_boost_round"]))
+            futs.append((tid, ctx.pool.submit(ctx.shards[s][0], req, b"", ctx.meta(s, "boost", self.jobs, [tid]),
+                                              fn="task")))
+            self.jobs += 1
+        lgb = lgb_module()
+        for tid, fut in futs:
+            text = await_result(fut, ctx.abort)
+            booster = lgb.Booster(model_str=text.decode("utf-8"))
+            c = self._cfgs[tid]
+            c["booster"], c["trees"], c["text"] = booster, int(booster.current_iteration()), text
+
+
+# ------------------------------------------------------------------ DP, sequential (MLP)
+class DataParallelMLPTrainer(_Scored):
+    """engine.Trainer for DP over the MLP: synchronous data-parallel SGD, one round of
+    worker tasks per mini-batch step (all active configs of the group in each round)."""
+
+    def __init__(self, family, ctx, X_val, y_val, *, metric: Optional[str] = None,
+                 stats: Optional[Dict[str, Any]] = None):
+        from ..learners import _mlp
+        from .worker import unpack_stats
+
+        self.family = family
+        self.ctx = ctx
+        self.d = ctx.d
+        self._init_scoring(family, X_val, y_val, metric)
+        self.passes = 0
+        self.rounds = 0
+        self._cfgs: Dict[int, Dict[str, Any]] = {}
+        self._retired: Dict[int, Dict[str, Any]] = {}
+        self.interrupt_check = None
+        self.bounds = [(int(s[1]), int(s[2])) for s in ctx.shards]
+        self.n = sum(r for _, r in self.bounds)
+        if stats is not None:                               # resumed from a checkpoint
+            self.stats = stats
+            return
+        futs = [ctx.pool.submit(w, ctx.request(s, op="mlp_stats"), b"", ctx.meta(s, "stats", 0, []), fn="task")
+                for s, (w, *_rest) in enumerate(ctx.shards)]
+        parts = [unpack_stats(await_result(f, ctx.abort), self.d) for f in futs]
+        self.stats = _mlp.merge_stats(parts, self.d)       # shard order
+
+    # epoch checkpoints: between blocks a config is its whole training state (weights,
+    # optimizer moments, dropout generator) and its epoch count; rounds continue numbering
+    def checkpoint_state(self) -> Dict[str, Any]:
+        from ..learners import _mlp
+
+        for c in list(self._cfgs.values()) + list(self._retired.values()):
+            c["state"] = _mlp.run_to_bytes(c["run"])
+        out = _checkpoint(self, "mlp-dp-1", ("state", "done", "status", "version"))
+        out["rounds"] = int(self.rounds)
+        return out
+
+    def load_checkpoint(self, state: Mapping[str, Any]) -> None:
+        from ..learners import _mlp
+
+        _restore(self, state, "mlp-dp-1", ("state", "done", "status", "version"))
+        self.rounds = int(state["rounds"])
+        for c in list(self._cfgs.values()) + list(self._retired.values()):
+            c["run"] = _mlp.run_from_bytes(c["state"])
+
+    def add(self, trial_id: int, params: Mapping[str, Any]) -> None:
+        from ..learners import _mlp
+
+        if trial_id in self._cfgs:
+            raise InvalidParameterError(f"Trial {trial_id} is already in the batch",
+                                        hint="Use a new trial id for every configuration.")
+        p = self.family.validate_params(params)
+        self._retired.pop(trial_id, None)
+        self._val_cache.pop(trial_id, None)
+        self._cfgs[trial_id] = {"params": p, "run": _mlp.new_run(self.family, p, self.d, self.stats), "done": 0,
+                                "status": "running", "version": 0}
+
+    def run(self, iterations: int) -> None:
+        from ..learners import _dpsgd
+
+        jobs: Dict[int, Dict[str, Any]] = {}
+        for tid, c in self._cfgs.items():
+            if c["status"] == "running":
+                target = min(c["done"] + int(iterations), int(c["params"]["epochs"]))
+                if target > c["done"]:
+                    jobs[tid] = {"target": target, "batches": _dpsgd.epoch_batches(c["run"], c["done"], self.n),
+                                 "pos": 0, "total": 0.0}
+        while jobs:
+            self._round(jobs)
+
+    def _round(self, jobs: Dict[int, Dict[str, Any]]) -> None:
+        """One synchronous step of every config in ``jobs``: p worker tasks, then the updates."""
+        from ..learners import _dpsgd
+
+        ctx = self.ctx
+        tids = sorted(jobs)
+        per_cfg = []
+        for tid in tids:
+            run = self._cfgs[tid]["run"]
+            idx = jobs[tid]["batches"][jobs[tid]["pos"]]
+            masks = _dpsgd.draw_masks(run, len(idx))
+            per_cfg.append((tid, run, idx, masks, _dpsgd.split_batch(idx, self.bounds),
+                            _dpsgd.state_vector(run.net).astype("<f4").tobytes()))
+        futs = []
+        for s, (w, *_rest) in enumerate(ctx.shards):
+            configs, blob = [], []
+            for tid, run, idx, masks, split, state in per_cfg:
+                pos, loc = split[s]
+                configs.append({"params": self._cfgs[tid]["params"], "rows": int(pos.size),
+                                "masks": masks is not None and pos.size > 0})
+                blob += [state, loc.astype("<i4").tobytes()]
+                if masks is not None and pos.size > 0:
+                    sel = np.asarray(pos)
+                    blob.append(b"".join(m.numpy()[sel].astype(np.uint8).tobytes() for m in masks))
+            req = ctx.request(s, op="mlp_grad", family=self.family.name, configs=configs)
+            futs.append(ctx.pool.submit(w, req, b"".join(blob), ctx.meta(s, "step", self.rounds, tids), fn="task"))
+        outs = [np.frombuffer(await_result(f, ctx.abort), dtype="<f8") for f in futs]   # shard order
+        self.rounds += 1
+        offsets = [0] * len(outs)
+        for tid, run, idx, masks, split, _state in per_cfg:
+            size = _dpsgd.grad_size(run.net)
+            parts = []
+            for s, out in enumerate(outs):
+                o = offsets[s]
+                parts.append((int(split[s][0].size), float(out[o]), out[o + 1:o + 1 + size]))
+                offsets[s] = o + 1 + size
+            loss, g = _dpsgd.combine(parts, len(idx), size)
+            _dpsgd.apply_step(run, g)
+            self._after_step(tid, jobs, loss)
+
+    def _after_step(self, tid: int, jobs, loss: float) -> None:
+        from ..learners import _dpsgd
+
+        c, job = self._cfgs[tid], jobs[tid]
+        job["total"] += loss
+        job["pos"] += 1
+        if job["pos"] < len(job["batches"]):
+            return
+        run = c["run"]
+        run.visits += 1
+        run.epochs_done += 1
+        c["done"] += 1
+        c["version"] += 1
+        self.passes += 1
+        if not math.isfinite(job["total"] / len(job["batches"])):
+            c["status"] = "diverged"
+        elif c["done"] >= int(c["params"]["epochs"]):
+            c["status"] = "max_iter"
+        if c["status"] != "running" or c["done"] >= job["target"]:
+            del jobs[tid]
+        else:
+            job.update(batches=_dpsgd.epoch_batches(run, c["done"], self.n), pos=0, total=0.0)
+        if self.interrupt_check is not None:
+            self.interrupt_check()
+
+    def _compute_margins(self, c) -> np.ndarray:
+        from ..learners import _mlp
+        with np.errstate(over="ignore", invalid="ignore"):
+            return _mlp.decision_values(c["run"].net, self.X_val, c["run"].regression)
+
+    def model(self, trial_id: int):
+        from ..learners import MLPModel
+        return MLPModel.from_run(self._get(trial_id)["run"])
+
+
+def _checkpoint(trainer, fmt: str, keys) -> Dict[str, Any]:
+    def one(tid, c):
+        return dict({"trial_id": int(tid), "params": dict(c["params"])}, **{k: c[k] for k in keys})
+    return {"format": fmt, "passes": int(trainer.passes), "stats": trainer.stats,
+            "configs": [one(t, c) for t, c in trainer._cfgs.items()],
+            "retired": [one(t, c) for t, c in trainer._retired.items()]}
+
+
+def _restore(trainer, state: Mapping[str, Any], fmt: str, keys) -> None:
+    from ..errors import PrerequisiteStateError
+
+    if not isinstance(state, Mapping) or state.get("format") != fmt:
+        raise PrerequisiteStateError("The checkpoint is not a state of this trainer",
+                                     hint="Resume with the same model, strategy and options, or restart the run.")
+    try:
+        for bucket, key in ((trainer._cfgs, "configs"), (trainer._retired, "retired")):
+            bucket.clear()
+            for data in state[key]:
+                bucket[int(data["trial_id"])] = dict({"params": trainer.family.validate_params(data["params"])},
+                                                     **{k: data[k] for k in keys})
+        trainer.passes = int(state["passes"])
+        trainer.stats = state["stats"]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PrerequisiteStateError(f"The trainer checkpoint is damaged: {exc}",
+                                     hint="Restart the run from scratch.") from None
+    trainer._val_cache = {}
+
+
+# (family, params, d) -> network: a worker's scratch networks for DP gradient tasks
+_NETS: "OrderedDict[str, Any]" = OrderedDict()
+_MAX_NETS = 64
+
+
+def _scratch_net(family: str, params: Mapping[str, Any], d: int):
+    from ..learners import _mlp
+
+    key = json.dumps([family, params, d], sort_keys=True)
+    net = _NETS.get(key)
+    if net is None:
+        p = _mlp._family(family).validate_params(params)
+        net, _ = _mlp._build(p, d)
+        _NETS[key] = net
+        while len(_NETS) > _MAX_NETS:
+            _NETS.popitem(last=False)
+    else:
+        _NETS.move_to_end(key)
+    return net
+
+
+def mlp_grad(req: Mapping[str, Any], blob: bytes, X: np.ndarray, y: np.ndarray) -> bytes:
+    """Worker side of one DP step: for every config of the round, its weights (float32
+    state vector), the local rows of the batch on this shard (int32) and their dropout
+    masks (uint8, per hidden layer); returns per config ``[loss, gradient...]`` (float8)
+    over those rows -- zeros when the shard holds none of the batch."""
+    from ..learners import _dpsgd, _mlp
+
+    fam = _mlp._family(req["family"])
+    d = int(req["d"])
+    y = fam.prepare_labels(y, "the shard")
+    torch = _mlp.torch_module()
+    view = memoryview(bytes(blob))
+    at = 0
+    out = []
+    for cfg in req["configs"]:
+        net = _scratch_net(fam.name, cfg["params"], d)
+        n_state = sum(int(v.numel()) for v in net.state_dict().values())
+        state = np.frombuffer(view[at:at + 4 * n_state], dtype="<f4").astype(np.float32)
+        at += 4 * n_state
+        rows = int(cfg["rows"])
+        loc = np.frombuffer(view[at:at + 4 * rows], dtype="<i4").astype(np.int64)
+        at += 4 * rows
+        masks = None
+        if cfg.get("masks"):
+            masks = []
+            for w in _dpsgd.hidden_widths(net):
+                m = np.frombuffer(view[at:at + rows * w], dtype=np.uint8).reshape(rows, w)
+                masks.append(torch.from_numpy(m.astype(bool)))
+                at += rows * w
+        size = _dpsgd.grad_size(net)
+        if rows == 0:
+            out.append(np.zeros(1 + size))
+            continue
+        if loc.min() < 0 or loc.max() >= X.shape[0]:
+            raise InvalidParameterError(f"A DP step names rows outside this shard of {X.shape[0]} rows",
+                                        hint="_gap_task is internal to train_groups.")
+        _dpsgd.load_state_vector(net, state)
+        loss, g = _dpsgd.part_gradient(net, fam.kind == "regression", X[loc], y[loc], masks)
+        out.append(np.concatenate([[loss], g.astype(np.float64)]))
+    if at != len(view):
+        raise InvalidParameterError(f"A DP step sent {len(view)} bytes; its configs describe {at}",
+                                    hint="_gap_task is internal to train_groups.")
+    return np.concatenate(out).astype("<f8").tobytes()

@@ -1,0 +1,85 @@
+"""The planner's unit costs calibrated from the tasks of earlier train_groups runs."""
+
+import json
+
+import pytest
+
+from groupml.datagen import create_table, grouped_classification
+
+pytestmark = pytest.mark.integration
+
+FEATS = "ARRAY['f1', 'f2', 'f3', 'f4', 'f5']"
+SPEC = '{"l2": [0.001, 0.1, 1.0]}'
+
+
+@pytest.fixture
+def clicks(db):
+    create_table(db, "clicks", grouped_classification(20000, 6, 5, seed=3, exponent=1.1))
+
+
+def call(db):
+    return db.execute(f"CALL groupml.train_groups('clicks', ARRAY['country'], {FEATS}, 'clicked', 'logistic', "
+                      f"%s::jsonb, '{{}}'::jsonb, NULL, workers => 2)", [SPEC]).fetchone()[0]
+
+
+def explain(db):
+    rows = db.execute(f"SELECT strategy, chosen, worker, estimated_seconds, explanation FROM "
+                      f"groupml.explain_train_groups('clicks', ARRAY['country'], {FEATS}, 'clicked', 'logistic', "
+                      f"%s::jsonb, '{{}}', 2)", [SPEC]).fetchall()
+    return [r for r in rows if r[1]]
+
+
+def test_explain_and_runs_use_unit_costs_measured_by_earlier_runs(db, clicks):
+    before = explain(db)
+    assert "Unit costs are not calibrated" in before[0][4]
+    first = call(db)
+    plan1 = db.execute("SELECT plan FROM groupml.grouped_runs WHERE run_id = %s", [first]).fetchone()[0]
+    assert plan1["unit_costs"]["calibrated"] is False
+    assert plan1["workload"] == {"n_configs": 3, "epochs": 100, "blocks": 10}
+
+    chosen = explain(db)
+    text = chosen[0][4]
+    assert "Unit costs calibrated from" in text and "1 earlier run(s)" in text
+    assert "compute_per_row" in text and "worker_startup" in text
+    assert "of the planned config-epochs" in text      # L-BFGS converges long before max_iter
+    assert len(chosen) == 2
+    makespan = max(r[3] for r in chosen)
+    assert makespan > 0
+
+    # a second, identical run plans with the same measurements
+    second = call(db)
+    strategy, plan2 = db.execute("SELECT strategy, plan FROM groupml.grouped_runs WHERE run_id = %s",
+                                 [second]).fetchone()
+    uc = plan2["unit_costs"]
+    assert uc["calibrated"] is True and uc["runs"] == 1 and uc["tasks"] > 20
+    for f in ("compute_per_row", "load_per_row", "task_startup", "worker_startup"):
+        assert uc["sources"][f].startswith("measured"), f
+    assert uc["sources"]["epoch_barrier"] == "default"
+    assert 0 < uc["work_ratio"] < 1
+    assert strategy == chosen[0][0]
+    seconds, estimated = db.execute("SELECT seconds, estimated_seconds FROM groupml.runs WHERE run_id = %s",
+                                    [second]).fetchone()
+    # explain sizes groups from counts (validation share estimated), the run from its snapshot
+    assert estimated == pytest.approx(makespan, rel=0.25)
+    # the estimate is of the right size: within 3x of what the second run took (with the
+    # default unit costs it is several times off: bench/bench_calibration.py)
+    assert seconds / 3 <= makespan <= 3 * seconds, (makespan, seconds)
+    # the first run's estimate, made with the defaults, is kept beside its measured time
+    assert db.execute("SELECT estimated_seconds FROM groupml.runs WHERE run_id = %s", [first]).fetchone()[0] > 0
+    assert json.loads(json.dumps(uc))["costs"]["compute_per_row"] > 0
+
+
+def test_explain_by_a_role_that_cannot_read_the_run_catalog(db, dbname, clicks):
+    call(db)
+    role = f"calib_reader_{dbname}"
+    db.execute(f"CREATE ROLE {role}")
+    db.execute(f"GRANT USAGE ON SCHEMA groupml TO {role}")
+    db.execute(f"GRANT SELECT ON clicks TO {role}")
+    db.execute(f"SET ROLE {role}")
+    try:
+        chosen = explain(db)
+    finally:
+        db.execute("RESET ROLE")
+        db.execute(f"DROP OWNED BY {role}")
+        db.execute(f"DROP ROLE {role}")
+    assert chosen and "Unit costs are not calibrated (this role cannot read the run catalog)" in chosen[0][4]

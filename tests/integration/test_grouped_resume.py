@@ -1,0 +1,278 @@
+"""Epoch-level resume of planner-driven train_groups: a group interrupted mid-search continues
+after its last committed epoch block (groupml.run_checkpoints) and ends with the models of an
+uninterrupted run."""
+
+import json
+import threading
+import time
+
+import numpy as np
+import psycopg
+import pytest
+
+from groupml.datagen import create_table, grouped_classification
+from groupml.executor.invariants import schedule_violations
+from groupml.learners import load_model, replay
+from groupml.learners._sharded import state_weights
+
+pytestmark = pytest.mark.integration
+
+STMT = ("CALL groupml.train_groups(%s, ARRAY['country'], {feats}, 'clicked', %s, %s::jsonb, %s::jsonb, {run}, "
+        "workers => 2, strategy => %s)")
+
+
+def train(conn, table, feats, model, spec, options, strategy="grouped", run_id=None):
+    sql = STMT.format(feats=feats, run="NULL" if run_id is None else int(run_id))
+    return conn.execute(sql, [table, model, spec, options, strategy]).fetchone()[0]
+
+
+def freeze_and_cancel(dsn, pid, condition, timeout=120.0):
+    """A thread that, once ``condition`` holds, locks groupml.run_checkpoints against writes --
+    the run then cannot commit another epoch block or group (each writes or deletes a checkpoint
+    row), which pins where it stops -- and cancels backend ``pid``. Set ``release`` after the
+    cancelled call has returned; (thread, fired, release)."""
+    fired, release = threading.Event(), threading.Event()
+
+    def watch():
+        with psycopg.connect(dsn, autocommit=True) as watcher:
+            deadline = time.time() + timeout
+            while time.time() < deadline and not release.is_set():
+                if watcher.execute(condition).fetchone()[0]:
+                    with watcher.transaction():
+                        watcher.execute("LOCK TABLE groupml.run_checkpoints IN SHARE MODE")
+                        watcher.execute("SELECT pg_cancel_backend(%s)", [pid])
+                        fired.set()
+                        release.wait(timeout)
+                    return
+                time.sleep(0.01)
+
+    thread = threading.Thread(target=watch)
+    thread.start()
+    return thread, fired, release
+
+
+def cancel_after(dsn, condition, table, feats, model, spec, options, strategy="grouped"):
+    """Start a run and cancel its coordinator as soon as ``condition`` holds; the run's id."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        thread, fired, release = freeze_and_cancel(dsn, conn.info.backend_pid, condition)
+        try:
+            with pytest.raises(psycopg.errors.QueryCanceled):
+                train(conn, table, feats, model, spec, options, strategy)
+        finally:
+            release.set()
+            thread.join()
+        assert fired.is_set()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return conn.execute("SELECT max(run_id) FROM groupml.runs").fetchone()[0]
+
+
+def resume(dsn, table, feats, model, spec, options, run_id, strategy="grouped"):
+    """Call again with the run's id; (run id, NOTICE messages)."""
+    notices = []
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.add_notice_handler(lambda d: notices.append(d.message_primary))
+        got = train(conn, table, feats, model, spec, options, strategy, run_id)
+    return got, notices
+
+
+def schedule(db, run_id):
+    names = ["group_key", "pass", "worker", "shard", "row_start", "n_rows", "trials", "started", "finished", "kind"]
+    rows = db.execute("SELECT group_key::text, pass, worker, shard, row_start, n_rows, trials, started, finished, "
+                      "kind FROM groupml.run_schedule WHERE run_id = %s ORDER BY started", [run_id]).fetchall()
+    return [dict(zip(names, r)) for r in rows]
+
+
+def check_invariants(db, run_id):
+    sizes = dict(db.execute("SELECT group_key::text, (fit).n_train FROM groupml.models WHERE run_id = %s",
+                            [run_id]).fetchall())
+    log = schedule(db, run_id)
+    assert schedule_violations(log, sizes, {}) == []
+    return log
+
+
+def epochs(db, run_id, gkey=None):
+    """(group, block, trial) -> (epoch, score, decision, at)."""
+    rows = db.execute("SELECT group_key::text, block, trial_id, epoch, score, decision, at FROM groupml.run_epochs "
+                      "WHERE run_id = %s AND (%s::text IS NULL OR group_key = %s::jsonb)",
+                      [run_id, gkey, gkey]).fetchall()
+    return {(g, b, t): rest for g, b, t, *rest in rows}
+
+
+def trials(db, run_id):
+    """Every stored trial without its measured seconds."""
+    out = {}
+    for g, tid, params, status, reason, score, scores, metrics in db.execute(
+            "SELECT group_key::text, trial_id, params, status, stop_reason, score, epoch_scores, metrics "
+            "FROM groupml.trials WHERE run_id = %s", [run_id]).fetchall():
+        metrics.pop("seconds", None)
+        out[(g, tid)] = (params, status, reason, score, scores, metrics)
+    return out
+
+
+def fits(db, run_id):
+    """group -> (params, score, model bytes; for LightGBM the trees, not the parameters section,
+    which names the ports of the distributed ranks)."""
+    return {g: (p, s, bytes(m).split(b"end of trees")[0] if m is not None else None) for g, p, s, m in db.execute(
+        "SELECT group_key::text, (fit).params, (fit).score, (fit).model FROM groupml.models WHERE run_id = %s",
+        [run_id]).fetchall()}
+
+
+def interrupted_state(db, run_id):
+    """The one group with a checkpoint after the cancel: (group, block, passes)."""
+    rows = db.execute("SELECT group_key::text, block, passes FROM groupml.run_checkpoints WHERE run_id = %s",
+                      [run_id]).fetchall()
+    assert rows, "the cancel came after a checkpointed group had committed epoch blocks"
+    done = {r[0] for r in db.execute("SELECT group_key::text FROM groupml.models WHERE run_id = %s", [run_id])}
+    assert not {r[0] for r in rows} & done
+    return rows
+
+
+def assert_resumed_equals_fresh(db, run_id, fresh):
+    assert db.execute("SELECT status FROM groupml.runs WHERE run_id = %s", [run_id]).fetchone()[0] == "done"
+    assert db.execute("SELECT count(*) FROM groupml.run_checkpoints").fetchone()[0] == 0
+    a, b = fits(db, run_id), fits(db, fresh)
+    assert set(a) == set(b)
+    for g in a:
+        assert a[g] == b[g], g                              # same params, same score, same model bytes
+    assert trials(db, run_id) == trials(db, fresh)
+    ea, eb = epochs(db, run_id), epochs(db, fresh)
+    assert set(ea) == set(eb)
+    assert all(ea[k][:3] == eb[k][:3] for k in ea)           # epoch, score, decision of every block
+
+
+# ---------------------------------------------------------------------------------------------- GLM
+# L-BFGS (history restored) and gradient descent; GD never stops before max_iter (tol 1e-300), so a
+# group lasts 300 passes and is still running when the cancel comes
+SLOW_GLM = {"solver": ["lbfgs", "gd"], "lr": [0.5], "l2": [1e-1, 1e-3], "max_iter": 300, "tol": 1e-300,
+            "epoch_iters": 5}
+
+
+def test_glm_group_continues_after_its_last_committed_epoch_block(dsn, db):
+    create_table(db, "big", grouped_classification(6000, 3, 4, seed=45, exponent=2.5))
+    feats = "ARRAY['f1', 'f2', 'f3', 'f4']"
+    spec = json.dumps(SLOW_GLM)
+    opts = json.dumps({"drivers": 1, "block_rows": 256})
+    args = ("big", feats, "logistic", spec, opts)
+    run_id = cancel_after(dsn, "SELECT EXISTS (SELECT 1 FROM groupml.run_checkpoints WHERE block >= 4)", *args)
+    [(gkey, block, passes)] = interrupted_state(db, run_id)
+    before = epochs(db, run_id, gkey)
+    assert {b for _, b, _ in before} == set(range(1, block + 1))   # the blocks committed with the checkpoint
+    log = [e for e in schedule(db, run_id) if e["group_key"] == gkey]
+    assert sorted({e["pass"] for e in log}) == list(range(passes))
+    assert max(e["shard"] for e in log) >= 1                       # the group is split over both workers
+
+    again, notices = resume(dsn, *args, run_id)
+    assert again == run_id
+    assert any(f"group {gkey} resumes after its committed epoch block {block}" in n for n in notices), notices
+    after = epochs(db, run_id, gkey)
+    for k, v in before.items():
+        assert after[k] == v                                 # not redone: same rows, same commit times
+    check_invariants(db, run_id)                             # passes 0, 1, ... once each, over both attempts
+    fresh = train(db, *args)
+    assert_resumed_equals_fresh(db, run_id, fresh)
+    count = "SELECT count(*) FROM groupml.run_schedule WHERE run_id = %s AND group_key = %s::jsonb"
+    assert db.execute(count, [run_id, gkey]).fetchone()[0] == db.execute(count, [fresh, gkey]).fetchone()[0]
+
+
+def test_a_damaged_checkpoint_restarts_its_group(dsn, db):
+    create_table(db, "big", grouped_classification(6000, 3, 4, seed=46, exponent=2.5))
+    feats = "ARRAY['f1', 'f2', 'f3', 'f4']"
+    args = ("big", feats, "logistic", json.dumps(SLOW_GLM), json.dumps({"drivers": 1}))
+    run_id = cancel_after(dsn, "SELECT EXISTS (SELECT 1 FROM groupml.run_checkpoints WHERE block >= 3)", *args)
+    [(gkey, block, _)] = interrupted_state(db, run_id)
+    before = epochs(db, run_id, gkey)
+    db.execute("UPDATE groupml.run_checkpoints SET state = '\\x00010203'::bytea WHERE run_id = %s", [run_id])
+    again, notices = resume(dsn, *args, run_id)
+    assert any(f"group {gkey} restarts" in n for n in notices), notices
+    assert db.execute("SELECT status FROM groupml.runs WHERE run_id = %s", [run_id]).fetchone()[0] == "done"
+    after = epochs(db, run_id, gkey)
+    assert all(after[k][3] > v[3] for k, v in before.items())   # its blocks were trained (and written) again
+    check_invariants(db, run_id)                                  # passes from 0, once each: the old rows went
+
+
+# ---------------------------------------------------------------------------------------- MLP, LightGBM
+def shop_table(db, sizes):
+    db.execute("CREATE TABLE shop (country text, f1 float8, f2 float8, f3 float8, clicked int)")
+    rng = np.random.default_rng(5)
+    with db.cursor() as cur:
+        with cur.copy("COPY shop FROM STDIN") as cp:
+            for g, n in sizes.items():
+                X = rng.normal(size=(n, 3))
+                z = 1.5 * X[:, 0] - X[:, 1] + 0.5 * X[:, 0] * X[:, 2] + rng.normal(scale=0.5, size=n)
+                for x, v in zip(X, z):
+                    cp.write_row((g, *map(float, x), int(v > 0)))
+
+
+FEATS3 = "ARRAY['f1', 'f2', 'f3']"
+
+
+def test_mlp_group_continues_its_hops_and_replays_bit_for_bit(dsn, db):
+    # wrap-around (Alg. 1, group isolation; forced: at this size the planner would keep groups whole)
+    # with p = 2 cuts one of the 120-row groups over both workers; the others are one worker task each
+    # (no epoch checkpoints). drivers = 1: one group at a time
+    shop_table(db, {"a": 150, "b": 150, "c": 30})
+    spec = json.dumps({"method": "grid", "epoch_iters": 1,
+                       "space": {"lr": [0.01, 0.003], "layers": ["8"], "epochs": [16], "batch_size": [32]}})
+    opts = json.dumps({"flexible_hops": False, "keep_snapshot": True, "drivers": 1, "placement": "wrap_around"})
+    args = ("shop", FEATS3, "mlp", spec, opts)
+    run_id = cancel_after(dsn, "SELECT EXISTS (SELECT 1 FROM groupml.run_checkpoints WHERE block >= 2)", *args)
+    [(split, block, _)] = interrupted_state(db, run_id)
+    stats_before = [e for e in schedule(db, run_id) if e["group_key"] == split and e["kind"] == "stats"]
+    assert len(stats_before) == 2
+
+    assert resume(dsn, *args, run_id)[0] == run_id
+    log = check_invariants(db, run_id)
+    mine = [e for e in log if e["group_key"] == split]
+    # the standardisation moments were not recomputed, no hop was redone
+    assert [e for e in mine if e["kind"] == "stats"] == stats_before
+    visits = [e for e in mine if e["kind"] == "visit"]
+    for tid in (0, 1):
+        assert sorted((e["pass"], e["shard"]) for e in visits if e["trials"] == [tid]) == \
+            [(ep, s) for ep in range(16) for s in (0, 1)]
+    # the visit log over both attempts replays to the stored model, bit for bit
+    sid = db.execute("SELECT snapshot_id FROM groupml.grouped_runs WHERE run_id = %s", [run_id]).fetchone()[0]
+    gno = db.execute("SELECT group_no FROM groupml.snapshot_groups WHERE snapshot_id = %s AND group_key = %s::jsonb",
+                     [sid, split]).fetchone()[0]
+    M = np.concatenate([np.frombuffer(bytes(data), dtype=">f8").astype(np.float64).reshape(-1, 4)[n_val:]
+                        for n_val, data in db.execute("SELECT n_val, data FROM groupml.snapshot_blocks WHERE "
+                                                      "snapshot_id = %s AND group_no = %s ORDER BY block_no",
+                                                      [sid, gno]).fetchall()])
+    bounds = sorted({(e["shard"], e["row_start"], e["n_rows"]) for e in visits})
+    shards = [(np.ascontiguousarray(M[s:s + n, :3]), np.ascontiguousarray(M[s:s + n, 3])) for _, s, n in bounds]
+    fit_trials, model = db.execute("SELECT (fit).trials, (fit).model FROM groupml.models WHERE run_id = %s AND "
+                                   "group_key = %s::jsonb", [run_id, split]).fetchone()
+    best = [t for t in fit_trials if t["is_best"]][0]
+    path = [(e["pass"], e["shard"], e["worker"]) for e in visits if e["trials"] == [best["trial_id"]]]
+    want = state_weights(replay(path, shards, best["params"], family="mlp"))
+    got = load_model(bytes(model)).net.state_dict()
+    for k, v in want.items():
+        assert np.array_equal(v, got[k].detach().numpy()), k
+    db.execute("SELECT groupml.drop_snapshot(%s)", [sid])
+    fresh = train(db, "shop", FEATS3, "mlp", spec,
+                  json.dumps({"flexible_hops": False, "drivers": 1, "placement": "wrap_around"}))
+    assert_resumed_equals_fresh(db, run_id, fresh)
+
+
+def test_lightgbm_group_keeps_its_trained_configs(dsn, db):
+    # constrained wrap-around (Alg. 2, forced) with p = 2 splits the one group; slots = 1 trains one
+    # config at a time. One group only: no one-worker search delays a rank, so a cancel finds both ranks of a
+    # job running (a rank waiting for a peer that never comes would block until LightGBM's time_out)
+    shop_table(db, {"a": 1200})
+    spec = json.dumps({"method": "grid", "epoch_iters": 5, "slots": 1,
+                       "space": {"num_leaves": [4, 7, 10, 13], "num_boost_round": [20], "min_data_in_leaf": [10],
+                                 "learning_rate": [0.2]}})
+    args = ("shop", FEATS3, "lightgbm", spec, '{"placement": "wrap_around"}')
+    split = '{"country": "a"}'
+    run_id = cancel_after(dsn, "SELECT EXISTS (SELECT 1 FROM groupml.run_checkpoints WHERE block >= 4)", *args)
+    [(gkey, block, _)] = interrupted_state(db, run_id)
+    assert gkey == split
+    jobs_before = {e["trials"][0] for e in schedule(db, run_id) if e["group_key"] == split and e["kind"] == "rank"}
+    assert 0 in jobs_before
+
+    assert resume(dsn, *args, run_id)[0] == run_id
+    log = check_invariants(db, run_id)                       # among others: one LightGBM job per config
+    ranks = [e for e in log if e["group_key"] == split and e["kind"] == "rank"]
+    assert sorted({e["trials"][0] for e in ranks}) == [0, 1, 2, 3]
+    assert len(ranks) == 4 * 2                               # one 2-rank job per config over both attempts
+    fresh = train(db, *args)
+    assert_resumed_equals_fresh(db, run_id, fresh)
