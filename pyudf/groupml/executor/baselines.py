@@ -37,7 +37,12 @@ from typing import Any, Dict, List, Mapping, Optional
 import numpy as np
 
 from ..errors import InvalidParameterError
-from .patterns import ShardedLGBMTrainer, ShardedMLPTrainer, _Scored, await_result
+from .patterns import (ShardedLGBMTrainer, ShardedMLPTrainer, _load_configs, _save_configs, _Scored, _shard_stats,
+                       await_result)
+
+
+# a baseline's checkpoint must be resumed under the same strategy (its format names it)
+_RESUME_HINT = "Resume with the same model, strategy and options, or restart the run."
 
 
 def baseline_trainer(mode: str, pattern: str, family, ctx, X_val, y_val, opts, lgbm_timeout_s: float = 120.0,
@@ -83,10 +88,11 @@ class MTPMLPTrainer(ShardedMLPTrainer):
     # epoch checkpoints: between blocks a config is its state bytes and epoch count (the
     # validation decision values are recomputed by a worker after a resume)
     def checkpoint_state(self) -> Dict[str, Any]:
-        return _checkpoint(self, "mlp-mtp-1", ("state", "done", "status", "version"))
+        return _save_configs(self, "mlp-mtp-1", ("state", "done", "status", "version"))
 
     def load_checkpoint(self, state: Mapping[str, Any]) -> None:
-        _restore(self, state, "mlp-mtp-1", ("state", "done", "status", "version"))
+        _load_configs(self, state, "mlp-mtp-1", ("state", "done", "status", "version"), stats=True,
+                      hint=_RESUME_HINT)
 
     def run(self, iterations: int) -> None:
         ctx = self.ctx
@@ -197,9 +203,6 @@ class DataParallelMLPTrainer(_Scored):
 
     def __init__(self, family, ctx, X_val, y_val, *, metric: Optional[str] = None,
                  stats: Optional[Dict[str, Any]] = None):
-        from ..learners import _mlp
-        from .worker import unpack_stats
-
         self.family = family
         self.ctx = ctx
         self.d = ctx.d
@@ -211,13 +214,7 @@ class DataParallelMLPTrainer(_Scored):
         self.interrupt_check = None
         self.bounds = [(int(s[1]), int(s[2])) for s in ctx.shards]
         self.n = sum(r for _, r in self.bounds)
-        if stats is not None:                               # resumed from a checkpoint
-            self.stats = stats
-            return
-        futs = [ctx.pool.submit(w, ctx.request(s, op="mlp_stats"), b"", ctx.meta(s, "stats", 0, []), fn="task")
-                for s, (w, *_rest) in enumerate(ctx.shards)]
-        parts = [unpack_stats(await_result(f, ctx.abort), self.d) for f in futs]
-        self.stats = _mlp.merge_stats(parts, self.d)       # shard order
+        self.stats = stats if stats is not None else _shard_stats(ctx)     # given when resumed from a checkpoint
 
     # epoch checkpoints: between blocks a config is its whole training state (weights,
     # optimizer moments, dropout generator) and its epoch count; rounds continue numbering
@@ -226,14 +223,15 @@ class DataParallelMLPTrainer(_Scored):
 
         for c in list(self._cfgs.values()) + list(self._retired.values()):
             c["state"] = _mlp.run_to_bytes(c["run"])
-        out = _checkpoint(self, "mlp-dp-1", ("state", "done", "status", "version"))
+        out = _save_configs(self, "mlp-dp-1", ("state", "done", "status", "version"))
         out["rounds"] = int(self.rounds)
         return out
 
     def load_checkpoint(self, state: Mapping[str, Any]) -> None:
         from ..learners import _mlp
 
-        _restore(self, state, "mlp-dp-1", ("state", "done", "status", "version"))
+        _load_configs(self, state, "mlp-dp-1", ("state", "done", "status", "version"), stats=True,
+                      hint=_RESUME_HINT)
         self.rounds = int(state["rounds"])
         for c in list(self._cfgs.values()) + list(self._retired.values()):
             c["run"] = _mlp.run_from_bytes(c["state"])
@@ -241,12 +239,7 @@ class DataParallelMLPTrainer(_Scored):
     def add(self, trial_id: int, params: Mapping[str, Any]) -> None:
         from ..learners import _mlp
 
-        if trial_id in self._cfgs:
-            raise InvalidParameterError(f"Trial {trial_id} is already in the batch",
-                                        hint="Use a new trial id for every configuration.")
-        p = self.family.validate_params(params)
-        self._retired.pop(trial_id, None)
-        self._val_cache.pop(trial_id, None)
+        p = self._admit(trial_id, params)
         self._cfgs[trial_id] = {"params": p, "run": _mlp.new_run(self.family, p, self.d, self.stats), "done": 0,
                                 "status": "running", "version": 0}
 
@@ -336,34 +329,6 @@ class DataParallelMLPTrainer(_Scored):
     def model(self, trial_id: int):
         from ..learners import MLPModel
         return MLPModel.from_run(self._get(trial_id)["run"])
-
-
-def _checkpoint(trainer, fmt: str, keys) -> Dict[str, Any]:
-    def one(tid, c):
-        return dict({"trial_id": int(tid), "params": dict(c["params"])}, **{k: c[k] for k in keys})
-    return {"format": fmt, "passes": int(trainer.passes), "stats": trainer.stats,
-            "configs": [one(t, c) for t, c in trainer._cfgs.items()],
-            "retired": [one(t, c) for t, c in trainer._retired.items()]}
-
-
-def _restore(trainer, state: Mapping[str, Any], fmt: str, keys) -> None:
-    from ..errors import PrerequisiteStateError
-
-    if not isinstance(state, Mapping) or state.get("format") != fmt:
-        raise PrerequisiteStateError("The checkpoint is not a state of this trainer",
-                                     hint="Resume with the same model, strategy and options, or restart the run.")
-    try:
-        for bucket, key in ((trainer._cfgs, "configs"), (trainer._retired, "retired")):
-            bucket.clear()
-            for data in state[key]:
-                bucket[int(data["trial_id"])] = dict({"params": trainer.family.validate_params(data["params"])},
-                                                     **{k: data[k] for k in keys})
-        trainer.passes = int(state["passes"])
-        trainer.stats = state["stats"]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise PrerequisiteStateError(f"The trainer checkpoint is damaged: {exc}",
-                                     hint="Restart the run from scratch.") from None
-    trainer._val_cache = {}
 
 
 # (family, params, d) -> network: a worker's scratch networks for DP gradient tasks

@@ -222,6 +222,17 @@ class _Scored:
                                        hint="Add the configuration with add() first.")
         return c
 
+    def _admit(self, trial_id: int, params: Mapping[str, Any]) -> Dict[str, Any]:
+        """The validated ``params`` of a new trial (refused if it is already active); forgets
+        a retired trial of that id and its cached validation scores. ``add`` stores the config."""
+        if trial_id in self._cfgs:
+            raise InvalidParameterError(f"Trial {trial_id} is already in the batch",
+                                        hint="Use a new trial id for every configuration.")
+        p = self.family.validate_params(params)
+        self._retired.pop(trial_id, None)
+        self._val_cache.pop(trial_id, None)
+        return p
+
     def active(self) -> List[int]:
         return list(self._cfgs)
 
@@ -255,9 +266,6 @@ class ShardedMLPTrainer(_Scored):
 
     def __init__(self, family, ctx: _Ctx, X_val, y_val, *, seed: int, metric: Optional[str] = None,
                  flexible: bool = True, stats: Optional[Dict[str, Any]] = None):
-        from ..learners import _mlp    # merge_stats is numpy only; torch stays unloaded here
-        from .worker import unpack_stats
-
         self.family = family
         self.ctx = ctx
         self.seed = int(seed)
@@ -268,36 +276,21 @@ class ShardedMLPTrainer(_Scored):
         self._cfgs: Dict[int, Dict[str, Any]] = {}
         self._retired: Dict[int, Dict[str, Any]] = {}
         self.interrupt_check: Optional[Callable[[], None]] = None
-        if stats is not None:                               # resumed from a checkpoint
-            self.stats = stats
-            return
-        futs = [ctx.pool.submit(w, ctx.request(s, op="mlp_stats"), b"", ctx.meta(s, "stats", 0, []), fn="task")
-                for s, (w, *_rest) in enumerate(ctx.shards)]
-        parts = [unpack_stats(await_result(f, ctx.abort), self.d) for f in futs]
-        self.stats = _mlp.merge_stats(parts, self.d)       # shard order, as init_state
+        self.stats = stats if stats is not None else _shard_stats(ctx)     # given when resumed from a checkpoint
 
     # epoch checkpoints (groupml.executor.checkpoint): between blocks every config has
     # finished whole epochs, so its state bytes + epoch count are its whole hop position
     _CKPT_KEYS = ("state", "done", "status", "version")
 
     def checkpoint_state(self) -> Dict[str, Any]:
-        def one(tid, c):
-            return dict({"trial_id": int(tid), "params": dict(c["params"])}, **{k: c[k] for k in self._CKPT_KEYS})
-        return {"format": "mlp-hops-1", "passes": int(self.passes), "stats": self.stats,
-                "configs": [one(t, c) for t, c in self._cfgs.items()],
-                "retired": [one(t, c) for t, c in self._retired.items()]}
+        return _save_configs(self, "mlp-hops-1", self._CKPT_KEYS)
 
     def load_checkpoint(self, state: Mapping[str, Any]) -> None:
         _load_configs(self, state, "mlp-hops-1", self._CKPT_KEYS)
         self.stats = state["stats"]
 
     def add(self, trial_id: int, params: Mapping[str, Any]) -> None:
-        if trial_id in self._cfgs:
-            raise InvalidParameterError(f"Trial {trial_id} is already in the batch",
-                                        hint="Use a new trial id for every configuration.")
-        p = self.family.validate_params(params)
-        self._retired.pop(trial_id, None)
-        self._val_cache.pop(trial_id, None)
+        p = self._admit(trial_id, params)
         # the state is created by the worker of the first visit (init_state's bytes): torch
         # is loaded by worker backends only
         self._cfgs[trial_id] = {"params": p, "state": b"", "done": 0, "status": "running", "version": 0}
@@ -379,11 +372,34 @@ class _ModelBytes:
         return self._data
 
 
-def _load_configs(trainer, state: Mapping[str, Any], fmt: str, keys) -> None:
-    """Restore the active and retired configs of a sharded trainer from its checkpoint_state."""
+def _shard_stats(ctx: _Ctx) -> Dict[str, Any]:
+    """The MLP's standardisation moments of a split group: one ``mlp_stats`` task per shard,
+    merged in shard order (as :func:`groupml.learners._sharded.init_state`)."""
+    from ..learners import _mlp    # merge_stats is numpy only; torch stays unloaded here
+    from .worker import unpack_stats
+
+    futs = [ctx.pool.submit(w, ctx.request(s, op="mlp_stats"), b"", ctx.meta(s, "stats", 0, []), fn="task")
+            for s, (w, *_rest) in enumerate(ctx.shards)]
+    parts = [unpack_stats(await_result(f, ctx.abort), ctx.d) for f in futs]
+    return _mlp.merge_stats(parts, ctx.d)
+
+
+def _save_configs(trainer, fmt: str, keys: Sequence[str]) -> Dict[str, Any]:
+    """The checkpoint_state of an MLP trainer: format, passes, stats and, per active and
+    retired config, its trial id, params and ``keys`` (read back by :func:`_load_configs`)."""
+    def one(tid, c):
+        return dict({"trial_id": int(tid), "params": dict(c["params"])}, **{k: c[k] for k in keys})
+    return {"format": fmt, "passes": int(trainer.passes), "stats": trainer.stats,
+            "configs": [one(t, c) for t, c in trainer._cfgs.items()],
+            "retired": [one(t, c) for t, c in trainer._retired.items()]}
+
+
+def _load_configs(trainer, state: Mapping[str, Any], fmt: str, keys: Sequence[str], *, stats: bool = False,
+                  hint: str = "Resume with the same model and options, or restart the run.") -> None:
+    """Restore the active and retired configs of a sharded trainer from its checkpoint_state
+    (and ``trainer.stats`` with ``stats``); ``hint`` goes with a checkpoint of another format."""
     if not isinstance(state, Mapping) or state.get("format") != fmt:
-        raise PrerequisiteStateError("The checkpoint is not a state of this trainer",
-                                     hint="Resume with the same model and options, or restart the run.")
+        raise PrerequisiteStateError("The checkpoint is not a state of this trainer", hint=hint)
     try:
         for bucket, key in ((trainer._cfgs, "configs"), (trainer._retired, "retired")):
             bucket.clear()
@@ -391,6 +407,8 @@ def _load_configs(trainer, state: Mapping[str, Any], fmt: str, keys) -> None:
                 bucket[int(data["trial_id"])] = dict({"params": trainer.family.validate_params(data["params"])},
                                                      **{k: data[k] for k in keys})
         trainer.passes = int(state["passes"])
+        if stats:
+            trainer.stats = state["stats"]
     except (KeyError, TypeError, ValueError) as exc:
         raise PrerequisiteStateError(f"The trainer checkpoint is damaged: {exc}",
                                      hint="Restart the run from scratch.") from None
@@ -420,12 +438,7 @@ class ShardedLGBMTrainer(_Scored):
         self.interrupt_check: Optional[Callable[[], None]] = None
 
     def add(self, trial_id: int, params: Mapping[str, Any]) -> None:
-        if trial_id in self._cfgs:
-            raise InvalidParameterError(f"Trial {trial_id} is already in the batch",
-                                        hint="Use a new trial id for every configuration.")
-        p = self.family.validate_params(params)
-        self._retired.pop(trial_id, None)
-        self._val_cache.pop(trial_id, None)
+        p = self._admit(trial_id, params)
         self._cfgs[trial_id] = {"params": p, "booster": None, "trees": 0, "done": 0, "status": "running",
                                 "version": 0}
 
