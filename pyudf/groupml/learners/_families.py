@@ -169,11 +169,11 @@ class ColumnWeights:
         """``out[j] = sum_i s_ij * v_i * M_ij`` (``v`` defaults to ones)."""
         s = self.split
         if s >= M.shape[1]:
-            return (self.ones if v is None else v) @ M
+            return np.dot(self.ones if v is None else v, M)   # np.dot releases the GIL (_glm.py)
         out = np.empty(M.shape[1])
         if s > 0:
-            out[:s] = (self.ones if v is None else v) @ M[:, :s]
-        out[s:] = (self.sw if v is None else self.sw * v) @ M[:, s:]
+            out[:s] = np.dot(self.ones if v is None else v, M[:, :s])
+        out[s:] = np.dot(self.sw if v is None else self.sw * v, M[:, s:])
         return out
 
     def log_sums(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:

@@ -27,6 +27,10 @@ MAX_BACKTRACKS = 40
 APPROX_EPS = 1e-10
 APPROX_SLOPE = 0.8
 CHUNK_ROWS = 8192          # rows per block (fewer when a block of X would exceed ~8 MB)
+# The products of a pass use np.dot, not np.matmul / ``@``: both call the same BLAS routines,
+# but numpy 2's matmul keeps the GIL when its output is small (X.T @ R is d x k, the
+# intercept sums are k values), so groups trained in threads of one backend ran one at a
+# time (measured: 1.08x from 2 threads on the demo workload); np.dot releases it.
 # Up to this many configs, the two products of a pass run as one matrix-vector product
 # per config (BLAS-2) instead of one skinny matrix-matrix product: OpenBLAS's dgemm with
 # 2-4 right-hand columns costs 2-3x its dgemv, more than k separate dgemv calls
@@ -390,7 +394,7 @@ class GLMTrainer:
         hit = self._val_cache.get(cfg.trial_id)
         if hit is not None and hit[0] == cfg.version:
             return hit[1]
-        z = self.X_val @ cfg.theta[:self.d]
+        z = np.dot(self.X_val, cfg.theta[:self.d])
         z += cfg.theta[self.d]
         self._val_cache[cfg.trial_id] = (cfg.version, z)
         return z
@@ -453,9 +457,9 @@ class GLMTrainer:
             Z = Zbuf[:m]
             if 1 < k <= GEMV_MAX_K:
                 for j in range(k):
-                    Z[:, j] = Xb @ W[:, j]
+                    Z[:, j] = np.dot(Xb, W[:, j])
             else:
-                np.matmul(Xb, W, out=Z)
+                np.dot(Xb, W, out=Z)
             Z += b
             zeros = int(np.count_nonzero(y[s:e] < 0.5)) if sorted_labels else None
             cw = ColumnWeights(ones[:m], None if sw is None else sw[s:e], split, label_w, zeros)
@@ -464,11 +468,11 @@ class GLMTrainer:
                 # weighted columns: scale the two label ranges' d x k products, not Z
                 for r0, r1, scale in cw.label_ranges(k):
                     G[:d] += _xt_z(Xb[r0:r1], Z[r0:r1], Gpart, k) * scale
-                    G[d] += (ones[r0:r1] @ Z[r0:r1]) * scale
+                    G[d] += np.dot(ones[r0:r1], Z[r0:r1]) * scale
             else:
                 cw.apply(Z)                               # Z := weighted dloss/dz
                 G[:d] += _xt_z(Xb, Z, Gpart, k)
-                G[d] += ones[:m] @ Z
+                G[d] += np.dot(ones[:m], Z)
         f /= n
         G /= n
         l2 = np.array([c.params["l2"] for c in cfgs])
@@ -666,9 +670,9 @@ def _xt_z(Xb: np.ndarray, Z: np.ndarray, out: np.ndarray, k: int) -> np.ndarray:
     if 1 < k <= GEMV_MAX_K:
         ZT = Z.T.copy()
         for j in range(k):
-            out[:, j] = ZT[j] @ Xb
+            out[:, j] = np.dot(ZT[j], Xb)
     else:
-        np.matmul(Xb.T, Z, out=out)
+        np.dot(Xb.T, Z, out=out)
     return out
 
 
