@@ -294,6 +294,22 @@ def fit_group(X: np.ndarray, y: np.ndarray, model: str, search: dict, options: d
     return search_and_select(trainer, spec, plan, base, on_epoch=on_epoch, interrupt_check=interrupt_check)
 
 
+def unpack_rows(raw: Optional[bytes], width: int) -> np.ndarray:
+    """Packed rows (big-endian float8 values, ``width`` per row, as the packed-row SQL of
+    :mod:`groupml.udf._source` builds them) as an (n, width) float64 matrix."""
+    return np.frombuffer(raw or b"", dtype=">f8").astype(np.float64).reshape(-1, width)
+
+
+def fit_packed(raw: Optional[bytes], n_rows: int, d: int, model: str, search: dict, options: dict,
+               cost_model=None, *, interrupt_check: Optional[Callable[[], None]] = None) -> FitResult:
+    """:func:`fit_group` on one group's packed rows (``d`` features, then the label); rows
+    the packing left out (a NULL value) count as skipped.  Pure: train_groups runs it in
+    the backend or in a helper process (:mod:`groupml.procpool`)."""
+    arr = unpack_rows(raw, d + 1)
+    return fit_group(np.ascontiguousarray(arr[:, :d]), arr[:, d].copy(), model, search, options,
+                     n_skipped=int(n_rows) - arr.shape[0], interrupt_check=interrupt_check, cost_model=cost_model)
+
+
 def search_and_select(trainer, spec, plan: dict, base: dict, *, on_epoch=None,
                       interrupt_check: Optional[Callable[[], None]] = None,
                       checkpoint: Optional[Callable[[Any, Dict[str, Any]], None]] = None,

@@ -1,6 +1,8 @@
 """train_groups: the catalog-writing procedure."""
 
 import json
+import threading
+import time
 
 import psycopg
 import pytest
@@ -74,21 +76,50 @@ def test_resume_trains_only_missing_groups(db, clicks):
                       [run_id]).fetchone() == ("done", 4)
 
 
-def test_commits_group_by_group(cluster, dsn, db, clicks):
-    """A run cancelled after its first group keeps that group; the same run id resumes it."""
+def _helpers_of(pid):
+    """Live multiprocessing pool workers whose parent is backend ``pid``."""
+    import os
+
+    out = []
+    for p in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{p}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{p}/cmdline", "rb") as fh:
+                cmd = fh.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid and b"spawn_main" in cmd:
+            out.append(int(p))
+    return out
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_commits_group_by_group(cluster, dsn, db, clicks, processes):
+    """A run cancelled after its first group keeps that group; the same run id resumes it.
+    With helper processes, the cancel also ends the helpers."""
     big = grouped_classification(30000, 3, 8, seed=32, exponent=0.2)
     create_table(db, "big", big)
     spec = json.dumps({"l2": [10 ** -k for k in range(1, 9)], "max_iter": 300, "tol": 1e-300})
     feats = "ARRAY[" + ", ".join(f"'f{j + 1}'" for j in range(8)) + "]"
     stmt = (f"CALL groupml.train_groups('big', ARRAY['country'], {feats}, 'clicked', 'logistic', %s::jsonb, "
-            f"'{{}}', RUN)")
+            f"'{{\"processes\": {processes}}}', RUN)")
     with psycopg.connect(dsn, autocommit=True) as conn:
         pid = conn.info.backend_pid
         thread, fired = cancel_when(dsn, pid, "SELECT groups_done >= 1 FROM groupml.runs WHERE source = 'big'")
+        seen, stop = set(), threading.Event()
+        spy = threading.Thread(target=lambda: [seen.update(_helpers_of(pid)) or time.sleep(0.01)
+                                               for _ in iter(stop.is_set, True)])
+        spy.start()
         with pytest.raises(psycopg.errors.QueryCanceled):
             conn.execute(stmt.replace("RUN", "NULL"), [spec])
+        stop.set()
+        spy.join()
         thread.join()
         assert fired.is_set()
+        assert len(seen) == (processes if processes > 1 else 0)   # the helpers really trained
+        assert conn.execute("SELECT 1").fetchone() == (1,)      # the backend stays usable
+        assert _helpers_of(pid) == []                            # no helper outlives the cancel
     run_id, status, done = db.execute("SELECT run_id, status, groups_done FROM groupml.runs "
                                       "WHERE source = 'big'").fetchone()
     assert status == "running" and 1 <= done < 3
@@ -147,18 +178,31 @@ def test_a_source_the_caller_cannot_read(cluster, dbname, db, clicks):
     assert hint == "GRANT SELECT ON clicks TO the calling role."
 
 
-def test_threads_give_the_same_catalog_as_one_after_another(db, clicks):
+def test_helper_processes_give_the_same_catalog_as_the_backend_alone(db, clicks):
     runs = []
-    for threads in (1, 3):
+    for processes in (1, 3):
         runs.append(db.execute("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'f2', 'f3'], "
                                "'clicked', 'logistic', %s::jsonb, %s::jsonb)",
-                               [GRID, json.dumps({"threads": threads})]).fetchone()[0])
-    a, b = (dict((k, (p, s)) for k, p, s in db.execute(
-        "SELECT group_key::text, params, score FROM groupml.best_models WHERE run_id = %s", [r]).fetchall())
-        for r in runs)
-    assert a == b and len(a) == 4
-    state, msg, hint = sql_error(db, "CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', "
-                                     "'logistic', '{}', '{\"threads\": 0}')")
-    assert state == "22023"
-    assert msg == "groupml: The 'threads' value of train_groups options must be >= 1; got 0"
-    assert "one after another" in hint
+                               [GRID, json.dumps({"processes": processes})]).fetchone()[0])
+    a, b = (dict((k, (p, s, m)) for k, p, s, m in db.execute(
+        "SELECT group_key::text, (fit).params, (fit).score, md5((fit).model) FROM groupml.models WHERE run_id = %s",
+        [r]).fetchall()) for r in runs)
+    assert a == b and len(a) == 4            # same parameters, scores and model bytes
+
+
+@pytest.mark.parametrize("options, workers, message, hint_part", [
+    ('{"processes": 0}', 1, "groupml: The 'processes' value of train_groups options must be >= 1; got 0",
+     "helper processes"),
+    ('{"processes": 5}', 1, "groupml: The 'processes' value of train_groups options must be <= 4; got 5",
+     "helper processes"),
+    ('{"threads": 2}', 1, "groupml: train_groups options take 'processes', not 'threads'",
+     "learn_over_groups"),
+    ('{"processes": 2}', 2, "groupml: The 'processes' option of train_groups applies to workers => 1 and "
+                            "strategy 'auto'; got workers => 2, strategy 'auto'", "Worker backends"),
+])
+def test_bad_processes_option(db, clicks, options, workers, message, hint_part):
+    state, msg, hint = sql_error(db, "CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], "
+                                     f"'clicked', 'logistic', '{{}}', '{options}', workers => {workers})")
+    assert (state, msg) == ("22023", message)
+    assert hint_part in hint
+    assert db.execute("SELECT count(*) FROM groupml.runs").fetchone()[0] == 0

@@ -18,8 +18,9 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from ..db import quote_ident
 from ..errors import InvalidParameterError, UndefinedObjectError
+from ..fitting import unpack_rows
+from ..udf._source import packed_scan_sql
 
 DEFAULT_BLOCK_ROWS = 8192
 
@@ -31,31 +32,12 @@ INSERT_BLOCK = ("INSERT INTO groupml.snapshot_blocks (snapshot_id, group_no, blo
 INSERT_BLOCK_TYPES = ["bigint", "integer", "integer", "integer", "integer", "bytea"]
 
 
-def _lit(s: str) -> str:
-    return "'" + s.replace("'", "''") + "'"
-
-
-def packed_scan_sql(source: str, group_by: List[str], features: List[str], label: str, cols: Dict[str, str]) -> str:
-    """One row per group: (gkey text, n_rows, block bytea of float8send values)."""
-    def val(c):
-        q = quote_ident(c)
-        return f"pg_catalog.float8send(({q})::int::float8)" if cols[c] == "boolean" else \
-            f"pg_catalog.float8send(({q})::float8)"
-    gkey = ("pg_catalog.jsonb_build_object(" + ", ".join(f"{_lit(g)}, {quote_ident(g)}" for g in group_by)
-            + ")") if group_by else "'{}'::jsonb"
-    packed = " || ".join(val(c) for c in list(features) + [label])
-    group_clause = (" GROUP BY " + ", ".join(quote_ident(g) for g in group_by)
-                    + " ORDER BY " + ", ".join(quote_ident(g) for g in group_by)) if group_by else ""
-    return (f"SELECT {gkey}::text AS gkey, count(*) AS n_rows, "
-            f"pg_catalog.string_agg({packed}, ''::bytea) AS block FROM {source}{group_clause}")
-
-
 def split_group(raw: bytes, n_rows: int, d: int, fraction: float, seed: int, block_rows: int,
                 classification: bool = True) -> Dict[str, Any]:
     """Pure numpy: the blocks and counts of one group from its packed bytes."""
     from ..learners import holdout_mask, row_hash
 
-    arr = np.frombuffer(raw or b"", dtype=">f8").astype(np.float64).reshape(-1, d + 1)
+    arr = unpack_rows(raw, d + 1)
     skipped = int(n_rows) - arr.shape[0]
     ok = np.isfinite(arr).all(axis=1)
     if not ok.all():
@@ -142,7 +124,7 @@ def load_validation(session, snapshot_id: int, group_no: int, d: int) -> np.ndar
                          "WHERE snapshot_id = $1 AND group_no = $2 ORDER BY block_no",
                          [snapshot_id, group_no, rb], ["bigint", "integer", "integer"])
     raw = b"".join(bytes(r["data"]) for r in rows)
-    return np.frombuffer(raw, dtype=">f8").astype(np.float64).reshape(-1, d + 1)
+    return unpack_rows(raw, d + 1)
 
 
 def pieces_for(train_rows: List[int], start: int, rows: int) -> List[List[int]]:

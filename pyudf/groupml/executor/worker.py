@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from ..errors import InvalidParameterError
+from ..fitting import unpack_rows
 
 # (snapshot_id, group_no, shard blocks) -> (trainer, bytes); one run's shards per backend
 _CACHE: "OrderedDict[tuple, Tuple[Any, int]]" = OrderedDict()
@@ -64,7 +65,7 @@ def load_shard(session, snapshot_id: int, group_no: int, pieces, d: int) -> np.n
             f"Snapshot {snapshot_id} group {group_no} lacks some of blocks {blocks}",
             hint="The snapshot was dropped or changed while the run was going; call train_groups again.")
     raw = b"".join(bytes(r["data"]) for r in rows)
-    return np.frombuffer(raw, dtype=">f8").astype(np.float64).reshape(-1, d + 1)
+    return unpack_rows(raw, d + 1)
 
 
 class _Cfg:

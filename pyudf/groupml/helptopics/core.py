@@ -92,10 +92,12 @@ CALL groupml.train_groups(source regclass, group_by text[], features text[], lab
                           search jsonb DEFAULT '{}', options jsonb DEFAULT '{}', INOUT run_id bigint DEFAULT NULL)
   Trains and selects one model per group of a table and stores them in the catalog
   (groupml.models, groupml.trials, groupml.runs). Each group is committed when done, so a
-  crash or cancel loses at most the group in flight; CALL again with the same run_id to resume.
+  crash or cancel loses at most the groups in flight; CALL again with the same run_id to resume.
   Call it outside an explicit transaction block (BEGIN ... COMMIT) so it can commit as it goes.
-  options: those of learn_over_groups, plus "threads" (groups trained at the same time in this
-  backend, BLAS limited to one thread each; default min(CPUs, 4); 1 = one after another).
+  options: those of learn_over_groups except "threads", plus "processes": groups trained at the
+  same time by helper processes of this backend (plain Python processes it spawns and ends; they
+  never connect to the database; BLAS one thread each). Default min(CPUs, 4) for tables of
+  20,000 rows or more, else 1 (= in the backend, one after another). Cancel ends the helpers.
   workers => p and strategy => ... run the planner-driven executor: see groupml.help('grouped').
   Example:
     CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'f2', 'f3'], 'clicked', 'logistic',

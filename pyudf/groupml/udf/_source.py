@@ -70,3 +70,30 @@ def value_expr(col: str, typ: str) -> str:
 def packed_row_expr(cols: Dict[str, str], names: Iterable[str]) -> str:
     """All named columns of a row packed into one bytea (NULL when any value is NULL)."""
     return " || ".join(value_expr(c, cols[c]) for c in names)
+
+
+def _literal(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def group_key_sql(group_by: List[str]) -> str:
+    """A group's key as a jsonb object of its group-by columns ('{}' without any)."""
+    if not group_by:
+        return "'{}'::jsonb"
+    return "pg_catalog.jsonb_build_object(" + ", ".join(f"{_literal(g)}, {quote_ident(g)}" for g in group_by) + ")"
+
+
+def group_clause_sql(group_by: List[str]) -> str:
+    """`` GROUP BY ... ORDER BY ...`` over the group-by columns ('' without any)."""
+    if not group_by:
+        return ""
+    cols = ", ".join(quote_ident(g) for g in group_by)
+    return f" GROUP BY {cols} ORDER BY {cols}"
+
+
+def packed_scan_sql(source: str, group_by: List[str], features: List[str], label: str, cols: Dict[str, str]) -> str:
+    """One row per group: (gkey text, n_rows, block bytea of packed rows, features then label;
+    a row with a NULL value is left out of the block but counted in n_rows)."""
+    packed = packed_row_expr(cols, list(features) + [label])
+    return (f"SELECT {group_key_sql(group_by)}::text AS gkey, count(*) AS n_rows, "
+            f"pg_catalog.string_agg({packed}, ''::bytea) AS block FROM {source}{group_clause_sql(group_by)}")

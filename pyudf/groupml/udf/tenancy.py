@@ -31,6 +31,7 @@ import numpy as np
 from ..db import backend_session, quote_ident
 from ..errors import (DataError, GroupmlError, InsufficientPrivilegeError, InvalidParameterError,
                       PrerequisiteStateError, SearchSpecError, UndefinedObjectError)
+from ..fitting import unpack_rows
 from ..validation import check_bool, check_choice, check_keys, check_number
 from ._source import NUMERIC_TYPES, check_columns, columns, packed_row_expr
 from . import parse_jsonb, sql_entry
@@ -347,7 +348,7 @@ def _load_data(session, job_id: int, n_features: int):
     if got["error"] is not None:
         return None, got["error"]
     raw = got["block"] or b""
-    arr = np.frombuffer(raw, dtype=">f8").astype(np.float64).reshape(-1, n_features + 1)
+    arr = unpack_rows(raw, n_features + 1)
     return (np.ascontiguousarray(arr[:, :n_features]), arr[:, n_features].copy(),
             int(got["n_rows"]) - arr.shape[0]), None
 

@@ -2,43 +2,36 @@
 
 One scan loads every group as a packed block of doubles (``float8send`` per value,
 ``string_agg`` per group: the conversion runs in C, PL/Python receives one bytea per
-group). Groups are then trained one after another; each group's model and trials are
-committed before the next starts, so a crash or cancel loses at most the group in
-flight, and calling again with the same run_id resumes.
+group). Groups are then trained, largest first, by a few helper processes of this
+backend (:mod:`groupml.procpool`; option ``processes``, automatic for tables of
+``MIN_ROWS_FOR_HELPERS`` rows or more) or, for small tables, in the backend one after
+another. The backend's main thread stores each group's model and trials and commits as
+the group finishes, so a crash or cancel loses at most the groups in flight, and calling
+again with the same run_id resumes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import threading
+import os
 import time
 
 import numpy as np
 
 from ..db import backend_session, quote_ident
-from ..fitting import MAX_THREADS
+from ..procpool import MAX_PROCESSES
 from ..validation import check_number
 from ..errors import InvalidParameterError, UndefinedObjectError
-from ._source import check_columns, check_select_privilege, columns, packed_row_expr
+from ._source import (check_columns, check_select_privilege, columns, group_clause_sql, group_key_sql,
+                      packed_scan_sql)
 from . import parse_object, sql_entry
 
 OWNER = "train_groups"
 
 
 def _load_blocks(session, source: str, group_by, features, label, cols):
-    gkey = ("pg_catalog.jsonb_build_object(" + ", ".join(
-        f"{_lit(g)}, {quote_ident(g)}" for g in group_by) + ")") if group_by else "'{}'::jsonb"
-    packed = packed_row_expr(cols, list(features) + [label])
-    group_clause = (" GROUP BY " + ", ".join(quote_ident(g) for g in group_by)
-                    + " ORDER BY " + ", ".join(quote_ident(g) for g in group_by)) if group_by else ""
-    sql = (f"SELECT {gkey}::text AS gkey, count(*) AS n_rows, "
-           f"pg_catalog.string_agg({packed}, ''::bytea) AS block FROM {source}{group_clause}")
-    return session.query(sql)
-
-
-def _lit(s: str) -> str:
-    return "'" + s.replace("'", "''") + "'"
+    return session.query(packed_scan_sql(source, group_by, features, label, cols))
 
 
 def _validate(session, source, group_by, features, label, model, search, options):
@@ -69,69 +62,90 @@ def _check_workers(workers, strategy):
     return workers, strategy
 
 
-class _Stopped(Exception):
-    """Raised inside a training thread when the main thread stops the pool (cancel or error)."""
+# Below this many rows, starting helper processes (about 0.3 s of imports each, in
+# parallel with loading) costs more than training the groups in the backend saves.
+MIN_ROWS_FOR_HELPERS = 20_000
 
 
-def _threads_option(options: dict) -> int:
-    from ..fitting import default_threads
+def _processes_option(options: dict):
+    """The ``processes`` option (None: automatic); ``threads`` belongs to learn_over_groups."""
+    if "threads" in options:
+        raise InvalidParameterError(
+            "train_groups options take 'processes', not 'threads'",
+            hint="train_groups trains groups in helper processes: {\"processes\": 2}; 'threads' is "
+                 "learn_over_groups' option.")
+    if options.get("processes") is None:
+        return None
+    return check_number(options["processes"], "processes", "train_groups options", ge=1, le=MAX_PROCESSES,
+                        integer=True,
+                        hint=f"Groups trained at the same time by helper processes of this backend; default "
+                             f"min(CPUs, {MAX_PROCESSES}) for tables of {MIN_ROWS_FOR_HELPERS:,} rows or more; "
+                             f"1 trains them in the backend, one after another.")
 
-    return check_number(options.get("threads", default_threads()), "threads", "train_groups options", ge=1,
-                        le=MAX_THREADS, integer=True,
-                        hint=f"Groups trained at the same time in this backend (BLAS limited to one thread "
-                             f"each); default min(CPUs, {MAX_THREADS}); 1 trains them one after another.")
+
+def _helper_count(processes, n_rows) -> int:
+    """Helper processes to use for ``n_rows`` rows (an estimate, or None if unknown)."""
+    if processes is not None:
+        return processes
+    if n_rows is None or n_rows < MIN_ROWS_FOR_HELPERS:
+        return 1
+    return max(1, min(os.cpu_count() or 1, MAX_PROCESSES))
 
 
-def _fit_all(session, jobs, fit, threads):
-    """Yield (job, FitResult) as groups finish.
+def _start_helpers(n: int):
+    """A :class:`~groupml.procpool.HelperPool` of ``n`` processes, or None (n = 1, or no
+    Python interpreter to run them with)."""
+    from ..procpool import HelperPool, helper_python
 
-    With ``threads`` > 1, groups train concurrently in a thread pool (numpy releases the
-    GIL; BLAS is limited to one thread per group so the threads do not fight over cores).
-    Only the backend's main thread -- this generator's consumer -- touches the database: it
-    checks for cancel every 0.25 s, and on cancel or error the training threads stop at
-    their next data pass.
-    """
+    python = helper_python() if n > 1 else None
+    return HelperPool(n, python) if python else None
+
+
+def _estimated_rows(session, source: str):
+    """The planner's row estimate of ``source`` (None before its first ANALYZE)."""
+    got = session.query("SELECT c.reltuples::float8 AS n FROM pg_catalog.pg_class c WHERE c.oid = $1::regclass",
+                        [source], ["text"])
+    n = got[0]["n"] if got else None
+    return None if n is None or n < 0 else n
+
+
+def _fit_all(session, jobs, d, model, search, options, cost_model, helpers):
+    """Yield (job, FitResult) as groups finish: in the helper processes when ``helpers``
+    is a pool, else in the backend one after another.  Either way only the backend's main
+    thread -- this generator's consumer -- touches the database, and it checks for cancel
+    at least every 0.25 s (the backend's own training: after every data pass)."""
     from threadpoolctl import threadpool_limits
 
-    if threads <= 1 or len(jobs) <= 1:
+    from ..fitting import fit_packed
+
+    if helpers is None:
         with threadpool_limits(1):
             for job in jobs:
-                yield job, fit(job, session.check_cancel)
+                yield job, fit_packed(job["block"], job["n_rows"], d, model, search, options, cost_model,
+                                      interrupt_check=session.check_cancel)
         return
-    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-
-    abort = threading.Event()
-
-    def check():
-        if abort.is_set():
-            raise _Stopped()
-
-    with threadpool_limits(1):
-        pool = ThreadPoolExecutor(threads, thread_name_prefix="groupml-train")
-        try:
-            pending = {pool.submit(fit, job, check): job for job in jobs}
-            while pending:
-                done, _ = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
-                session.check_cancel()
-                for future in done:
-                    job = pending.pop(future)
-                    yield job, future.result()
-        finally:
-            abort.set()
-            pool.shutdown(wait=True, cancel_futures=True)
+    for i, job in enumerate(jobs):
+        helpers.submit(i, fit_packed, job["block"], job["n_rows"], d, model, search, options, cost_model)
+    for i, result in helpers.results(session.check_cancel):
+        yield jobs[i], result
 
 
 @sql_entry
 def train_groups(source, group_by, features, label, model, search, options, run_id, workers=1, strategy="auto"):
-    from ..fitting import fit_group, validate_request
+    from ..fitting import validate_request
 
     session = backend_session()
     workers, strategy = _check_workers(workers, strategy)
     search_obj, options_obj, cols, group_by, features = _validate(session, source, group_by, features, label,
                                                                   model, search, options)
-    threads = _threads_option(options_obj)
-    options_obj = {k: v for k, v in options_obj.items() if k != "threads"}
+    processes = _processes_option(options_obj)
+    options_obj = {k: v for k, v in options_obj.items() if k != "processes"}
     executor = workers > 1 or strategy != "auto"
+    if executor and processes is not None:
+        raise InvalidParameterError(
+            f"The 'processes' option of train_groups applies to workers => 1 and strategy 'auto'; got "
+            f"workers => {workers}, strategy '{strategy}'",
+            hint="Worker backends already train in parallel: drop 'processes', or use workers => 1.")
     exec_options = None
     fit_options = options_obj
     if executor:
@@ -198,22 +212,24 @@ def train_groups(source, group_by, features, label, model, search, options, run_
     started = time.time()
     cost_model = load_cost_model(session, model)
     estimated = 0.0
-    blocks = _load_blocks(session, source, group_by, features, label, cols)
-    session.query("UPDATE groupml.runs SET n_groups = $2 WHERE run_id = $1", [run_id, len(blocks)],
-                  ["bigint", "integer"])
-    d = len(features)
-    jobs = [b for b in blocks if b["gkey"] not in done and json.dumps(json.loads(b["gkey"])) not in done]
-    jobs.sort(key=lambda b: -int(b["n_rows"]))  # largest first, so no big group starts last (LPT)
-
-    def fit(b, check):
-        raw = b["block"] or b""
-        arr = np.frombuffer(raw, dtype=">f8").astype(np.float64).reshape(-1, d + 1)
-        return fit_group(np.ascontiguousarray(arr[:, :d]), arr[:, d].copy(), model, search_obj, options_obj,
-                         n_skipped=int(b["n_rows"]) - arr.shape[0], interrupt_check=check, cost_model=cost_model)
-
-    finished = len(blocks) - len(jobs)
-    with contextlib.closing(_fit_all(session, jobs, fit, threads)) as results:
-        for b, result in results:
+    estimate = _estimated_rows(session, source)
+    with contextlib.ExitStack() as stack:
+        # started before the load query, so the helpers' imports overlap it
+        helpers = _start_helpers(_helper_count(processes, estimate)) if estimate is not None else None
+        if helpers is not None:
+            stack.enter_context(helpers)
+        blocks = _load_blocks(session, source, group_by, features, label, cols)
+        session.query("UPDATE groupml.runs SET n_groups = $2 WHERE run_id = $1", [run_id, len(blocks)],
+                      ["bigint", "integer"])
+        d = len(features)
+        jobs = [b for b in blocks if b["gkey"] not in done and json.dumps(json.loads(b["gkey"])) not in done]
+        jobs.sort(key=lambda b: -int(b["n_rows"]))  # largest first, so no big group starts last (LPT)
+        if helpers is None and estimate is None and len(jobs) > 1:
+            helpers = _start_helpers(_helper_count(processes, sum(int(b["n_rows"]) for b in jobs)))
+            if helpers is not None:
+                stack.enter_context(helpers)
+        finished = len(blocks) - len(jobs)
+        for b, result in _fit_all(session, jobs, d, model, search_obj, options_obj, cost_model, helpers):
             _store(session, run_id, b["gkey"], result)
             record_fit_cost(session, result, source="train_groups")
             estimated += result.estimated_seconds or 0.0
@@ -247,13 +263,9 @@ def explain_train_groups(source, group_by, features, label, model, search, optio
     family, spec, opts = _validate_model(model, search_obj, fit_options)
     pattern = pattern_of(family)
     check_strategy(pattern, strategy, model)
-    gkey = ("pg_catalog.jsonb_build_object(" + ", ".join(f"{_lit(g)}, {quote_ident(g)}" for g in group_by)
-            + ")") if group_by else "'{}'::jsonb"
     notnull = " AND ".join(f"{quote_ident(c)} IS NOT NULL" for c in list(features) + [label])
-    group_clause = (" GROUP BY " + ", ".join(quote_ident(g) for g in group_by)
-                    + " ORDER BY " + ", ".join(quote_ident(g) for g in group_by)) if group_by else ""
-    rows = session.query(f"SELECT {gkey}::text AS gkey, count(*) FILTER (WHERE {notnull}) AS n FROM {source}"
-                         f"{group_clause}")
+    rows = session.query(f"SELECT {group_key_sql(group_by)}::text AS gkey, count(*) FILTER (WHERE {notnull}) AS n "
+                         f"FROM {source}{group_clause_sql(group_by)}")
     frac = opts["validation_fraction"]
     sizes = {i: int(round(int(r["n"]) * (1 - frac))) for i, r in enumerate(rows)}
     keys = {i: r["gkey"] for i, r in enumerate(rows)}

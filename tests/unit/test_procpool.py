@@ -1,0 +1,100 @@
+"""groupml.procpool: helper processes that train groups for one backend."""
+
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from groupml.errors import InvalidParameterError
+from groupml.fitting import fit_group, fit_packed
+from groupml.procpool import HelperPool, helper_python
+
+
+def _pool(n=2):
+    python = helper_python()
+    assert python and os.access(python, os.X_OK)
+    return HelperPool(n, python)
+
+
+def _children():
+    """PIDs of this process's multiprocessing pool workers that are still alive."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmd = fh.read()
+        except OSError:
+            continue
+        if ppid == os.getpid() and b"spawn_main" in cmd:
+            out.append(int(pid))
+    return out
+
+
+def test_helpers_run_tasks_in_other_processes_and_return_results_by_key():
+    with _pool() as pool:
+        for key in ("a", "b", "c"):
+            pool.submit(key, os.getpid)
+        got = dict(pool.results(lambda: None))
+    assert set(got) == {"a", "b", "c"}
+    assert os.getpid() not in got.values()
+    assert not _children()                      # closed and joined
+
+
+def test_a_helper_ignores_sigint_and_runs_blas_on_one_thread():
+    from threadpoolctl import threadpool_info
+
+    with _pool(1) as pool:
+        pool.submit("sig", signal.getsignal, signal.SIGINT)
+        pool.submit("blas", threadpool_info)
+        got = dict(pool.results(lambda: None))
+    assert got["sig"] == signal.SIG_IGN
+    blas = [lib for lib in got["blas"] if lib["user_api"] == "blas"]
+    assert blas and all(lib["num_threads"] == 1 for lib in blas)
+
+
+def test_fit_packed_in_a_helper_equals_fit_group_in_this_process():
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((600, 4))
+    y = (X @ np.array([1.0, -2.0, 0.5, 0.0]) + rng.standard_normal(600) > 0).astype(float)
+    raw = np.column_stack([X, y]).astype(">f8").tobytes()
+    search, options = {"l2": [0.0, 0.01, 1.0]}, {}
+    with _pool(1) as pool:
+        pool.submit(0, fit_packed, raw, 602, 4, "logistic", search, options)
+        (_, remote), = list(pool.results(lambda: None))
+    local = fit_group(X, y, "logistic", search, options, n_skipped=2)
+    assert remote.n_skipped == 2 and remote.params == local.params and remote.score == local.score
+    assert remote.model == local.model                 # the same bytes: same arithmetic in both processes
+
+
+def test_an_error_in_a_helper_reaches_the_caller_with_its_hint():
+    raw = np.zeros((10, 3)).astype(">f8").tobytes()
+    with pytest.raises(InvalidParameterError) as err:
+        with _pool(1) as pool:
+            pool.submit(0, fit_packed, raw, 10, 2, "logistic", {"l2": [-1]}, {})
+            list(pool.results(lambda: None))
+    assert "l2" in str(err.value) and err.value.hint
+    assert not _children()
+
+
+def test_leaving_with_an_exception_terminates_busy_helpers_at_once():
+    polls = []
+
+    def poll():
+        polls.append(1)
+        if len(polls) >= 2:
+            raise KeyboardInterrupt("cancel")    # what the backend's cancel check raises, in kind
+
+    t0 = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        with _pool(2) as pool:
+            for i in range(2):
+                pool.submit(i, time.sleep, 60)
+            list(pool.results(poll, every=0.05))
+    assert time.perf_counter() - t0 < 20
+    assert not _children()
