@@ -87,23 +87,6 @@ class _Config:
         out["rho"] = [float(r) for r in self.rho]
         return out
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], params: Dict[str, Any], dim: int) -> "_Config":
-        c = cls(int(data["trial_id"]), params, dim)
-        for name in cls._ARRAYS:
-            v = data[name]
-            setattr(c, name, None if v is None else np.array(v, dtype=np.float64))
-        for name in cls._SCALARS:
-            setattr(c, name, data[name])
-        if c.f is None:
-            c.f = math.nan
-        c.S = [np.array(s, dtype=np.float64) for s in data["S"]]
-        c.Y = [np.array(y, dtype=np.float64) for y in data["Y"]]
-        c.rho = [float(r) for r in data["rho"]]
-        if c.theta.shape != (dim,):
-            raise ValueError("theta has the wrong length")
-        return c
-
     def to_arrays(self) -> Dict[str, Any]:
         """Like :meth:`to_dict`, with copies of the numpy arrays (for npz checkpoints);
         non-finite values are kept exactly."""
@@ -121,19 +104,23 @@ class _Config:
 
     @classmethod
     def from_arrays(cls, data: Mapping[str, Any], params: Dict[str, Any], dim: int) -> "_Config":
+        """The inverse of :meth:`to_arrays` and of :meth:`to_dict` (lists or arrays; JSON's
+        None for a non-finite ``f`` reads as NaN)."""
         c = cls(int(data["trial_id"]), params, dim)
         for name in cls._ARRAYS:
             v = data[name]
             setattr(c, name, None if v is None else np.array(v, dtype=np.float64))
         for name in cls._SCALARS:
             setattr(c, name, data[name])
-        c.f = float(c.f)
+        c.f = math.nan if c.f is None else float(c.f)
         c.S = [np.array(s, dtype=np.float64) for s in data["S"]]
         c.Y = [np.array(y, dtype=np.float64) for y in data["Y"]]
         c.rho = [float(r) for r in data["rho"]]
         if c.theta.shape != (dim,) or any(s.shape != (dim,) for s in c.S + c.Y) or len(c.S) != len(c.rho):
             raise ValueError("the arrays have the wrong shapes")
         return c
+
+    from_dict = from_arrays
 
     # -- L-BFGS --------------------------------------------------------------
     def point(self) -> np.ndarray:
