@@ -36,6 +36,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 import numpy as np
 
 from ..validation import check_choice, check_number
+from ._common import nnls
 from ._strategy import PATTERNS, UnitCosts
 
 OWNER = "unit cost calibration"
@@ -262,8 +263,6 @@ def _identifiable(A: np.ndarray, j: int, others: List[int], tol: float) -> bool:
 
 def _nnls_relative(A: np.ndarray, y: np.ndarray) -> np.ndarray:
     """argmin over x >= 0 of sum(((A x - y) / y)^2), columns scaled to unit norm."""
-    from scipy.optimize import nnls
-
     W = A / y[:, None]
     scale = np.linalg.norm(W, axis=0)
     scale[scale == 0] = 1.0

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Dict, Hashable, List
+from typing import Any, Dict, Hashable, List, Tuple
+
+import numpy as np
 
 from ..validation import check_number, fail
 
@@ -70,3 +72,46 @@ def key_from_json(key: Any) -> Hashable:
     if isinstance(key, list):
         return tuple(key_from_json(k) for k in key)
     return key
+
+
+def nnls(A: np.ndarray, b: np.ndarray) -> Tuple[np.ndarray, float]:
+    """``argmin ||A x - b||`` over ``x >= 0`` (Lawson and Hanson's active-set method); returns
+    ``(x, ||A x - b||)`` like :func:`scipy.optimize.nnls`.
+
+    numpy only: importing ``scipy.optimize`` costs every new backend 0.7-0.9 s, and the
+    planner's problems are small (a few columns).  A tall ``A`` is first reduced by its QR
+    factorisation: with ``A = QR``, ``||A x - b||^2 = ||R x - Q^T b||^2 + const``, so both
+    problems have the same minimiser.
+    """
+    A = np.asarray(A, dtype=float)
+    b = np.asarray(b, dtype=float)
+    m, n = A.shape
+    if m > n:
+        Q, R = np.linalg.qr(A)
+        A_, b_ = R, Q.T @ b
+    else:
+        A_, b_ = A, b
+    tol = 10 * max(m, n) * np.finfo(float).eps * max(np.abs(A_).sum(axis=0).max(initial=0.0), 1.0)
+    x = np.zeros(n)
+    passive = np.zeros(n, dtype=bool)
+    w = A_.T @ (b_ - A_ @ x)
+    for _ in range(3 * n + 10):
+        if passive.all() or not (w[~passive] > tol).any():
+            break
+        passive[np.argmax(np.where(passive, -np.inf, w))] = True
+        while True:
+            s = np.zeros(n)
+            s[passive] = np.linalg.lstsq(A_[:, passive], b_, rcond=None)[0]
+            if (s[passive] > tol).all():
+                break
+            moving = passive & (s <= tol)
+            alpha = np.min(x[moving] / (x[moving] - s[moving]))
+            x = x + alpha * (s - x)
+            passive &= x > tol
+            x[~passive] = 0.0
+            if not passive.any():
+                s = np.zeros(n)
+                break
+        x = s
+        w = A_.T @ (b_ - A_ @ x)
+    return x, float(np.linalg.norm(A @ x - b))

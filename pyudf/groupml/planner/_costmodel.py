@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import InvalidParameterError
 from ..validation import check_keys, check_number
+from ._common import nnls
 
 TERMS = ("fixed", "per_worker", "compute", "memory", "elementwise", "network")
 _W_TERMS = ("per_worker", "network")  # identifiable only from runs on several worker counts
@@ -98,8 +99,6 @@ class CostModel:
 
     def fit(self) -> Dict[str, float]:
         """Refit the coefficients on the stored runs; returns them."""
-        from scipy.optimize import nnls
-
         if not self.runs:
             return dict(self.coefficients)
         X = np.array([term_values(r["n"], r["d"], r["k"], r["workers"]) for r in self.runs])
