@@ -9,7 +9,7 @@ content-hash holdout, reproduced on the client), one run:
   client-pandas   pandas.read_sql through SQLAlchemy, pandas groupby, scikit-learn per config
   client-copy     psycopg COPY ... (FORMAT binary) into numpy, groupby, scikit-learn per config
 
-The scikit-learn objective equals groupml's: C = 1 / (n_train * l2) (l2 = 0 -> penalty=None),
+The scikit-learn objective equals groupml's: C = 1 / (n_train * l2) (l2 = 0 -> C = inf, no penalty),
 class_weight as given; lbfgs with scikit-learn's defaults otherwise (what an analyst runs).
 
     python bench/bench_demo.py [--rows 1000000] [--groups 50] [--features 20] [--quick]
@@ -48,7 +48,7 @@ def sklearn_select(X, y, seed=0, fraction=0.2):
         return None
     best = None
     for cfg in configs():
-        kw = {"penalty": None} if cfg["l2"] == 0 else {"C": 1.0 / (len(ytr) * cfg["l2"])}
+        kw = {"C": np.inf} if cfg["l2"] == 0 else {"C": 1.0 / (len(ytr) * cfg["l2"])}   # C = inf: no penalty
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             m = LogisticRegression(class_weight=cfg["class_weight"], **kw).fit(Xtr, ytr)
