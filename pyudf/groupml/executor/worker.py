@@ -112,28 +112,40 @@ def gap_partial(session, request: Mapping[str, Any], theta_bytes: bytes) -> byte
     req = request if isinstance(request, dict) else json.loads(request)
     d, k = int(req["d"]), int(req["k"])
     key = (int(req["snapshot"]), int(req["group_no"]), json.dumps(req["pieces"]))
-    hit = _CACHE.get(key)
-    if hit is not None:
-        _CACHE.move_to_end(key)
-        trainer = hit[0]
-        STATS["hits"] += 1
-    else:
-        if _CACHE and next(iter(_CACHE))[0] != key[0]:
-            _CACHE.clear()                       # another snapshot: a new run on this backend
+    trainer = _cached(_CACHE, key)
+    if trainer is None:
         M = load_shard(session, key[0], key[1], req["pieces"], d)
         trainer = _shard_trainer(req["family"], M, d)
         STATS["loads"] += 1
         STATS["rows_loaded"] += M.shape[0]
-        size = trainer.X.nbytes + trainer.y.nbytes
         del M
-        budget = int(float(req.get("mem_mb", 512)) * (1 << 20))
-        if size <= budget:
-            _CACHE[key] = (trainer, size)
-            while sum(v[1] for v in _CACHE.values()) > budget:
-                _CACHE.popitem(last=False)
+        _remember(_CACHE, key, trainer, trainer.X.nbytes + trainer.y.nbytes, req)
     theta = np.frombuffer(theta_bytes, dtype="<f8").reshape(d + 1, k)
     out = partial_sums(trainer, req["params"], np.ascontiguousarray(theta), req.get("class_w"))
     return out.astype("<f8").tobytes()
+
+
+def _cached(cache: "OrderedDict", key: tuple):
+    """A shard cache's entry for ``key`` (counted as a hit, made most recent), or None; a key
+    of another snapshot than the cached ones empties the cache first (a new run on this backend)."""
+    hit = cache.get(key)
+    if hit is not None:
+        cache.move_to_end(key)
+        STATS["hits"] += 1
+        return hit[0]
+    if cache and next(iter(cache))[0] != key[0]:
+        cache.clear()
+    return None
+
+
+def _remember(cache: "OrderedDict", key: tuple, value: Any, size: int, req: Mapping[str, Any]) -> None:
+    """Keep ``value`` while the cache fits the request's ``mem_mb`` (least recent out first);
+    a value larger than the whole budget is not kept (streamed again next time)."""
+    budget = int(float(req.get("mem_mb", 512)) * (1 << 20))
+    if size <= budget:
+        cache[key] = (value, size)
+        while sum(v[1] for v in cache.values()) > budget:
+            cache.popitem(last=False)
 
 
 def cache_info() -> Dict[str, Any]:
@@ -151,24 +163,15 @@ def shard_arrays(session, req: Mapping[str, Any]) -> Tuple[np.ndarray, np.ndarra
     """(X, y) of one shard as contiguous float64 arrays, cached like the GLM shards."""
     d = int(req["d"])
     key = (int(req["snapshot"]), int(req["group_no"]), json.dumps(req["pieces"]))
-    hit = _MCACHE.get(key)
+    hit = _cached(_MCACHE, key)
     if hit is not None:
-        _MCACHE.move_to_end(key)
-        STATS["hits"] += 1
-        return hit[0]
-    if _MCACHE and next(iter(_MCACHE))[0] != key[0]:
-        _MCACHE.clear()
+        return hit
     M = load_shard(session, key[0], key[1], req["pieces"], d)
     X, y = np.ascontiguousarray(M[:, :d]), np.ascontiguousarray(M[:, d])
     del M
     STATS["loads"] += 1
     STATS["rows_loaded"] += X.shape[0]
-    size = X.nbytes + y.nbytes
-    budget = int(float(req.get("mem_mb", 512)) * (1 << 20))
-    if size <= budget:
-        _MCACHE[key] = ((X, y), size)
-        while sum(v[1] for v in _MCACHE.values()) > budget:
-            _MCACHE.popitem(last=False)
+    _remember(_MCACHE, key, (X, y), X.nbytes + y.nbytes, req)
     return X, y
 
 
