@@ -22,6 +22,9 @@ STMT = ("CALL groupml.train_groups(%s, ARRAY['country'], {feats}, 'clicked', %s,
 
 
 def train(conn, table, feats, model, spec, options, strategy="grouped", run_id=None):
+    # every finished epoch block commits at once (checkpoint_every_s 0): a watcher sees each
+    # checkpoint, so the cancels below land at a fixed point however fast the machine is
+    options = json.dumps({**json.loads(options), "checkpoint_every_s": 0})
     sql = STMT.format(feats=feats, run="NULL" if run_id is None else int(run_id))
     return conn.execute(sql, [table, model, spec, options, strategy]).fetchone()[0]
 
@@ -276,3 +279,15 @@ def test_lightgbm_group_keeps_its_trained_configs(dsn, db):
     assert len(ranks) == 4 * 2                               # one 2-rank job per config over both attempts
     fresh = train(db, *args)
     assert_resumed_equals_fresh(db, run_id, fresh)
+
+
+def test_bad_checkpoint_interval(db):
+    from pg_helpers import sql_error
+
+    shop_table(db, {"a": 200})
+    state, msg, hint = sql_error(db, STMT.format(feats=FEATS3, run="NULL"),
+                                 ["shop", "logistic", "{}", '{"checkpoint_every_s": -1}', "grouped"])
+    assert (state, msg) == ("22023", "groupml: The 'checkpoint_every_s' value of train_groups options must be "
+                                     ">= 0; got -1")
+    assert "0 commits every block" in hint
+    assert db.execute("SELECT count(*) FROM groupml.runs").fetchone()[0] == 0

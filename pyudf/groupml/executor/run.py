@@ -30,7 +30,7 @@ from .snapshot import (DEFAULT_BLOCK_ROWS, build_snapshot, check_snapshot, drop_
                        snapshot_groups)
 
 EXEC_KEYS = ("keep_snapshot", "snapshot", "worker_memory_mb", "block_rows", "lock_timeout_ms", "drivers",
-             "network_timeout_s", "flexible_hops", "placement")
+             "network_timeout_s", "flexible_hops", "placement", "checkpoint_every_s")
 PLACEMENTS = ("auto", "wrap_around")
 OWNER = "train_groups options"
 
@@ -66,6 +66,10 @@ def split_options(options: Dict[str, Any]):
                                   hint="auto: grouped keeps MLP/LightGBM groups whole when the cost model says a "
                                        "split (hop tasks, a distributed job) costs more than it balances; "
                                        "wrap_around: always Kingpin's wrap-around placement."),
+        "checkpoint_every_s": check_number(ex.get("checkpoint_every_s", 0.5), "checkpoint_every_s", OWNER, ge=0,
+                                           le=3600, hint="Seconds between commits of finished epoch blocks and "
+                                                         "their checkpoints; 0 commits every block (a cancel or "
+                                                         "crash loses less, at a commit per block); default 0.5."),
         "network_timeout_s": check_number(ex.get("network_timeout_s", 120), "network_timeout_s", OWNER, gt=0,
                                           le=3600, hint="Seconds a rank of distributed LightGBM waits for its "
                                                         "peers (LightGBM's time_out, rounded up to minutes)."),
@@ -270,7 +274,7 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
                                + (f", {result.metric} {result.score:.4f}" if result.score is not None else "")
                                + f" ({result.passes} passes)")
                 wrote = True
-            if finished or (wrote and time.perf_counter() - last_commit > 0.5):
+            if finished or (wrote and time.perf_counter() - last_commit >= exec_options["checkpoint_every_s"]):
                 session.commit()
                 last_commit = time.perf_counter()
         flush_events()

@@ -32,7 +32,8 @@ CALL groupml.train_groups(source, group_by, features, label, model, search, opti
             snapshot_id), worker_memory_mb (512: shard rows cached per worker; beyond, re-read every
             pass), block_rows (8192), lock_timeout_ms (10000), drivers (groups in flight),
             flexible_hops (true: an MLP config may take another free shard of the epoch; false:
-            seeded hop order, timing-independent models), network_timeout_s (120: LightGBM ranks)
+            seeded hop order, timing-independent models), network_timeout_s (120: LightGBM ranks),
+            checkpoint_every_s (0.5: seconds between commits of finished epoch blocks; 0 = every block)
 
   Workers only see COMMITTED data: the source must be a regular table or view (temp tables are
   refused), and CALL must run outside an explicit transaction block. Models, trials, per-epoch
