@@ -59,8 +59,14 @@ def cancel_after(dsn, condition, table, feats, model, spec, options, strategy="g
     with psycopg.connect(dsn, autocommit=True) as conn:
         thread, fired, release = freeze_and_cancel(dsn, conn.info.backend_pid, condition)
         try:
-            with pytest.raises(psycopg.errors.QueryCanceled):
+            try:
                 train(conn, table, feats, model, spec, options, strategy)
+            except psycopg.errors.QueryCanceled:
+                pass
+            else:
+                seen = conn.execute("SELECT count(*) FROM groupml.run_checkpoints").fetchone()[0]
+                pytest.fail(f"the call was not cancelled (watcher fired: {fired.is_set()}, "
+                            f"checkpoints left: {seen})")
         finally:
             release.set()
             thread.join()
