@@ -54,25 +54,31 @@ def freeze_and_cancel(dsn, pid, condition, timeout=120.0):
     return thread, fired, release
 
 
-def cancel_after(dsn, condition, table, feats, model, spec, options, strategy="grouped"):
-    """Start a run and cancel its coordinator as soon as ``condition`` holds; the run's id."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        thread, fired, release = freeze_and_cancel(dsn, conn.info.backend_pid, condition)
-        try:
+def cancel_after(dsn, condition, table, feats, model, spec, options, strategy="grouped", attempts=4):
+    """Start a run and cancel its coordinator as soon as ``condition`` holds; the run's id.
+
+    The condition is a committed checkpoint, and for a short run the last one is committed just
+    before the group ends (which deletes it): the watcher may miss that window or cancel a call
+    that has just returned. Such an attempt is a harness miss, not a result: the scenario starts
+    again as a new run (up to ``attempts`` times) and the test fails if no attempt was cancelled."""
+    misses = []
+    for _ in range(attempts):
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            thread, fired, release = freeze_and_cancel(dsn, conn.info.backend_pid, condition)
             try:
                 train(conn, table, feats, model, spec, options, strategy)
             except psycopg.errors.QueryCanceled:
-                pass
+                cancelled = True
             else:
-                seen = conn.execute("SELECT count(*) FROM groupml.run_checkpoints").fetchone()[0]
-                pytest.fail(f"the call was not cancelled (watcher fired: {fired.is_set()}, "
-                            f"checkpoints left: {seen})")
-        finally:
-            release.set()
-            thread.join()
-        assert fired.is_set()
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        return conn.execute("SELECT max(run_id) FROM groupml.runs").fetchone()[0]
+                cancelled = False
+                misses.append(f"watcher fired: {fired.is_set()}")
+            finally:
+                release.set()
+                thread.join()
+            if cancelled:
+                assert fired.is_set()
+                return conn.execute("SELECT max(run_id) FROM groupml.runs").fetchone()[0]
+    pytest.fail(f"no attempt was cancelled at the checkpoint ({'; '.join(misses)})")
 
 
 def resume(dsn, table, feats, model, spec, options, run_id, strategy="grouped"):
