@@ -17,9 +17,9 @@ def clicks(db):
     create_table(db, "clicks", grouped_classification(20000, 6, 5, seed=3, exponent=1.1))
 
 
-def call(db):
+def call(db, options="{}"):
     return db.execute(f"CALL groupml.train_groups('clicks', ARRAY['country'], {FEATS}, 'clicked', 'logistic', "
-                      f"%s::jsonb, '{{}}'::jsonb, NULL, workers => 2)", [SPEC]).fetchone()[0]
+                      f"%s::jsonb, %s::jsonb, NULL, workers => 2)", [SPEC, options]).fetchone()[0]
 
 
 def explain(db):
@@ -29,10 +29,18 @@ def explain(db):
     return [r for r in rows if r[1]]
 
 
-def test_explain_and_runs_use_unit_costs_measured_by_earlier_runs(db, clicks):
+@pytest.mark.parametrize("groups, options", [(6, '{"whole_group_tasks": false}'), (24, "{}")],
+                         ids=["pass-tasks", "whole-group-tasks"])
+def test_explain_and_runs_use_unit_costs_measured_by_earlier_runs(db, groups, options):
+    # one task per data pass (6 groups give plenty of tasks), or -- the default for groups
+    # that are not split -- one task per group, measured by its trials' configuration-passes
+    create_table(db, "clicks", grouped_classification(20000, groups, 5, seed=3, exponent=1.1))
     before = explain(db)
     assert "Unit costs are not calibrated" in before[0][4]
-    first = call(db)
+    first = call(db, options)
+    kinds = {r[0] for r in db.execute("SELECT DISTINCT kind FROM groupml.run_schedule WHERE run_id = %s",
+                                      [first]).fetchall()}
+    assert kinds == ({"pass"} if groups == 6 else {"fit"})
     plan1 = db.execute("SELECT plan FROM groupml.grouped_runs WHERE run_id = %s", [first]).fetchone()[0]
     assert plan1["unit_costs"]["calibrated"] is False
     assert plan1["workload"] == {"n_configs": 3, "epochs": 100, "blocks": 10}
@@ -47,12 +55,16 @@ def test_explain_and_runs_use_unit_costs_measured_by_earlier_runs(db, clicks):
     assert makespan > 0
 
     # a second, identical run plans with the same measurements
-    second = call(db)
+    second = call(db, options)
     strategy, plan2 = db.execute("SELECT strategy, plan FROM groupml.grouped_runs WHERE run_id = %s",
                                  [second]).fetchone()
     uc = plan2["unit_costs"]
-    assert uc["calibrated"] is True and uc["runs"] == 1 and uc["tasks"] > 20
-    for f in ("compute_per_row", "load_per_row", "task_startup", "worker_startup"):
+    assert uc["calibrated"] is True and uc["runs"] == 1 and uc["tasks"] >= 20
+    # a whole-group task loads its rows once and trains on them for a similar number of
+    # configuration-passes in every group: loading and compute are (nearly) collinear there
+    measured = ("compute_per_row", "load_per_row", "task_startup", "worker_startup") if groups == 6 else \
+        ("compute_per_row", "task_startup", "worker_startup")
+    for f in measured:
         assert uc["sources"][f].startswith("measured"), f
     assert uc["sources"]["epoch_barrier"] == "default"
     assert 0 < uc["work_ratio"] < 1

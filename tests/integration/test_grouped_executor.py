@@ -94,6 +94,33 @@ def test_every_strategy_trains_the_same_models(db, clicks, strategy):
     assert workers == {0, 1}
 
 
+def test_unsplit_glm_groups_run_whole_or_pass_by_pass_with_the_same_result(db, clicks):
+    # default: a group the placement keeps whole is one 'fit' task on its worker (the whole
+    # search there); whole_group_tasks => false: one 'pass' task per data pass
+    whole = call(db, 2, "gtp")
+    passes = call(db, 2, "gtp", '{"whole_group_tasks": false}')
+    assert_same(models(db, whole), models(db, passes))
+    kinds = "SELECT kind, count(*) FROM groupml.run_schedule WHERE run_id = %s GROUP BY kind"
+    assert dict(db.execute(kinds, [whole]).fetchall()) == {"fit": 5}
+    assert set(dict(db.execute(kinds, [passes]).fetchall())) == {"pass"}
+    for r in (whole, passes):
+        log = schedule(db, r)
+        sizes = dict(db.execute("SELECT group_key::text, (fit).n_train FROM groupml.models WHERE run_id = %s",
+                                [r]).fetchall())
+        assert schedule_violations(log, sizes, {}) == []
+        assert {e["worker"] for e in log} == {0, 1}
+    # the same searches: every trial's params, status and per-epoch losses, and the epoch reports
+    trials = ("SELECT group_key::text, trial_id, params, status, epoch_scores FROM groupml.trials "
+              "WHERE run_id = %s ORDER BY 1, 2")
+    ta, tb = db.execute(trials, [whole]).fetchall(), db.execute(trials, [passes]).fetchall()
+    assert [r[:4] for r in ta] == [r[:4] for r in tb] and len(ta) == 20
+    for a, b in zip(ta, tb):
+        np.testing.assert_allclose(a[4], b[4], atol=1e-6, rtol=0)
+    epochs = ("SELECT group_key::text, block, trial_id, epoch, decision FROM groupml.run_epochs WHERE run_id = %s "
+              "ORDER BY 1, 2, 3")
+    assert db.execute(epochs, [whole]).fetchall() == db.execute(epochs, [passes]).fetchall()
+
+
 def test_auto_and_explain(db, clicks):
     rows = db.execute(f"SELECT strategy, chosen, worker, estimated_seconds, shards, explanation FROM "
                       f"groupml.explain_train_groups('clicks', ARRAY['country'], {FEATS}, 'clicked', 'logistic', "
@@ -214,6 +241,9 @@ def test_bad_input_writes_nothing(cluster, dbname, db, clicks):
         ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', '{}', "
          "'{\"worker_memory_mb\": -1}', workers => 2)", "22023",
          "groupml: The 'worker_memory_mb' value of train_groups options must be >= 0; got -1"),
+        ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', '{}', "
+         "'{\"whole_group_tasks\": \"yes\"}', workers => 2)", "22023",
+         "groupml: The 'whole_group_tasks' value of train_groups options must be"),
     ]
     for stmt, state, msg in cases:
         got = sql_error(db, stmt)

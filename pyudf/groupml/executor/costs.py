@@ -31,7 +31,8 @@ _TASKS_SQL = (
     "FROM groupml.run_schedule WHERE run_id = ANY ($1) ORDER BY run_id DESC, started LIMIT $2")
 _TRIALS_SQL = (
     "SELECT run_id, group_key::text AS group_key, trial_id, (metrics ->> 'iterations')::bigint AS iterations, "
-    "params -> 'batch_size' AS batch_size, params -> 'num_boost_round' AS num_boost_round "
+    "(metrics ->> 'passes')::bigint AS passes, params -> 'batch_size' AS batch_size, "
+    "params -> 'num_boost_round' AS num_boost_round "
     "FROM groupml.trials WHERE run_id = ANY ($1) ORDER BY run_id DESC LIMIT $2")
 
 
@@ -72,7 +73,7 @@ def load_calibration(session, *, model: str, pattern: str, source: str, features
     ids = [int(r["run_id"]) for r in runs]
     tasks = session.query(_TASKS_SQL, [ids, int(max_tasks)], ["bigint[]", "integer"]) if ids else []
     trials = []
-    if ids and pattern != "algebraic":             # GLM passes list their configs themselves
+    if ids:                 # GLM pass tasks list their configs; whole-group GLM tasks need the trials' passes
         for t in session.query(_TRIALS_SQL, [ids, int(max_tasks)], ["bigint[]", "integer"]):
             t = dict(t)
             t["params"] = {"batch_size": _num(t.pop("batch_size")), "num_boost_round": _num(t.pop("num_boost_round"))}

@@ -127,9 +127,19 @@ def local_fit(req: Mapping[str, Any], X: np.ndarray, y: np.ndarray, Mv: np.ndarr
                         for tid, ep, sc, dec in e.reports]])
 
     trainer = make_trainer(family.name, X, y, Mv[:, :d], Mv[:, d], metric=opts["metric"])
-    res = fit_with_trainer(trainer, family, spec, n_train=X.shape[0], n_val=Mv.shape[0],
-                           n_skipped=int(req.get("n_skipped", 0)), d=d, on_epoch=on_epoch,
-                           interrupt_check=interrupt_check, pattern=pattern_of(family))
+    if pattern_of(family) == "algebraic":
+        # the batch size k the pass-by-pass path would choose (the planner's priors), so the
+        # search sees the same slots whichever way the group runs
+        from ..fitting import plan_group, search_and_select
+
+        base = dict(family=family.name, n_skipped=int(req.get("n_skipped", 0)), n_features=d,
+                    n_train=X.shape[0], n_validation=Mv.shape[0])
+        res = search_and_select(trainer, spec, plan_group(spec, family, X.shape[0], d), base, on_epoch=on_epoch,
+                                interrupt_check=interrupt_check)
+    else:
+        res = fit_with_trainer(trainer, family, spec, n_train=X.shape[0], n_val=Mv.shape[0],
+                               n_skipped=int(req.get("n_skipped", 0)), d=d, on_epoch=on_epoch,
+                               interrupt_check=interrupt_check, pattern=pattern_of(family))
     header = _finite({k: getattr(res, k) for k in FIT_FIELDS})
     header["events"] = events
     header = json.loads(json.dumps(header, default=_json_default))
@@ -526,6 +536,34 @@ class ShardedLGBMTrainer(_Scored):
         return LightGBMModel(self.family.name, c["params"], c["booster"].model_to_string(num_iteration=c["done"]))
 
 
+# ------------------------------------------------------------------ an unsplit group: one task
+def fit_on_worker(ctx: "_Ctx", *, model: str, search: dict, fit_options: dict, g: Mapping[str, Any],
+                  on_epoch_raw: Callable):
+    """The FitResult of a group held whole by one worker: its whole search runs there as one
+    ``fit`` task (:func:`local_fit`); the epoch reports come back with the result and are
+    replayed through ``on_epoch_raw``. No checkpoint: the group commits when it is done."""
+    req = ctx.request(0, op="fit", model=model, search=search, fit_options=fit_options,
+                      n_skipped=int(g["n_skipped"]))
+    fut = ctx.pool.submit(ctx.shards[0][0], req, b"", ctx.meta(0, "fit", 0, []), fn="task")
+    res, events = unpack_fit(await_result(fut, ctx.abort))
+    for block, passes, reports in events:
+        on_epoch_raw(block, passes, [tuple(r) for r in reports])
+    return res
+
+
+def fit_unsplit_glm(pool, *, family, model: str, search: dict, fit_options: dict, g: Mapping[str, Any],
+                    shard: tuple, snapshot_id: int, d: int, y_val, mem_mb: float, abort, on_epoch_raw: Callable):
+    """A GLM group placed whole on one worker, trained there in one task instead of one task
+    per data pass (no per-pass round trips; same configurations, same batch size)."""
+    pre = precheck(family, n_train=int(g["n_train"]), n_val=int(g["n_val"]), n_pos=int(g["n_pos"]),
+                   n_skipped=int(g["n_skipped"]), d=d, y_val=y_val)
+    if pre is not None:
+        return pre
+    ctx = _Ctx(pool, snapshot_id=snapshot_id, group_no=g["group_no"], group_key=g["gkey"], d=d, shards=[shard],
+               mem_mb=mem_mb, abort=abort)
+    return fit_on_worker(ctx, model=model, search=search, fit_options=fit_options, g=g, on_epoch_raw=on_epoch_raw)
+
+
 # ------------------------------------------------------------------ one group, any non-GLM pattern
 def fit_other_group(pool, *, family, spec, opts, model: str, search: dict, fit_options: dict, g: Mapping[str, Any],
                     shards: Sequence[tuple], snapshot_id: int, d: int, X_val, y_val, mem_mb: float, abort,
@@ -557,13 +595,8 @@ def fit_other_group(pool, *, family, spec, opts, model: str, search: dict, fit_o
                                 interrupt_check=interrupt_check, pattern=pattern, checkpoint=checkpoint,
                                 resume=resume)
     if len(shards) == 1:
-        req = ctx.request(0, op="fit", model=model, search=search, fit_options=fit_options,
-                          n_skipped=int(g["n_skipped"]))
-        fut = pool.submit(shards[0][0], req, b"", ctx.meta(0, "fit", 0, []), fn="task")
-        res, events = unpack_fit(await_result(fut, abort))
-        for block, passes, reports in events:
-            on_epoch_raw(block, passes, [tuple(r) for r in reports])
-        return res
+        return fit_on_worker(ctx, model=model, search=search, fit_options=fit_options, g=g,
+                             on_epoch_raw=on_epoch_raw)
 
     def on_epoch(e):
         on_epoch_raw(e.block, e.passes, [(tid, ep, sc, dec) for tid, ep, sc, dec in e.reports])

@@ -30,7 +30,7 @@ from .snapshot import (DEFAULT_BLOCK_ROWS, build_snapshot, check_snapshot, drop_
                        snapshot_groups)
 
 EXEC_KEYS = ("keep_snapshot", "snapshot", "worker_memory_mb", "block_rows", "lock_timeout_ms", "drivers",
-             "network_timeout_s", "flexible_hops", "placement", "checkpoint_every_s")
+             "network_timeout_s", "flexible_hops", "placement", "checkpoint_every_s", "whole_group_tasks")
 PLACEMENTS = ("auto", "wrap_around")
 OWNER = "train_groups options"
 
@@ -70,6 +70,11 @@ def split_options(options: Dict[str, Any]):
                                            le=3600, hint="Seconds between commits of finished epoch blocks and "
                                                          "their checkpoints; 0 commits every block (a cancel or "
                                                          "crash loses less, at a commit per block); default 0.5."),
+        "whole_group_tasks": check_bool(ex.get("whole_group_tasks", True), "whole_group_tasks", OWNER,
+                                        hint="true: a GLM group that is not split runs its whole search as one "
+                                             "task on its worker (no per-pass round trips; the group commits when "
+                                             "it is done, so a cancel restarts it); false: one task per data pass, "
+                                             "with epoch checkpoints."),
         "network_timeout_s": check_number(ex.get("network_timeout_s", 120), "network_timeout_s", OWNER, gt=0,
                                           le=3600, hint="Seconds a rank of distributed LightGBM waits for its "
                                                         "peers (LightGBM's time_out, rounded up to minutes)."),
@@ -102,7 +107,7 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
 
     groups = snapshot_groups(session, sid)
     sizes = {g["group_no"]: int(g["n_train"]) for g in groups}
-    from .patterns import fit_other_group, pattern_of
+    from .patterns import fit_other_group, fit_unsplit_glm, pattern_of
     pattern = pattern_of(family)
     wl = workload_of(spec, family)
     from .costs import load_calibration          # unit costs measured from earlier runs' tasks
@@ -180,6 +185,12 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
                                    lgbm_timeout_s=exec_options["network_timeout_s"],
                                    flexible=exec_options["flexible_hops"], checkpoint=on_block, resume=resume,
                                    mode=t["mode"])
+        if t["mode"] == "shards" and len(t["shards"]) == 1 and resume is None and exec_options["whole_group_tasks"]:
+            return fit_unsplit_glm(pool, family=family, model=model, search=search, fit_options=fit_options, g=g,
+                                   shard=t["shards"][0], snapshot_id=sid, d=d, y_val=Xv[:, d],
+                                   mem_mb=exec_options["worker_memory_mb"], abort=abort,
+                                   on_epoch_raw=lambda block, passes, reports: events.put(
+                                       (gkey, block, passes, reports, None)))
         ev = ShardEvaluator(pool, snapshot_id=sid, group_no=gno, group_key=gkey, family=family.name, d=d,
                             shards=t["shards"], mode=t["mode"], mem_mb=exec_options["worker_memory_mb"], abort=abort)
 

@@ -33,14 +33,16 @@ CALL groupml.train_groups(source, group_by, features, label, model, search, opti
             pass), block_rows (8192), lock_timeout_ms (10000), drivers (groups in flight),
             flexible_hops (true: an MLP config may take another free shard of the epoch; false:
             seeded hop order, timing-independent models), network_timeout_s (120: LightGBM ranks),
-            checkpoint_every_s (0.5: seconds between commits of finished epoch blocks; 0 = every block)
+            checkpoint_every_s (0.5: seconds between commits of finished epoch blocks; 0 = every block),
+            whole_group_tasks (true: a GLM group that is not split runs its whole search as one
+            task on its worker -- no per-pass round trips, no epoch checkpoint; false: a task per pass)
 
   Workers only see COMMITTED data: the source must be a regular table or view (temp tables are
   refused), and CALL must run outside an explicit transaction block. Models, trials, per-epoch
   losses (groupml.run_epochs) and what ran where (groupml.run_schedule) are committed as groups and
   epochs finish; a failed or cancelled run resumes with run_id => its id: committed groups are kept
   and a group in flight continues after its last committed epoch block (groupml.run_checkpoints;
-  unsplit MLP/LightGBM groups, one worker task each, restart). solver 'sgd' needs
+  unsplit groups run as one worker task each restart). solver 'sgd' needs
   workers => 1. Passwords in endpoint DSNs never appear in errors.
 
   Example:

@@ -46,7 +46,7 @@ OWNER = "unit cost calibration"
 WORK_KINDS = ("pass", "visit", "fit", "block", "rank", "boost")
 
 #: per pattern, the kinds whose fixed cost is ``task_startup`` (first measured wins)
-STARTUP_KINDS = {"algebraic": ("pass",), "sequential": ("fit", "block", "visit"),
+STARTUP_KINDS = {"algebraic": ("pass", "fit"), "sequential": ("fit", "block", "visit"),
                  "sampling": ("fit", "boost", "rank")}
 
 COLUMNS = ("work", "updates", "load", "warm")
@@ -152,7 +152,9 @@ def _trial_index(trials: Iterable[Mapping[str, Any]]) -> Dict[tuple, Dict[str, A
             key = (t["run_id"], str(t["group_key"]), int(t["trial_id"]))
             params = t.get("params") or {}
             it = t.get("iterations")
+            ps = t.get("passes")
             rec = {"iterations": None if it is None else int(it),
+                   "passes": None if ps is None else int(ps),
                    "batch_size": params.get("batch_size"), "rounds": params.get("num_boost_round")}
             for k in ("batch_size", "rounds"):
                 v = rec[k]
@@ -223,6 +225,13 @@ def _task_terms(tasks, tinfo, pattern: str, d_ratio: Mapping[Any, float]):
             if ok:
                 work = rows * e
                 upd = e * math.ceil(rows / b) if b else math.nan
+        elif kind == "fit" and pattern == "algebraic":
+            # a GLM group's whole search: its work is the configuration-passes of its trials
+            recs = group_trials.get((t["run_id"], t["group_key"]), [])
+            ps = [r.get("passes") for r in recs]
+            ok = bool(recs) and all(x is not None for x in ps)
+            if ok:
+                work = rows * sum(ps)
         elif kind == "fit":
             recs = group_trials.get((t["run_id"], t["group_key"]), [])
             its = [r["iterations"] for r in recs]
@@ -304,7 +313,7 @@ def calibrate_unit_costs(tasks: Iterable[Mapping[str, Any]], trials: Iterable[Ma
 
     ``tasks``: ``groupml.run_schedule`` rows (``run_id, group_key, kind, pass, worker,
     row_start, n_rows, trials, started, finished``). ``trials``: ``run_id, group_key,
-    trial_id, iterations`` and ``params`` (``batch_size``, ``num_boost_round``) -- needed
+    trial_id, iterations`` (GLMs: ``passes``, configuration-passes) and ``params`` (``batch_size``, ``num_boost_round``) -- needed
     for the tasks that do not list their epochs (``fit``, ``block``, ``rank``, ``boost``,
     MLP ``visit`` mini-batches). ``runs``: ``run_id`` with optional ``d`` (features; the
     work of a run with other features is scaled by ``d_run / d``) and optional planned
