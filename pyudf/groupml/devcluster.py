@@ -153,9 +153,13 @@ class TempCluster:
         if self.dir and not self.keep:
             shutil.rmtree(self.dir, ignore_errors=True)
 
-    def restart(self) -> None:
+    def restart(self, mode: str = "fast") -> None:
+        """Restart the server; ``mode='immediate'`` stops it without a checkpoint, so it starts
+        with crash recovery (as after a crash: unlogged tables come back empty)."""
+        if mode not in ("fast", "immediate"):
+            raise ValueError(f"restart mode must be 'fast' or 'immediate'; got {mode!r}")
         self._run(os.path.join(self.bindir, "pg_ctl"), "-D", self.datadir, "-l", self.logfile,
-                  "-m", "fast", "-w", "restart")
+                  "-m", mode, "-w", "restart")
         self._wait_ready()
 
     def dsn(self, dbname: str = "postgres", user: str = "postgres") -> str:

@@ -1,4 +1,4 @@
-CREATE TABLE @extschema@.snapshot_blocks (
+CREATE UNLOGGED TABLE @extschema@.snapshot_blocks (
     snapshot_id  bigint NOT NULL,
     group_no     integer NOT NULL,
     block_no     integer NOT NULL,
@@ -10,5 +10,5 @@ CREATE TABLE @extschema@.snapshot_blocks (
 );
 ALTER TABLE @extschema@.snapshot_blocks ALTER COLUMN data SET STORAGE EXTERNAL;
 COMMENT ON TABLE @extschema@.snapshot_blocks IS
-  'Packed row blocks of training snapshots (uncompressed TOAST so substring() reads only the bytes a worker needs).';
+  'Packed row blocks of training snapshots (uncompressed TOAST so substring() reads only the bytes a worker needs). Unlogged: a snapshot is a cache of its source, so its blocks skip the WAL; a crash restart empties this table, and a run resumed after one rebuilds its snapshot.';
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.snapshot_blocks', '');

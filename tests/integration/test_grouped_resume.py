@@ -14,6 +14,8 @@ from groupml.datagen import create_table, grouped_classification
 from groupml.executor.invariants import schedule_violations
 from groupml.learners import load_model, replay
 from groupml.learners._sharded import state_weights
+from groupml.devcluster import TempCluster
+from pg_helpers import sql_error
 
 pytestmark = pytest.mark.integration
 
@@ -187,6 +189,50 @@ def test_glm_group_continues_after_its_last_committed_epoch_block(dsn, db):
     assert_resumed_equals_fresh(db, run_id, fresh)
     count = "SELECT count(*) FROM groupml.run_schedule WHERE run_id = %s AND group_key = %s::jsonb"
     assert db.execute(count, [run_id, gkey]).fetchone()[0] == db.execute(count, [fresh, gkey]).fetchone()[0]
+
+
+def test_a_crash_restart_empties_the_snapshot_and_the_resumed_run_rebuilds_it(cluster):
+    # groupml.snapshot_blocks is UNLOGGED: a real crash restart (immediate stop, recovery) of a
+    # server of its own empties it while groupml.snapshots still says 'ready'
+    feats = "ARRAY['f1', 'f2', 'f3', 'f4']"
+    args = ("big", feats, "logistic", json.dumps(SLOW_GLM), json.dumps({"drivers": 1, "block_rows": 256}))
+    with TempCluster() as own:
+        dsn = own.dsn()
+        with psycopg.connect(dsn, autocommit=True) as db:
+            db.execute("CREATE EXTENSION groupml CASCADE")
+            create_table(db, "big", grouped_classification(6000, 3, 4, seed=47, exponent=2.5))
+            kept = train(db, "big", feats, "logistic", '{"l2": [0.1]}', '{"keep_snapshot": true}')
+            sid = db.execute("SELECT snapshot_id FROM groupml.grouped_runs WHERE run_id = %s", [kept]).fetchone()[0]
+        run_id = cancel_after(dsn, "SELECT EXISTS (SELECT 1 FROM groupml.run_checkpoints WHERE block >= 4)", *args)
+        with psycopg.connect(dsn, autocommit=True) as db:
+            [(gkey, block, _)] = interrupted_state(db, run_id)
+            before = epochs(db, run_id, gkey)
+        own.restart("immediate")
+        with psycopg.connect(dsn, autocommit=True) as db:
+            assert db.execute("SELECT count(*) FROM groupml.snapshot_blocks").fetchone()[0] == 0
+            assert db.execute("SELECT count(*) FROM groupml.snapshots WHERE status = 'ready'").fetchone()[0] == 2
+            n_runs = db.execute("SELECT count(*) FROM groupml.runs").fetchone()[0]
+            # reusing the emptied kept snapshot: a clear ERROR, and no run is created
+            got = sql_error(db, STMT.format(feats=feats, run="NULL"),
+                            ["big", "logistic", '{"l2": [0.1]}', json.dumps({"snapshot": sid}), "grouped"])
+            assert got[0] == "55000", got
+            assert got[1] == (f"groupml: Snapshot {sid} has lost its blocks: snapshot blocks are unlogged, and a "
+                              f"crash restart of the server empties them"), got
+            assert "Omit the 'snapshot' option" in got[2] and f"drop_snapshot({sid})" in got[2]
+            assert db.execute("SELECT count(*) FROM groupml.runs").fetchone()[0] == n_runs
+            # the interrupted run rebuilds its snapshot (same rows, same shards) and its group
+            # still continues after its committed epoch block
+            again, notices = resume(dsn, *args, run_id)
+            assert again == run_id
+            assert any("lost its blocks in a crash restart; rebuilding it" in n for n in notices), notices
+            assert any(f"group {gkey} resumes after its committed epoch block {block}" in n for n in notices), notices
+            after = epochs(db, run_id, gkey)
+            for k, v in before.items():
+                assert after[k] == v
+            check_invariants(db, run_id)
+            fresh = train(db, *args)
+            assert_resumed_equals_fresh(db, run_id, fresh)
+            assert db.execute("SELECT count(*) FROM groupml.snapshots").fetchone()[0] == 1     # the kept one
 
 
 def test_a_damaged_checkpoint_restarts_its_group(dsn, db):

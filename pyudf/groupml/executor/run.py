@@ -27,7 +27,7 @@ from .invariants import schedule_violations
 from .plan import group_tasks, make_plan, placement_for, workload_of
 from .pool import WorkerLostError, WorkerPool, resolve_endpoints
 from .snapshot import (DEFAULT_BLOCK_ROWS, build_snapshot, check_snapshot, drop_snapshot, load_validation,
-                       snapshot_groups)
+                       snapshot_groups, snapshot_intact)
 
 EXEC_KEYS = ("keep_snapshot", "snapshot", "worker_memory_mb", "block_rows", "lock_timeout_ms", "drivers",
              "network_timeout_s", "flexible_hops", "placement", "checkpoint_every_s", "whole_group_tasks")
@@ -93,6 +93,13 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
                         "(SELECT 1 FROM groupml.snapshots s WHERE s.snapshot_id = g.snapshot_id AND s.status = 'ready')",
                         [run_id], ["bigint"])
     sid = row[0]["snapshot_id"] if row else None
+    if sid is not None and not snapshot_intact(session, sid):
+        # a crash restart emptied the (unlogged) blocks; the same arguments rebuild the same
+        # rows, blocks and shard layout, so committed groups and checkpoints stay valid
+        session.notice(f"groupml: run {run_id}: snapshot {sid} lost its blocks in a crash restart; rebuilding it")
+        if exec_options["snapshot"] is None:
+            session.query("DELETE FROM groupml.snapshots WHERE snapshot_id = $1", [sid], ["bigint"])
+        sid = None
     if sid is None and exec_options["snapshot"] is not None:
         sid = exec_options["snapshot"]
         check_snapshot(session, sid, source, group_by, features, label, seed, fraction)

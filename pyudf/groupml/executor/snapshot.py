@@ -9,6 +9,12 @@ so the split does not depend on the number of workers), shuffles once by the see
 ``block_rows`` rows. Every block holds its validation rows first (``n_val``), then its
 training rows; a worker reads only the training bytes with ``substring`` (the column is
 uncompressed TOAST), the coordinator only the validation bytes.
+
+``groupml.snapshot_blocks`` is UNLOGGED: a snapshot is a cache that can be rebuilt from its
+source, and writing its blocks without WAL saves about a fifth of building it (1M rows x 21
+values: 1.0-1.2 s of inserts instead of 1.6-1.8 s). A crash restart empties the table while
+``groupml.snapshots`` keeps saying 'ready': :func:`snapshot_intact` tells, a resumed run
+rebuilds such a snapshot, and reusing one through ``options.snapshot`` is a clear ERROR.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from ..errors import InvalidParameterError, UndefinedObjectError
+from ..errors import InvalidParameterError, PrerequisiteStateError, UndefinedObjectError
 from ..fitting import unpack_rows
 from ..udf._source import packed_scan_sql
 
@@ -107,6 +113,20 @@ def check_snapshot(session, snapshot_id: int, source: str, group_by, features, l
             f"Snapshot {snapshot_id} was built from other arguments (source, group_by, features, label, seed or "
             f"validation_fraction) or is not ready",
             hint="Omit the 'snapshot' option to build a fresh snapshot.")
+    if not snapshot_intact(session, snapshot_id):
+        raise PrerequisiteStateError(
+            f"Snapshot {snapshot_id} has lost its blocks: snapshot blocks are unlogged, and a crash restart of the "
+            f"server empties them",
+            hint=f"Omit the 'snapshot' option to build a fresh snapshot; SELECT groupml.drop_snapshot({snapshot_id}) "
+                 f"removes the empty one.")
+
+
+def snapshot_intact(session, snapshot_id: int) -> bool:
+    """False when a 'ready' snapshot with rows has no blocks (a crash restart emptied them)."""
+    rows = session.query("SELECT coalesce(s.n_rows, 0) = 0 OR EXISTS (SELECT 1 FROM groupml.snapshot_blocks b "
+                         "WHERE b.snapshot_id = s.snapshot_id) AS ok FROM groupml.snapshots s "
+                         "WHERE s.snapshot_id = $1", [snapshot_id], ["bigint"])
+    return bool(rows) and bool(rows[0]["ok"])
 
 
 def snapshot_groups(session, snapshot_id: int) -> List[Dict[str, Any]]:

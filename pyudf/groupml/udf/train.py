@@ -165,6 +165,10 @@ def train_groups(source, group_by, features, label, model, search, options, run_
             raise FeatureNotSupportedError(
                 "solver 'sgd' needs a group's rows in one process; train_groups with workers runs full-batch "
                 "solvers (lbfgs, gd)", hint="Use solver 'lbfgs' or 'gd', or workers => 1.")
+        if exec_options["snapshot"] is not None:         # before the run exists: a bad one writes nothing
+            from ..executor.snapshot import check_snapshot
+            check_snapshot(session, exec_options["snapshot"], source, group_by, features, label, opts["seed"],
+                           opts["validation_fraction"])
     else:
         validate_request(model, search_obj, options_obj)
 
