@@ -209,6 +209,9 @@ def test_holdout_is_order_independent_and_accurate():
     assert 0.25 < np.mean(other != mask) < 0.39       # independent draws differ on ~32%
     bigger = holdout_mask(X, y, 0.5, seed=1)
     assert np.all(bigger[mask])                         # nested in the fraction
+    from groupml.learners import row_hash
+    from groupml.learners._holdout import mask_of_hash
+    np.testing.assert_array_equal(mask_of_hash(row_hash(X, y, 1), 0.2), mask)   # one hash, two uses
     # the label takes part in the hash; -0.0 and 0.0 are the same value
     flipped = holdout_mask(X, 1.0 - y, 0.2, seed=1)
     assert np.mean(flipped != mask) > 0.2

@@ -70,6 +70,11 @@ def holdout_mask(X, y, fraction: float, seed: int = 0) -> np.ndarray:
                             hint="Give the validation share as a number strictly between 0 and 1, "
                                  "e.g. 0.2.")
     seed = check_number(seed, "seed", "holdout", ge=0, integer=True)
-    h = row_hash(X, y, seed)
+    return mask_of_hash(row_hash(X, y, seed), fraction)
+
+
+def mask_of_hash(h: np.ndarray, fraction: float) -> np.ndarray:
+    """The holdout mask of rows whose :func:`row_hash` is ``h`` (for callers that also need
+    the hash itself, e.g. to shuffle by it, so it is computed once)."""
     threshold = np.uint64(min(int(fraction * 2.0 ** 53), 2 ** 53))
     return (h >> np.uint64(11)) < threshold
