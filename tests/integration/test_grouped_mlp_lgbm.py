@@ -126,6 +126,10 @@ def test_lightgbm_distributed_matches_single_node(db, shop):
     split = {e["group_key"] for e in ranks}
     assert split == {'{"country": "a"}'}
     assert {e["worker"] for e in ranks} == {0, 1}
+    # each rank's worker chose its listen port first (one 'ports' task per worker and job batch)
+    ports = [e for e in log if e["kind"] == "ports"]
+    assert {e["worker"] for e in ports} == {0, 1} and {e["group_key"] for e in ports} == split
+    assert all(p["finished"] <= min(r["started"] for r in ranks if r["pass"] == p["pass"]) for p in ports)
     assert {e["group_key"] for e in log if e["kind"] == "fit"} == {'{"country": "b"}', '{"country": "c"}'}
     data = snapshot_rows(db, run_id)
     sid = db.execute("SELECT snapshot_id FROM groupml.grouped_runs WHERE run_id = %s", [run_id]).fetchone()[0]

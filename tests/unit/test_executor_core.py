@@ -110,3 +110,34 @@ def test_group_tasks_follow_the_strategy():
 def test_redact():
     assert redact("host=h password=pw user=u") == "host=h password=*** user=u"
     assert redact("postgresql://u:pw@h/db") == "postgresql://u:***@h/db"
+
+
+def test_lightgbm_ranks_listen_on_their_workers_addresses():
+    from groupml.errors import FeatureNotSupportedError
+    from groupml.executor.pool import rank_hosts
+
+    names = ["w0", "w1", "w2", "w3"]
+    # unix socket (NULL), loopback v4 and v6: this host
+    assert rank_hosts([None, "127.0.0.1", "::1", None], [0, 1, 2], names) == ["127.0.0.1"] * 3
+    # other servers: the address each was reached at, one per rank
+    assert rank_hosts(["10.0.0.5", "10.0.0.6", None, None], [1, 0], names) == ["10.0.0.6", "10.0.0.5"]
+    with pytest.raises(FeatureNotSupportedError) as e:
+        rank_hosts(["10.0.0.5", None, None, "fe80::1"], [0, 3], names)
+    assert str(e.value) == "Distributed LightGBM needs IPv4 worker addresses; worker 'w3' is reached at fe80::1"
+    assert "IPv4 host" in e.value.hint
+    with pytest.raises(FeatureNotSupportedError) as e:
+        rank_hosts(["10.0.0.5", None, "127.0.0.1", None], [0, 1, 2], names)
+    assert "on this host (w1, w2" in str(e.value) and "cannot connect to 127.0.0.1" in str(e.value)
+    assert "network address" in e.value.hint
+
+
+def test_free_ports_are_distinct_and_bindable():
+    import socket
+
+    from groupml.learners._lgbm import free_ports
+
+    ports = free_ports(4, host="")
+    assert len(set(ports)) == 4
+    for p in ports:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", p))

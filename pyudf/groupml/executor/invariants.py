@@ -22,6 +22,7 @@ Entries carry a ``kind`` (missing = ``'pass'``, the GLM data pass above). The ot
   ranks of a job tile the group, one per worker (data sharding), one job per config;
 * ``'fit'`` (an unsplit group's whole search on one worker): one task over ``[0, n_train)``;
 * ``'eval'`` (an MLP state scored on the validation rows, or serialised as a model): no rows;
+* ``'ports'`` (a worker finding free ports for the LightGBM ranks it will run): no rows;
 * ``'block'`` (MTP, MLP: one config's epoch block on one worker; ``pass`` = its first epoch):
   every task sees a whole copy of the group ``[0, n_train)`` (data sharding); a config's
   blocks never overlap in time and their first epochs strictly increase (config isolation);
@@ -123,8 +124,8 @@ def _other_kinds(entries: List[Mapping[str, Any]], n_train: Mapping[str, int]) -
     for g, kinds in groups.items():
         n = n_train[g]
         for kind, tasks in kinds.items():
-            if kind == "eval":
-                continue                      # scoring a state on the validation rows: no training rows
+            if kind in ("eval", "ports"):
+                continue                      # scoring on validation rows / finding free ports: no training rows
             if kind == "fit":
                 for t in tasks:
                     if t["row_start"] != 0 or t["n_rows"] != n:

@@ -14,8 +14,9 @@ a worker backend runs:
   (``kind = 'visit'``) that :func:`groupml.learners.replay` reproduces bit for bit.
 * **sampling, split group**: :class:`ShardedLGBMTrainer`. A config is trained once, for
   its ``num_boost_round``, by LightGBM's own data-parallel mode: one ``lgbm_rank`` task
-  per shard, started together on the workers holding the shards (``machines`` on
-  127.0.0.1 with free ports, bounded socket ``time_out``); the search reads the
+  per shard, started together on the workers holding the shards (``machines``: each
+  worker's server address with a port that worker found free, bounded socket
+  ``time_out``); the search reads the
   model's prefixes (a GBDT's first r trees are the model of r rounds).
 """
 
@@ -453,16 +454,26 @@ class ShardedLGBMTrainer(_Scored):
                                 "version": 0}
 
     def _train(self, tids: List[int]) -> None:
-        from ..learners._lgbm import free_ports, lgb_module
+        from ..learners._lgbm import lgb_module
+        from .pool import rank_hosts
 
         ctx = self.ctx
         n_sh = len(ctx.shards)
-        ports = free_ports(n_sh * len(tids))
+        workers = [ctx.shards[s][0] for s in range(n_sh)]
+        hosts = rank_hosts(ctx.pool.addresses, workers, [e["name"] for e in ctx.pool.endpoints])
+        # every rank listens on a port its own worker found free on its host (the coordinator
+        # cannot see the ports of another server)
+        asks = {}
+        for s, w in enumerate(workers):
+            if w not in asks:
+                req = json.dumps({"op": "lgbm_ports", "n": workers.count(w) * len(tids)})
+                asks[w] = ctx.pool.submit(w, req, b"", ctx.meta(s, "ports", self.jobs, tids), fn="task")
+        free = {w: iter(json.loads(await_result(f, ctx.abort))) for w, f in asks.items()}
         minutes = max(1, math.ceil(self.timeout_s / 60.0))
         gangs = []
         for j, tid in enumerate(tids):
             p = self._cfgs[tid]["params"]
-            machines = [f"127.0.0.1:{port}" for port in ports[j * n_sh:(j + 1) * n_sh]]
+            machines = [f"{hosts[s]}:{next(free[w])}" for s, w in enumerate(workers)]
             items = [(ctx.shards[s][0],
                       ctx.request(s, op="lgbm_rank", family=self.family.name, params=p,
                                   rounds=int(p["num_boost_round"]), machines=machines, rank=s,

@@ -99,6 +99,9 @@ class WorkerPool:
         self.log: List[Dict[str, Any]] = []
         self._log_lock = threading.Lock()
         self.pids: List[Optional[int]] = [None] * len(endpoints)
+        # the address each worker's server accepted our connection on (NULL over a unix
+        # socket): where the distributed LightGBM rank running in that backend listens
+        self.addresses: List[Optional[str]] = [None] * len(endpoints)
         self.conns: List[Any] = [None] * len(endpoints)
         self.errors: List[Optional[str]] = [None] * len(endpoints)
         self.t0 = time.perf_counter() - float(clock_start)   # log times: seconds since clock_start ago
@@ -117,6 +120,8 @@ class WorkerPool:
                 conn.execute(f"SET lock_timeout = {int(self.lock_timeout_ms)}")
                 conn.execute("SET statement_timeout = 0")
                 self.pids[i] = conn.info.backend_pid
+                self.addresses[i] = conn.execute(
+                    "SELECT pg_catalog.host(pg_catalog.inet_server_addr())").fetchone()[0]
                 self.conns[i] = conn
             except psycopg.Error as exc:
                 self.close()
@@ -211,6 +216,36 @@ class WorkerPool:
                     c.close()
                 except Exception:  # noqa: BLE001
                     pass
+
+
+def rank_hosts(addresses: List[Optional[str]], workers: List[int], names: List[str]) -> List[str]:
+    """The host each rank of a distributed LightGBM job listens on, one per rank (``workers``:
+    the pool index of each rank's worker): the worker server's address as this coordinator
+    reached it. A worker reached over a unix socket or loopback is on this host (127.0.0.1);
+    such ranks cannot be mixed with ranks on other hosts, which could not reach them."""
+    from ..errors import FeatureNotSupportedError
+
+    hosts = []
+    for w in workers:
+        a = addresses[w]
+        if a is None or a == "::1" or a.startswith("127."):
+            hosts.append("127.0.0.1")
+        elif ":" in a:
+            raise FeatureNotSupportedError(
+                f"Distributed LightGBM needs IPv4 worker addresses; worker '{names[w]}' is reached at {a}",
+                hint="Give that endpoint's DSN an IPv4 host address, or keep LightGBM groups whole "
+                     "(strategy => 'gtp').")
+        else:
+            hosts.append(a)
+    local = [h == "127.0.0.1" for h in hosts]
+    if any(local) and not all(local):
+        mixed = sorted({names[w] for w, loc in zip(workers, local) if loc})
+        raise FeatureNotSupportedError(
+            f"A split LightGBM group has ranks on this host ({', '.join(mixed)}, reached over loopback or a "
+            f"unix socket) and on other hosts, which cannot connect to 127.0.0.1",
+            hint="Give the local endpoints this server's network address in their DSN (host=...), or keep "
+                 "LightGBM groups whole (strategy => 'gtp').")
+    return hosts
 
 
 def check_source_visible(session, source: str) -> None:

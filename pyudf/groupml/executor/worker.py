@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from ..errors import InvalidParameterError
+from ..validation import check_number
 from ..fitting import unpack_rows
 
 # (snapshot_id, group_no, shard blocks) -> (trainer, bytes); one run's shards per backend
@@ -155,7 +156,8 @@ def cache_info() -> Dict[str, Any]:
 # ------------------------------------------------------------- sequential and sampling patterns
 # (snapshot_id, group_no, pieces) -> ((X, y), bytes): raw shard matrices for the MLP and LightGBM ops
 _MCACHE: "OrderedDict[tuple, Tuple[Any, int]]" = OrderedDict()
-TASK_OPS = ("mlp_stats", "mlp_visit", "mlp_eval", "mlp_model", "fit", "lgbm_rank", "mlp_block", "lgbm_fit",
+TASK_OPS = ("mlp_stats", "mlp_visit", "mlp_eval", "mlp_model", "fit", "lgbm_rank", "lgbm_ports", "mlp_block",
+            "lgbm_fit",
             "mlp_grad")
 
 
@@ -230,8 +232,11 @@ def gap_task(session, request: Mapping[str, Any], blob: Optional[bytes]) -> byte
       (float8) / its model bytes -- so the coordinator never loads torch;
     * ``fit``: the whole search of an unsplit group on this backend (training rows of the
       shard, validation rows of the group), returns the packed result;
+    * ``lgbm_ports``: ``n`` TCP ports free on this backend's host, as JSON (the listen
+      ports of the LightGBM ranks this worker will run);
     * ``lgbm_rank``: one rank of LightGBM's data-parallel training over the group's
-      shards (``machines`` on loopback), returns the model text;
+      shards (``machines``: each rank's worker address and a port it chose), returns the
+      model text;
     * ``mlp_block`` (MTP): epochs of one config over the whole group, returns the packed
       state and validation decision values (:func:`groupml.executor.baselines.mlp_block`);
     * ``lgbm_fit`` (MTP): one config's whole single-node LightGBM run, returns the model text;
@@ -244,6 +249,11 @@ def gap_task(session, request: Mapping[str, Any], blob: Optional[bytes]) -> byte
     if op not in TASK_OPS:
         raise InvalidParameterError(f"The 'op' value of _gap_task must be one of {', '.join(TASK_OPS)}; got {op!r}",
                                     hint="_gap_task is internal to train_groups.")
+    if op == "lgbm_ports":
+        from ..learners._lgbm import free_ports
+        n = check_number(req.get("n"), "n", "_gap_task lgbm_ports", ge=1, le=1024, integer=True,
+                         hint="_gap_task is internal to train_groups.")
+        return json.dumps(free_ports(n, host="")).encode("utf-8")
     if op in ("mlp_eval", "mlp_model"):
         from ..learners import _mlp
         run = _mlp.run_from_bytes(_mlp_state(req, blob))

@@ -299,14 +299,15 @@ def train_lightgbm(family, X, y, params: Mapping[str, Any],
 
 
 # ---------------------------------------------------------------------- distributed
-def free_ports(n: int) -> List[int]:
-    """``n`` distinct TCP ports free on 127.0.0.1 right now (bound, read and released)."""
+def free_ports(n: int, host: str = "127.0.0.1") -> List[int]:
+    """``n`` distinct TCP ports free on ``host`` right now (bound, read and released;
+    ``host=""``: on every interface of this machine)."""
     socks, ports = [], []
     try:
         for _ in range(n):
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind(("127.0.0.1", 0))
+            s.bind((host, 0))
             socks.append(s)
             ports.append(s.getsockname()[1])
     finally:
