@@ -121,6 +121,85 @@ def test_unsplit_glm_groups_run_whole_or_pass_by_pass_with_the_same_result(db, c
     assert db.execute(epochs, [whole]).fetchall() == db.execute(epochs, [passes]).fetchall()
 
 
+def _snapshot_of(db, run_id):
+    sid = db.execute("SELECT snapshot_id FROM groupml.grouped_runs WHERE run_id = %s", [run_id]).fetchone()[0]
+    groups = db.execute("SELECT group_no, group_key, n_train, n_val, n_pos, n_skipped, n_blocks, train_rows FROM "
+                        "groupml.snapshot_groups WHERE snapshot_id = %s ORDER BY group_no", [sid]).fetchall()
+    blocks = db.execute("SELECT group_no, block_no, n_rows, n_val, md5(data) FROM groupml.snapshot_blocks "
+                        "WHERE snapshot_id = %s ORDER BY group_no, block_no", [sid]).fetchall()
+    head = db.execute("SELECT n_rows, n_groups, status FROM groupml.snapshots WHERE snapshot_id = %s",
+                      [sid]).fetchone()
+    return head, groups, blocks
+
+
+def test_parallel_snapshot_equals_the_serial_one(db, clicks):
+    # two group-by columns: the text country and a numeric tier whose values 1.0 and 1.00 are
+    # one group (hash_record agrees with GROUP BY's equality), plus rows with a NULL tier
+    db.execute("ALTER TABLE clicks ADD COLUMN tier numeric")
+    db.execute("UPDATE clicks SET tier = CASE WHEN id % 3 = 0 THEN 1.0 WHEN id % 3 = 1 THEN 1.00 END")
+    notices = []
+    db.add_notice_handler(lambda d: notices.append(d.message_primary))
+
+    def run(workers):
+        return db.execute(f"CALL groupml.train_groups('clicks', ARRAY['country', 'tier'], {FEATS}, 'clicked', "
+                          f"'logistic', %s::jsonb, '{{\"keep_snapshot\": true, \"block_rows\": 300}}'::jsonb, "
+                          f"NULL, workers => {workers}, strategy => 'grouped')", [GRID]).fetchone()[0]
+
+    serial, parallel = run(1), run(2)
+    assert any("built in" in n and "by " not in n.split("built")[1] for n in notices), notices
+    assert any("built by 2 workers in" in n for n in notices), notices
+    a, b = _snapshot_of(db, serial), _snapshot_of(db, parallel)
+    assert a == b
+    assert a[0] == (6000, 10, "ready") and len(a[2]) > 10
+    assert {g[1]["tier"] for g in a[1]} == {1, None}
+    scores = ("SELECT group_key->>'country', (group_key->>'tier')::numeric, (fit).params, (fit).score FROM "
+              "groupml.models WHERE run_id = %s ORDER BY 1, 2 NULLS FIRST")
+    ma, mb = db.execute(scores, [serial]).fetchall(), db.execute(scores, [parallel]).fetchall()
+    assert len(ma) == 10 and [r[:3] for r in ma] == [r[:3] for r in mb]
+    assert [r[3] for r in ma] == pytest.approx([r[3] for r in mb], abs=1e-9)
+
+
+def test_a_failed_snapshot_part_fails_the_run_and_keeps_no_snapshot(db, clicks):
+    # the view errors on one group's rows; the count query does not read that column, the
+    # worker packing that group does
+    db.execute("CREATE VIEW broken AS SELECT country, f1 / CASE WHEN country = 'FI' THEN 0 ELSE 1 END AS f1, f2, "
+               "f3, clicked FROM clicks")
+    got = sql_error(db, f"CALL groupml.train_groups('broken', ARRAY['country'], {FEATS}, 'clicked', 'logistic', "
+                        f"workers => 2)")
+    assert got[0] == "XX000", got
+    assert got[1].startswith("groupml: run ") and "stopped while building its snapshot: worker" in got[1], got
+    assert "division by zero" in got[1] and got[1].endswith("; 0 groups are committed"), got
+    assert "run_id =>" in got[2]
+    assert db.execute("SELECT status FROM groupml.runs").fetchall() == [("failed",)]
+    for t in ("snapshots", "snapshot_groups", "snapshot_blocks"):
+        assert db.execute(f"SELECT count(*) FROM groupml.{t}").fetchone()[0] == 0, t
+
+
+def test_a_cancelled_parallel_build_is_rebuilt_on_resume(dsn, db, clicks):
+    # one group's rows are slow to read, so the cancel lands while the parts are being built
+    db.execute("CREATE VIEW slow AS SELECT country, f1 + (SELECT 0 FROM pg_catalog.pg_sleep(CASE WHEN country = "
+               "'FI' THEN 0.002 ELSE 0 END)) AS f1, f2, f3, clicked FROM clicks")
+    stmt = (f"CALL groupml.train_groups('slow', ARRAY['country'], {FEATS}, 'clicked', 'logistic', %s::jsonb, "
+            f"'{{}}'::jsonb, RUN, workers => 2)")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        thread, fired = cancel_when(dsn, conn.info.backend_pid,
+                                    "SELECT EXISTS (SELECT 1 FROM groupml.snapshots WHERE status = 'building')")
+        got = sql_error(conn, stmt.replace("RUN", "NULL"), [GRID])
+        thread.join()
+    assert fired.is_set() and got[0] == "57014", got
+    run_id, status = db.execute("SELECT run_id, status FROM groupml.runs").fetchone()
+    sid = db.execute("SELECT snapshot_id FROM groupml.grouped_runs WHERE run_id = %s", [run_id]).fetchone()[0]
+    assert db.execute("SELECT status FROM groupml.snapshots WHERE snapshot_id = %s", [sid]).fetchone() == ("building",)
+    notices = []
+    db.add_notice_handler(lambda d: notices.append(d.message_primary))
+    assert db.execute(stmt.replace("RUN", str(run_id)), [GRID]).fetchone()[0] == run_id
+    assert any(f"snapshot {sid} was not finished; rebuilding it" in n for n in notices), notices
+    assert db.execute("SELECT status, groups_done FROM groupml.runs WHERE run_id = %s", [run_id]).fetchone() == \
+        ("done", 5)
+    assert db.execute("SELECT count(*) FROM groupml.snapshots").fetchone()[0] == 0
+    assert_same(models(db, run_id), models(db, call(db, 2)))
+
+
 def test_auto_and_explain(db, clicks):
     rows = db.execute(f"SELECT strategy, chosen, worker, estimated_seconds, shards, explanation FROM "
                       f"groupml.explain_train_groups('clicks', ARRAY['country'], {FEATS}, 'clicked', 'logistic', "

@@ -226,7 +226,8 @@ def test_mlp_resume_after_a_worker_is_terminated(cluster, dsn, db, shop):
             for _ in range(600):
                 pids = [r[0] for r in conn.execute("SELECT pid FROM pg_stat_activity WHERE application_name "
                                                    "LIKE 'groupml worker 1 run %'").fetchall()]
-                if pids:
+                ready = conn.execute("SELECT count(*) FROM groupml.snapshots WHERE status = 'ready'").fetchone()[0]
+                if pids and ready:                     # workers build the snapshot first: kill during training
                     time.sleep(0.4)
                     conn.execute("SELECT pg_terminate_backend(%s)", [pids[0]])
                     return

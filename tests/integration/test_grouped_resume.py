@@ -196,7 +196,9 @@ def test_a_crash_restart_empties_the_snapshot_and_the_resumed_run_rebuilds_it(cl
     # server of its own empties it while groupml.snapshots still says 'ready'
     feats = "ARRAY['f1', 'f2', 'f3', 'f4']"
     args = ("big", feats, "logistic", json.dumps(SLOW_GLM), json.dumps({"drivers": 1, "block_rows": 256}))
-    with TempCluster() as own:
+    # synchronous commits: an immediate stop must not lose the committed checkpoint (the
+    # dev cluster's default, off, may drop the last commits -- a server crash would not)
+    with TempCluster(settings={"synchronous_commit": "on"}) as own:
         dsn = own.dsn()
         with psycopg.connect(dsn, autocommit=True) as db:
             db.execute("CREATE EXTENSION groupml CASCADE")

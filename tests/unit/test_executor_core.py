@@ -141,3 +141,24 @@ def test_free_ports_are_distinct_and_bindable():
     for p in ports:
         with socket.socket() as s:
             s.bind(("127.0.0.1", p))
+
+
+def test_parallel_snapshot_parts_are_balanced_and_keys_match_by_value():
+    from groupml.executor.snapshot import _key_value, assign_buckets, can_build_in_parallel
+
+    # largest bucket first onto the least loaded part; ties -> lower bucket, lower part
+    assert assign_buckets({0: 50, 1: 30, 2: 20, 3: 20, 4: 5}, 2) == [[0, 3], [1, 2, 4]]   # 70 | 55
+    assert assign_buckets({7: 10}, 4) == [[7]]                      # no empty parts
+    assert assign_buckets({}, 3) == []
+    parts = assign_buckets({b: (b * 37) % 11 + 1 for b in range(64)}, 3)
+    assert sorted(b for p in parts for b in p) == list(range(64))
+    loads = [sum((b * 37) % 11 + 1 for b in p) for p in parts]
+    assert max(loads) - min(loads) <= 11
+    # one group whatever the numeric key's scale or zero's sign; other values stay apart
+    assert _key_value('{"tier": 1.0, "c": "a"}') == _key_value('{"c": "a", "tier": 1.00}') == \
+        _key_value('{"c": "a", "tier": 1}')
+    assert _key_value('{"x": -0.0}') == _key_value('{"x": 0}')
+    assert _key_value('{"x": 0.1000000000000000001}') != _key_value('{"x": 0.1}')
+    assert can_build_in_parallel(["country"], {"country": "text"})
+    assert not can_build_in_parallel([], {})
+    assert not can_build_in_parallel(["c"], {"c": "integer[]"})

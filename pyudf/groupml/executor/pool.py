@@ -106,6 +106,7 @@ class WorkerPool:
         self.errors: List[Optional[str]] = [None] * len(endpoints)
         self.t0 = time.perf_counter() - float(clock_start)   # log times: seconds since clock_start ago
         self.closed = False
+        self.started = False
         self._threads: List[threading.Thread] = []
         self._submit_lock = threading.Lock()
         self._busy = [0] * len(endpoints)
@@ -113,6 +114,7 @@ class WorkerPool:
     def start(self) -> None:
         import psycopg
 
+        self.started = True
         for i, ep in enumerate(self.endpoints):
             try:
                 conn = psycopg.connect(ep["dsn"], autocommit=True, connect_timeout=self.connect_timeout,
@@ -188,8 +190,9 @@ class WorkerPool:
                 continue
             t1 = time.perf_counter() - self.t0
             self._busy[i] = 0
-            with self._log_lock:
-                self.log.append(dict(task.meta, worker=i, started=t0, finished=t1, worker_pid=self.pids[i]))
+            if task.meta.get("group_key") is not None:     # not a group's task (a snapshot part): no schedule
+                with self._log_lock:
+                    self.log.append(dict(task.meta, worker=i, started=t0, finished=t1, worker_pid=self.pids[i]))
             task.future.set_result(out)
 
     def take_log(self, group_key: str) -> List[Dict[str, Any]]:

@@ -26,8 +26,8 @@ from .glm import ShardEvaluator, _Aborted, fit_sharded_group
 from .invariants import schedule_violations
 from .plan import group_tasks, make_plan, placement_for, workload_of
 from .pool import WorkerLostError, WorkerPool, resolve_endpoints
-from .snapshot import (DEFAULT_BLOCK_ROWS, build_snapshot, check_snapshot, drop_snapshot, load_validation,
-                       snapshot_groups, snapshot_intact)
+from .snapshot import (DEFAULT_BLOCK_ROWS, build_snapshot, can_build_in_parallel, check_snapshot, drop_snapshot,
+                       load_validation, snapshot_groups, snapshot_intact)
 
 EXEC_KEYS = ("keep_snapshot", "snapshot", "worker_memory_mb", "block_rows", "lock_timeout_ms", "drivers",
              "network_timeout_s", "flexible_hops", "placement", "checkpoint_every_s", "whole_group_tasks")
@@ -88,7 +88,22 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
     d = len(features)
     started = time.time()
     seed, fraction = opts["seed"], opts["validation_fraction"]
+    # schedule times are seconds since the run's first attempt started, so the entries of a
+    # resumed group's attempts are on one clock
+    since = float(session.query("SELECT extract(epoch FROM clock_timestamp() - started_at)::float8 AS s "
+                                "FROM groupml.runs WHERE run_id = $1", [run_id], ["bigint"])[0]["s"])
+
+    def new_pool():
+        return WorkerPool(resolve_endpoints(session, workers), run_id=run_id,
+                          lock_timeout_ms=exec_options["lock_timeout_ms"], clock_start=since)
+
     # -- snapshot (committed before any worker starts: workers see only committed rows)
+    for r in session.query("SELECT s.snapshot_id FROM groupml.grouped_runs g JOIN groupml.snapshots s ON "
+                           "s.snapshot_id = g.snapshot_id WHERE g.run_id = $1 AND s.status = 'building'",
+                           [run_id], ["bigint"]):
+        # a parallel build of this run that was cancelled or crashed: its committed parts go
+        session.notice(f"groupml: run {run_id}: snapshot {r['snapshot_id']} was not finished; rebuilding it")
+        session.query("DELETE FROM groupml.snapshots WHERE snapshot_id = $1", [r["snapshot_id"]], ["bigint"])
     row = session.query("SELECT snapshot_id FROM groupml.grouped_runs g WHERE run_id = $1 AND EXISTS "
                         "(SELECT 1 FROM groupml.snapshots s WHERE s.snapshot_id = g.snapshot_id AND s.status = 'ready')",
                         [run_id], ["bigint"])
@@ -103,11 +118,36 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
     if sid is None and exec_options["snapshot"] is not None:
         sid = exec_options["snapshot"]
         check_snapshot(session, sid, source, group_by, features, label, seed, fraction)
+    pool = None
     if sid is None:
         t0 = time.perf_counter()
-        sid = build_snapshot(session, source, group_by, features, label, cols, seed=seed, fraction=fraction,
-                             block_rows=exec_options["block_rows"], keep=exec_options["keep_snapshot"])
-        session.notice(f"groupml: run {run_id}: snapshot {sid} of {source} built in {time.perf_counter() - t0:.2f} s")
+        parallel = None
+        try:
+            if workers > 1 and can_build_in_parallel(group_by, cols):
+                pool = new_pool()
+                pool.start()
+                parallel = _SnapshotParts(pool, session)
+            sid = build_snapshot(session, source, group_by, features, label, cols, seed=seed, fraction=fraction,
+                                 block_rows=exec_options["block_rows"], keep=exec_options["keep_snapshot"],
+                                 parallel=parallel, on_created=lambda s: session.query(
+                                     "UPDATE groupml.grouped_runs SET snapshot_id = $2, updated_at = clock_timestamp() "
+                                     "WHERE run_id = $1", [run_id, s], ["bigint", "bigint"]))
+        except BaseException as exc:
+            if pool is not None:
+                pool.close()
+            if isinstance(exc, WorkerLostError):            # a failed part; the snapshot is already gone
+                session.query("UPDATE groupml.runs SET status = 'failed' WHERE run_id = $1", [run_id], ["bigint"])
+                session.commit()
+                n_done = session.query("SELECT count(*) AS n FROM groupml.models WHERE run_id = $1", [run_id],
+                                       ["bigint"])[0]["n"]
+                raise GroupmlError(
+                    f"run {run_id} stopped while building its snapshot: {exc.message}; {n_done} groups are committed",
+                    hint=f"Call train_groups again with run_id => {run_id} once the cause is fixed; it builds the "
+                         f"snapshot again and resumes from the committed groups.") from None
+            raise
+        how = f" by {parallel.parts} workers" if parallel is not None else ""
+        session.notice(f"groupml: run {run_id}: snapshot {sid} of {source} built{how} in "
+                       f"{time.perf_counter() - t0:.2f} s")
     session.query("UPDATE groupml.grouped_runs SET snapshot_id = $2, updated_at = clock_timestamp() WHERE run_id = $1",
                   [run_id, sid], ["bigint", "bigint"])
     session.commit()
@@ -161,12 +201,11 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
     events: "queue.Queue" = queue.Queue()
     abort = threading.Event()
     all_log: List[Dict[str, Any]] = []
-    # schedule times are seconds since the run's first attempt started, so the entries of a
-    # resumed group's attempts are on one clock
-    since = float(session.query("SELECT extract(epoch FROM clock_timestamp() - started_at)::float8 AS s "
-                                "FROM groupml.runs WHERE run_id = $1", [run_id], ["bigint"])[0]["s"])
-    pool = WorkerPool(resolve_endpoints(session, workers), run_id=run_id,
-                      lock_timeout_ms=exec_options["lock_timeout_ms"], clock_start=since) if pending else None
+    if pending and pool is None:
+        pool = new_pool()
+    elif not pending and pool is not None:
+        pool.close()
+        pool = None
 
     def check_abort():
         if abort.is_set():
@@ -256,7 +295,7 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
     ex = ThreadPoolExecutor(max_workers=n_drivers, thread_name_prefix="groupml-group") if pending else None
     in_flight: Dict[Any, Dict[str, Any]] = {}
     try:
-        if pool is not None:
+        if pool is not None and not pool.started:
             pool.start()
         last_commit = time.perf_counter()
         while pending or in_flight:
@@ -329,6 +368,32 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
     session.query("DELETE FROM groupml.run_checkpoints WHERE run_id = $1", [run_id], ["bigint"])
     session.commit()
     return {"run_id": run_id, "strategy": chosen, "snapshot_id": sid if keep else None}
+
+
+class _SnapshotParts:
+    """Runs the ``snapshot_part`` requests of a parallel snapshot build, one per worker, while
+    the coordinator keeps checking for cancel; a failed part stops the pool (the other parts
+    roll back) and deletes the snapshot."""
+
+    def __init__(self, pool, session):
+        self.pool, self.session, self.parts = pool, session, len(pool.endpoints)
+
+    def __call__(self, sid: int, requests) -> List[Dict[str, Any]]:
+        from concurrent.futures import wait as wait_all
+
+        futs = [self.pool.submit(w, json.dumps(r), b"", {"kind": "snapshot", "group_key": None}, fn="task")
+                for w, r in enumerate(requests)]
+        while not all(f.done() for f in futs):
+            wait_all(futs, timeout=0.25)
+            self.session.check_cancel()
+        bad = [f.exception() for f in futs if f.exception() is not None]
+        if bad:
+            self.pool.close()                  # the other parts roll back
+            self.session.query("DELETE FROM groupml.snapshots WHERE snapshot_id = $1", [sid], ["bigint"])
+            self.session.commit()
+            exc = bad[0]
+            raise exc if isinstance(exc, WorkerLostError) else WorkerLostError(str(exc))
+        return [json.loads(f.result()) for f in futs]
 
 
 def _resume_points(session, run_id: int, pending, fps):

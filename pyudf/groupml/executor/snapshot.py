@@ -15,20 +15,41 @@ source, and writing its blocks without WAL saves about a fifth of building it (1
 values: 1.0-1.2 s of inserts instead of 1.6-1.8 s). A crash restart empties the table while
 ``groupml.snapshots`` keeps saying 'ready': :func:`snapshot_intact` tells, a resumed run
 rebuilds such a snapshot, and reusing one through ``options.snapshot`` is a clear ERROR.
+
+**Parallel build.** With a worker pool (``workers => p``, p >= 2) the packing is shared by
+the workers: a count query (one cheap scan) lists the groups in key order -- their
+``group_no``, as in the serial build -- and the rows of each of ``BUCKETS`` hash buckets of
+the group key (``hash_record``, consistent with the key's equality: 1.0 = 1.00, -0 = 0);
+the buckets go to the workers largest first onto the least loaded (:func:`assign_buckets`);
+each worker packs, splits and stores its groups (``snapshot_part`` tasks) and commits its
+part. The snapshot row is committed first (status 'building'); it becomes 'ready' when
+every part is in. A failed part deletes the snapshot; a cancelled or crashed build leaves
+it 'building', and the resumed run deletes and rebuilds it. Group-by columns of other
+types (domains, arrays, ...) or a single group use the serial build.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from typing import Any, Dict, List, Optional
+from decimal import Decimal
+from typing import Any, Callable, Dict, List, Mapping, Optional
 
 import numpy as np
 
 from ..errors import InvalidParameterError, PrerequisiteStateError, UndefinedObjectError
 from ..fitting import unpack_rows
-from ..udf._source import packed_scan_sql
+from ..db import quote_ident
+from ..udf._source import group_clause_sql, group_key_sql, packed_scan_sql
 
 DEFAULT_BLOCK_ROWS = 8192
+
+#: hash buckets of the group key the parallel build spreads over its workers
+BUCKETS = 64
+#: group-by column types whose hash_record agrees with GROUP BY's equality
+HASHABLE_TYPES = frozenset({"text", "character varying", "character", "name", "smallint", "integer", "bigint",
+                            "numeric", "real", "double precision", "boolean", "date",
+                            "timestamp without time zone", "timestamp with time zone", "uuid"})
 
 INSERT_GROUP = ("INSERT INTO groupml.snapshot_groups (snapshot_id, group_no, group_key, n_train, n_val, n_pos, "
                 "n_skipped, n_blocks, train_rows) VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7, $8, $9)")
@@ -69,35 +90,120 @@ def split_group(raw: bytes, n_rows: int, d: int, fraction: float, seed: int, blo
             "blocks": blocks, "train_rows": train_rows}
 
 
+def _store_group(session, sid: int, group_no: int, gkey: str, part: Dict[str, Any]) -> int:
+    """Insert one split group and its blocks; its row count."""
+    session.query(INSERT_GROUP, [sid, group_no, gkey, part["n_train"], part["n_val"], part["n_pos"],
+                                 part["n_skipped"], len(part["blocks"]), part["train_rows"]], INSERT_GROUP_TYPES)
+    for b, (n, nv, data) in enumerate(part["blocks"]):
+        session.query(INSERT_BLOCK, [sid, group_no, b, n, nv, data], INSERT_BLOCK_TYPES)
+    return part["n_train"] + part["n_val"]
+
+
+def bucket_sql(group_by) -> str:
+    """The hash bucket (0 .. BUCKETS - 1) of a row's (or a group's) group key."""
+    cols = ", ".join(quote_ident(g) for g in group_by)
+    return f"(pg_catalog.hash_record(ROW({cols})) & 2147483647) % {BUCKETS}"
+
+
+def assign_buckets(bucket_rows: Mapping[int, int], parts: int) -> List[List[int]]:
+    """Buckets -> at most ``parts`` non-empty lists: largest first onto the least loaded
+    part (ties: lower bucket, lower part), so the parts' row counts are balanced."""
+    loads = [0] * max(1, int(parts))
+    out: List[List[int]] = [[] for _ in loads]
+    for b, n in sorted(bucket_rows.items(), key=lambda kv: (-kv[1], kv[0])):
+        k = min(range(len(loads)), key=lambda i: (loads[i], i))
+        out[k].append(int(b))
+        loads[k] += int(n)
+    return [sorted(p) for p in out if p]
+
+
+def can_build_in_parallel(group_by, cols: Mapping[str, str]) -> bool:
+    return bool(group_by) and all(cols.get(g) in HASHABLE_TYPES for g in group_by)
+
+
 def build_snapshot(session, source: str, group_by, features, label, cols, *, seed: int, fraction: float,
-                   block_rows: int = DEFAULT_BLOCK_ROWS, keep: bool = False, progress=None) -> int:
-    """Materialise ``source`` into a new snapshot; returns its id (the caller commits)."""
+                   block_rows: int = DEFAULT_BLOCK_ROWS, keep: bool = False, progress=None, parallel=None,
+                   on_created: Optional[Callable[[int], None]] = None) -> int:
+    """Materialise ``source`` into a new snapshot; returns its id (the caller commits).
+
+    ``parallel``: an object with ``parts`` (workers) that, called with ``(snapshot_id,
+    requests)``, runs the ``snapshot_part`` requests on the workers and returns their results
+    (see the module doc); then the snapshot row is committed first, after
+    ``on_created(snapshot_id)`` (the caller records it with its run)."""
     sid = session.query(
         "INSERT INTO groupml.snapshots (source, group_by, features, label, seed, validation_fraction, block_rows, "
         "keep) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING snapshot_id",
         [source, list(group_by), list(features), label, seed, fraction, block_rows, keep],
         ["text", "text[]", "text[]", "text", "bigint", "float8", "integer", "boolean"])[0]["snapshot_id"]
     d = len(features)
-    cur = session.cursor(packed_scan_sql(source, group_by, features, label, cols))
+    if parallel is not None:
+        groups = session.query(f"SELECT {group_key_sql(group_by)}::text AS gkey, count(*) AS n, "
+                               f"{bucket_sql(group_by)} AS b FROM {source}{group_clause_sql(group_by)}")
+        bucket_rows: Dict[int, int] = {}
+        for r in groups:
+            bucket_rows[int(r["b"])] = bucket_rows.get(int(r["b"]), 0) + int(r["n"])
+        base = {"op": "snapshot_part", "snapshot": sid, "source": source, "group_by": list(group_by),
+                "features": list(features), "label": label, "seed": seed, "fraction": fraction,
+                "block_rows": block_rows, "group_nos": {r["gkey"]: i for i, r in enumerate(groups)}}
+        if on_created is not None:
+            on_created(sid)
+        session.commit()                            # the workers' inserts reference the snapshot row
+        done = parallel(sid, [dict(base, buckets=p) for p in assign_buckets(bucket_rows, parallel.parts)])
+        n_total, g = sum(r["rows"] for r in done), sum(r["groups"] for r in done)
+    else:
+        cur = session.cursor(packed_scan_sql(source, group_by, features, label, cols))
+        n_total, g = 0, 0
+        while True:
+            rows = cur.fetch(1)
+            if not rows:
+                break
+            r = rows[0]
+            n_total += _store_group(session, sid, g, r["gkey"],
+                                    split_group(r["block"], r["n_rows"], d, fraction, seed, block_rows))
+            g += 1
+            if progress is not None:
+                progress(g)
+    session.query("UPDATE groupml.snapshots SET status = 'ready', n_rows = $2, n_groups = $3 WHERE snapshot_id = $1",
+                  [sid, n_total, g], ["bigint", "bigint", "integer"])
+    return sid
+
+
+def _key_value(gkey: str) -> tuple:
+    """A group key's JSON text as a hashable value that equal keys share (numbers as Decimal:
+    1.0 == 1.00, -0 == 0, exactly)."""
+    return tuple(sorted(json.loads(gkey, parse_float=Decimal).items()))
+
+
+def build_part(session, req: Mapping[str, Any]) -> bytes:
+    """Worker side of a parallel build: pack, split and store the groups of ``req['buckets']``."""
+    from ..udf._source import check_columns, columns
+
+    owner = "_gap_task snapshot_part"
+    gb, feats, label = list(req["group_by"]), list(req["features"]), str(req["label"])
+    cols = columns(session, req["source"])           # the name must cast to regclass
+    check_columns(cols, gb + feats + [label], "columns", req["source"], numeric=False, owner=owner)
+    d = len(feats)
+    # the coordinator's key text of each group, found by value: numeric 1.0 and 1.00 are one
+    # group whose key text depends on which row the aggregate kept
+    nos = {_key_value(k): (int(no), k) for k, no in req["group_nos"].items()}
+    sql = packed_scan_sql(req["source"], gb, feats, label, cols, where=f"{bucket_sql(gb)} = ANY ($1::int[])")
+    cur = session.cursor(sql, [list(req["buckets"])], ["int[]"])
     n_total, g = 0, 0
     while True:
         rows = cur.fetch(1)
         if not rows:
             break
         r = rows[0]
-        part = split_group(r["block"], r["n_rows"], d, fraction, seed, block_rows)
-        session.query(INSERT_GROUP, [sid, g, r["gkey"], part["n_train"], part["n_val"], part["n_pos"],
-                                     part["n_skipped"], len(part["blocks"]), part["train_rows"]],
-                      INSERT_GROUP_TYPES)
-        for b, (n, nv, data) in enumerate(part["blocks"]):
-            session.query(INSERT_BLOCK, [sid, g, b, n, nv, data], INSERT_BLOCK_TYPES)
-        n_total += part["n_train"] + part["n_val"]
+        found = nos.get(_key_value(r["gkey"]))
+        if found is None:
+            raise PrerequisiteStateError(
+                f"The source {req['source']} changed while its snapshot was built: group {r['gkey']} was not there "
+                f"when the groups were counted", hint="Call train_groups again (or once writes to the source stop).")
+        n_total += _store_group(session, int(req["snapshot"]), found[0], found[1],
+                                split_group(r["block"], r["n_rows"], d, float(req["fraction"]), int(req["seed"]),
+                                            int(req["block_rows"])))
         g += 1
-        if progress is not None:
-            progress(g)
-    session.query("UPDATE groupml.snapshots SET status = 'ready', n_rows = $2, n_groups = $3 WHERE snapshot_id = $1",
-                  [sid, n_total, g], ["bigint", "bigint", "integer"])
-    return sid
+    return json.dumps({"groups": g, "rows": n_total}).encode("utf-8")
 
 
 def check_snapshot(session, snapshot_id: int, source: str, group_by, features, label, seed: int,

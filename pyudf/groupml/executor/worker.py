@@ -157,7 +157,7 @@ def cache_info() -> Dict[str, Any]:
 # (snapshot_id, group_no, pieces) -> ((X, y), bytes): raw shard matrices for the MLP and LightGBM ops
 _MCACHE: "OrderedDict[tuple, Tuple[Any, int]]" = OrderedDict()
 TASK_OPS = ("mlp_stats", "mlp_visit", "mlp_eval", "mlp_model", "fit", "lgbm_rank", "lgbm_ports", "mlp_block",
-            "lgbm_fit",
+            "lgbm_fit", "snapshot_part",
             "mlp_grad")
 
 
@@ -232,6 +232,8 @@ def gap_task(session, request: Mapping[str, Any], blob: Optional[bytes]) -> byte
       (float8) / its model bytes -- so the coordinator never loads torch;
     * ``fit``: the whole search of an unsplit group on this backend (training rows of the
       shard, validation rows of the group), returns the packed result;
+    * ``snapshot_part``: pack, split and store this worker's share of a snapshot's groups
+      (:func:`groupml.executor.snapshot.build_part`), returns its counts as JSON;
     * ``lgbm_ports``: ``n`` TCP ports free on this backend's host, as JSON (the listen
       ports of the LightGBM ranks this worker will run);
     * ``lgbm_rank``: one rank of LightGBM's data-parallel training over the group's
@@ -249,6 +251,9 @@ def gap_task(session, request: Mapping[str, Any], blob: Optional[bytes]) -> byte
     if op not in TASK_OPS:
         raise InvalidParameterError(f"The 'op' value of _gap_task must be one of {', '.join(TASK_OPS)}; got {op!r}",
                                     hint="_gap_task is internal to train_groups.")
+    if op == "snapshot_part":
+        from .snapshot import build_part
+        return build_part(session, req)
     if op == "lgbm_ports":
         from ..learners._lgbm import free_ports
         n = check_number(req.get("n"), "n", "_gap_task lgbm_ports", ge=1, le=1024, integer=True,

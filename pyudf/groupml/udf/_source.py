@@ -91,9 +91,12 @@ def group_clause_sql(group_by: List[str]) -> str:
     return f" GROUP BY {cols} ORDER BY {cols}"
 
 
-def packed_scan_sql(source: str, group_by: List[str], features: List[str], label: str, cols: Dict[str, str]) -> str:
+def packed_scan_sql(source: str, group_by: List[str], features: List[str], label: str, cols: Dict[str, str],
+                    where: str = "") -> str:
     """One row per group: (gkey text, n_rows, block bytea of packed rows, features then label;
-    a row with a NULL value is left out of the block but counted in n_rows)."""
+    a row with a NULL value is left out of the block but counted in n_rows). ``where``: an
+    SQL condition built by groupml itself (never from input), e.g. a hash-bucket filter."""
     packed = packed_row_expr(cols, list(features) + [label])
     return (f"SELECT {group_key_sql(group_by)}::text AS gkey, count(*) AS n_rows, "
-            f"pg_catalog.string_agg({packed}, ''::bytea) AS block FROM {source}{group_clause_sql(group_by)}")
+            f"pg_catalog.string_agg({packed}, ''::bytea) AS block FROM {source}"
+            + (f" WHERE {where}" if where else "") + group_clause_sql(group_by))
