@@ -25,13 +25,14 @@ def workload_of(spec, family) -> Dict[str, int]:
 
 def make_plan(group_sizes: Dict[int, int], n_configs: int, epochs: int, workers: int, strategy: str,
               costs: Optional[UnitCosts] = None, pattern: str = "algebraic", batch_size: Optional[int] = None,
-              blocks: int = 1, calibration: Optional[Calibration] = None):
+              blocks: int = 1, calibration: Optional[Calibration] = None, pass_tasks: bool = False):
     """The planner's Plan over the strategies the executor runs for ``pattern`` (``blocks``:
     epoch blocks per config, :func:`workload_of`).
 
     With a ``calibration`` (:func:`groupml.executor.costs.load_calibration`) its unit costs
     are used, the epochs (and blocks) expected per config are the budget's scaled by its
-    measured work ratio, and the explanation says what was measured."""
+    measured work ratio, and the explanation says what was measured. ``pass_tasks``: GLM
+    groups kept whole run a task per pass (``whole_group_tasks => false``)."""
     from .patterns import PATTERN_STRATEGIES
 
     sizes = {g: n for g, n in group_sizes.items()}
@@ -44,7 +45,8 @@ def make_plan(group_sizes: Dict[int, int], n_configs: int, epochs: int, workers:
             blocks = max(1, int(round(blocks * calibration.work_ratio)))
     plan = choose_strategy(sizes, n_configs, epochs, workers, costs, pattern=pattern, strategy=strategy,
                            batch_size=batch_size if pattern == "sequential" else None,
-                           candidates=PATTERN_STRATEGIES[pattern], blocks=blocks)
+                           candidates=PATTERN_STRATEGIES[pattern], blocks=blocks,
+                           pass_tasks=pass_tasks and pattern == "algebraic")
     if calibration is not None:
         plan.explanation += " " + calibration.summary()
     return plan

@@ -161,7 +161,8 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
     cal = load_calibration(session, model=model, pattern=pattern, source=source, features=features, search=search,
                            d=d, n_configs=wl["n_configs"])
     plan = make_plan(sizes, wl["n_configs"], wl["epochs"], workers, strategy, pattern=pattern, blocks=wl["blocks"],
-                     calibration=cal)
+                     calibration=cal,
+                     pass_tasks=not exec_options["whole_group_tasks"])
     chosen = plan.strategy
     placement = placement_for(chosen, sizes, workers, pattern,
                               plan=plan if exec_options["placement"] == "auto" else None)

@@ -252,7 +252,11 @@ def _task_terms(tasks, tinfo, pattern: str, d_ratio: Mapping[Any, float]):
         if not ok:
             out.append(None)
             continue
-        out.append((work * dr, upd, rows * dr if t.get("_first") else 0.0, 1.0 if t.get("_warm") else 0.0))
+        # a whole-group GLM task reads its rows once and then trains a similar number of
+        # configuration-passes in every group: its load cannot be told from its compute
+        # (collinear columns; NNLS then zeroes one of them at random), so it counts as compute
+        load = rows * dr if t.get("_first") and not (kind == "fit" and pattern == "algebraic") else 0.0
+        out.append((work * dr, upd, load, 1.0 if t.get("_warm") else 0.0))
     return out
 
 

@@ -73,6 +73,8 @@ class Workload:
     ``blocks`` (sequential pattern): the epoch blocks of a config's search; under MTP each
     block is a task of its own that ships the config's training state to its worker and
     back (default 1: one task per group and config).
+    ``pass_tasks`` (algebraic pattern): a group kept whole runs one task per data pass too
+    (the executor's ``whole_group_tasks => false``); by default it is one task.
     """
 
     group_sizes: Dict[Hashable, int]
@@ -81,6 +83,7 @@ class Workload:
     pattern: str = "algebraic"
     batch_size: Optional[int] = None
     blocks: int = 1
+    pass_tasks: bool = False
 
     def __post_init__(self):
         owner = DEFAULT_OWNER
@@ -143,11 +146,12 @@ def estimate_gtp(workload: Workload, n_workers: int, costs: UnitCosts) -> Strate
     w, s, h = workload, workload.n_configs, workload.epochs
     pl = whole_groups(w.group_sizes, p)
     parts = {k: [0.0] * p for k in ("compute", "load", "startup")}
+    tasks_per_group = h if (w.pattern == "algebraic" and w.pass_tasks) else 1
     for k, shards in enumerate(pl.workers):
         parts["startup"][k] += costs.worker_startup
         for sh in shards:
             parts["load"][k] += costs.load_per_row * sh.rows
-            parts["startup"][k] += costs.task_startup
+            parts["startup"][k] += costs.task_startup * tasks_per_group
             parts["compute"][k] += s * h * (_row_cost(costs) * sh.rows + w.steps(sh.rows) * costs.update)
     per = [sum(parts[x][k] for x in parts) for k in range(p)]
     return _finish("gtp", per, parts, pl)
@@ -258,7 +262,9 @@ def estimate_grouped(workload: Workload, n_workers: int, costs: UnitCosts,
     pl = placement
     parts = {k: [0.0] * p for k in ("compute", "load", "transfer", "sync", "startup")}
     for k, shards in enumerate(pl.workers):
-        parts["startup"][k] = costs.worker_startup + costs.task_startup
+        # GLMs: task costs per group below (a whole group is one task, a split one a task per
+        # pass on every holder); other patterns: one task start per worker
+        parts["startup"][k] = costs.worker_startup + (0.0 if w.pattern == "algebraic" else costs.task_startup)
         parts["sync"][k] = h * costs.epoch_barrier if p > 1 else 0.0
         for sh in shards:
             parts["load"][k] += costs.load_per_row * sh.rows
@@ -272,6 +278,10 @@ def estimate_grouped(workload: Workload, n_workers: int, costs: UnitCosts,
             continue
         if w.pattern != "sequential":
             parts["compute"][holders[-1][0]] += s * h * costs.update
+        if w.pattern == "algebraic":
+            n_tasks = h if (len(holders) > 1 or w.pass_tasks) else 1
+            for k, _ in holders:
+                parts["startup"][k] += n_tasks * costs.task_startup
         hops = len(holders) - 1
         if hops:
             if w.pattern == "sequential":      # every visit is a task of its own
@@ -354,7 +364,7 @@ def choose_strategy(group_sizes: Mapping[Hashable, int], n_configs: int, epochs:
                     n_workers: int, costs: Optional[UnitCosts] = None, *,
                     pattern: str = "algebraic", batch_size: Optional[int] = None,
                     strategy: str = "auto",
-                    candidates: Sequence[str] = STRATEGIES, blocks: int = 1) -> Plan:
+                    candidates: Sequence[str] = STRATEGIES, blocks: int = 1, pass_tasks: bool = False) -> Plan:
     """Estimate every candidate strategy and pick the cheapest (``strategy='auto'``) or
     the requested one.  Ties go to the earlier name in ``grouped, gtp, mtp, dp``."""
     p = check_workers(n_workers)
@@ -364,7 +374,7 @@ def choose_strategy(group_sizes: Mapping[Hashable, int], n_configs: int, epochs:
     if not candidates:
         fail("candidates", DEFAULT_OWNER, "a non-empty list of strategies", "[]")
     costs = costs if costs is not None else UnitCosts()
-    workload = Workload(group_sizes, n_configs, epochs, pattern, batch_size, blocks)
+    workload = Workload(group_sizes, n_configs, epochs, pattern, batch_size, blocks, bool(pass_tasks))
     names = list(dict.fromkeys(list(candidates) + ([strategy] if strategy != "auto" else [])))
     names.sort(key=STRATEGIES.index)
     ests = {name: ESTIMATORS[name](workload, p, costs) for name in names}

@@ -279,7 +279,8 @@ def explain_train_groups(source, group_by, features, label, model, search, optio
     cal = load_calibration(session, model=model, pattern=pattern, source=source, features=features, search=search_obj,
                            d=len(features), n_configs=wl["n_configs"])
     plan = make_plan(sizes, wl["n_configs"], wl["epochs"], workers, strategy, pattern=pattern, blocks=wl["blocks"],
-                     calibration=cal)
+                     calibration=cal,
+                     pass_tasks=not exec_options["whole_group_tasks"])
     how = {"algebraic": "algebraic pattern (GAP: partial gradients of a group's shards summed, one update per "
                         "pass)",
            "sequential": "sequential pattern (a split group's configs hop from shard to shard within an epoch, "
