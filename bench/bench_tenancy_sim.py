@@ -1,7 +1,9 @@
 """Benchmark of the multi-tenant scheduler core (groupml.tenancy) in simulation.
 
 For each synthetic dataset SYN(sigma_M, alpha) and each mode (cost-oblivious /
-cost-aware) it runs GREEDY, HYBRID, ROUNDROBIN and RANDOM over N seeds (a fresh dataset
+cost-aware) it runs GREEDY, HYBRID, ROUNDROBIN and RANDOM, and our EIRATE (expected
+improvement per unit of cost; "eirate_q1" = with quality_max 1, the generator's upper
+clip) over N seeds (a fresh dataset
 and train/test split per seed), averages the accuracy-loss curves over seeds on a common
 cost grid, and reports the cost needed for the average accuracy loss to fall below 0.05
 and 0.02, plus the speed-up of each policy over ROUNDROBIN (RR cost / policy cost; > 1
@@ -19,7 +21,7 @@ Two diagnostics explain the speed-ups:
 
 It also times scheduling decisions for 50 tenants x 100 candidates (goal <= 20 ms).
 
-    python bench/bench_tenancy_sim.py            # 20 seeds, 200 users x 100 models (~3 min)
+    python bench/bench_tenancy_sim.py            # 20 seeds, 200 users x 100 models (~5 min)
     python bench/bench_tenancy_sim.py --quick    # 3 seeds, small sizes, < 30 s
 """
 
@@ -39,7 +41,11 @@ from groupml.tenancy import (Scheduler, aggregate, best_interleaving_cost, cost_
                              simulate, synthetic_dataset, tenant_sequences)
 
 DATASETS = [(0.01, 0.1), (0.01, 1.0), (0.5, 0.1), (0.5, 1.0)]
-POLICIES = ["greedy", "hybrid", "roundrobin", "random"]
+# label -> (policy, scheduler options)
+VARIANTS = {"greedy": ("greedy", {}), "hybrid": ("hybrid", {}), "eirate": ("eirate", {}),
+            "eirate_q1": ("eirate", {"quality_max": 1.0}), "roundrobin": ("roundrobin", {}),
+            "random": ("random", {})}
+POLICIES = list(VARIANTS)
 THRESHOLDS = [0.05, 0.02]
 GOAL = 2.0
 
@@ -74,8 +80,9 @@ def run_suite(args):
             for seed in range(args.seeds):
                 q, c = synthetic_dataset(args.users, args.models, sigma_m, alpha, seed=1000 + seed,
                                          cost_low=args.cost_low, cost_per_model=args.cost_per_model)
-                runs = [simulate(q, c, p, aware, seed=seed, n_test=args.tenants, budget_fraction=args.budget,
-                                 beta_scale=args.beta_scale, beta_rule=args.beta_rule, noise=args.gp_noise)
+                runs = [simulate(q, c, VARIANTS[p][0], aware, seed=seed, n_test=args.tenants,
+                                 budget_fraction=args.budget, beta_scale=args.beta_scale, beta_rule=args.beta_rule,
+                                 noise=args.gp_noise, **VARIANTS[p][1])
                         for p in POLICIES]
                 for p, r in zip(POLICIES, runs):
                     results[p].append(r)
@@ -152,9 +159,10 @@ def print_suite(rows, args):
         parts = []
         for thr in THRESHOLDS:
             key = f"seed_mean_{thr}"
-            greedy = row["reach"]["greedy"][key]
-            parts.append(f"<= {thr}: RR {_fmt_cost(rr[key]).strip()}, greedy {_fmt_cost(greedy).strip()}"
-                         f" (x{_fmt_ratio(_r(rr[key], greedy)).strip()}), best interleaving "
+            others = "".join(f", {p} {_fmt_cost(row['reach'][p][key]).strip()}"
+                             f" (x{_fmt_ratio(_r(rr[key], row['reach'][p][key])).strip()})"
+                             for p in POLICIES if p in ("greedy", "eirate_q1"))
+            parts.append(f"<= {thr}: RR {_fmt_cost(rr[key]).strip()}{others}, best interleaving "
                          f"{_fmt_cost(b[key]).strip()} (x{_fmt_ratio(_r(rr[key], b[key])).strip()})")
         print(f"{'':<25}per-seed means: " + "; ".join(parts))
         print()
@@ -162,49 +170,56 @@ def print_suite(rows, args):
           " early = mean of the average loss over the first 10% of the budget, x RR its ratio RR/policy;"
           " solved = share of spend before the run reaches 0.02 on tenants already holding their best model;"
           " wT = mean over seeds of the worst tenant's loss, wR = worst seed's average loss)")
-    print(f"\nGoal: cost-aware GREEDY/HYBRID >= {GOAL:g}x ROUNDROBIN (seed-averaged curve; the bound is the"
+    print(f"\nGoal: cost-aware GREEDY/HYBRID (and our EIRATE) >= {GOAL:g}x ROUNDROBIN (seed-averaged curve; the bound is the"
           " most any tenant-picking policy could get, per-seed means)")
-    print(f"{'dataset':<14} {'thr':>5} {'greedy':>7} {'hybrid':>7} {'bound':>7}  met?")
+    shown = [p for p in POLICIES if p not in ("roundrobin", "random")]
+    print(f"{'dataset':<14} {'thr':>5} " + " ".join(f"{p:>9}" for p in shown) + f" {'bound':>7}  met?")
     for row in rows:
         if not row["cost_aware"]:
             continue
         rr, b = row["reach"]["roundrobin"], row["reach"]["bound"]
         for thr in THRESHOLDS:
-            g = _r(rr[thr], row["reach"]["greedy"][thr])
-            h = _r(rr[thr], row["reach"]["hybrid"][thr])
+            ratios = {p: _r(rr[thr], row["reach"][p][thr]) for p in shown}
             bo = _r(rr[f"seed_mean_{thr}"], b[f"seed_mean_{thr}"])
-            met = "yes" if max(g, h) >= GOAL else "no"
-            print(f"{row['dataset']:<14} {thr:>5} {_fmt_ratio(g):>7} {_fmt_ratio(h):>7} {_fmt_ratio(bo):>7}  {met}")
+            met = [p for p, x in ratios.items() if x >= GOAL]
+            print(f"{row['dataset']:<14} {thr:>5} " + " ".join(f"{_fmt_ratio(ratios[p]):>9}" for p in shown)
+                  + f" {_fmt_ratio(bo):>7}  {'yes: ' + ', '.join(met) if met else 'no'}")
 
 
 def latency(args):
     q, c = synthetic_dataset(150, 100, 0.5, 0.1, seed=7)
     history = [{f"m{j}": float(q[i, j]) for j in range(100)} for i in range(50, 150)]
-    t0 = time.perf_counter()
-    sched = Scheduler("hybrid", history=history)
-    for i in range(50):
-        sched.add_tenant(f"u{i}", [f"m{j}" for j in range(100)], c[i].tolist())
-    setup = time.perf_counter() - t0
-    dec, obs = [], []
-    for _ in range(args.decisions):
-        t = time.perf_counter()
-        tenant, model = sched.next_step()
-        dec.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        sched.observe(tenant, model, float(q[int(tenant[1:]), int(model[1:])]), 1.0)
-        obs.append(time.perf_counter() - t)
-    t = time.perf_counter()
-    state = json.dumps(sched.state_dict())
-    Scheduler.from_state(json.loads(state))
-    resume = time.perf_counter() - t
-    dec, obs = np.array(dec) * 1e3, np.array(obs) * 1e3
+    out = {}
     print(f"\nDecision latency, 50 tenants x 100 candidates, {args.decisions} decisions (goal <= 20 ms):")
-    print(f"  setup (50 priors)       {setup * 1e3:8.2f} ms")
-    print(f"  next_step  median/p95   {np.median(dec):8.3f} / {np.percentile(dec, 95):.3f} ms")
-    print(f"  observe    median/p95   {np.median(obs):8.3f} / {np.percentile(obs, 95):.3f} ms")
-    print(f"  state_dict->from_state  {resume * 1e3:8.2f} ms  ({len(state) / 1024:.0f} KiB JSON)")
-    return {"next_step_median_ms": float(np.median(dec)), "next_step_p95_ms": float(np.percentile(dec, 95)),
-            "observe_median_ms": float(np.median(obs)), "resume_ms": resume * 1e3}
+    for policy, options in (("hybrid", {}), ("eirate", {"quality_max": 1.0})):
+        t0 = time.perf_counter()
+        sched = Scheduler(policy, history=history, **options)
+        for i in range(50):
+            sched.add_tenant(f"u{i}", [f"m{j}" for j in range(100)], c[i].tolist())
+        setup = time.perf_counter() - t0
+        dec, obs = [], []
+        for _ in range(args.decisions):
+            t = time.perf_counter()
+            tenant, model = sched.next_step()
+            dec.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            sched.observe(tenant, model, float(q[int(tenant[1:]), int(model[1:])]), 1.0)
+            obs.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        state = json.dumps(sched.state_dict())
+        Scheduler.from_state(json.loads(state))
+        resume = time.perf_counter() - t
+        dec, obs = np.array(dec) * 1e3, np.array(obs) * 1e3
+        print(f"  {policy}:")
+        print(f"    setup (50 priors)       {setup * 1e3:8.2f} ms")
+        print(f"    next_step  median/p95   {np.median(dec):8.3f} / {np.percentile(dec, 95):.3f} ms")
+        print(f"    observe    median/p95   {np.median(obs):8.3f} / {np.percentile(obs, 95):.3f} ms")
+        print(f"    state_dict->from_state  {resume * 1e3:8.2f} ms  ({len(state) / 1024:.0f} KiB JSON)")
+        prefix = "" if policy == "hybrid" else f"{policy}_"
+        out.update({f"{prefix}next_step_median_ms": float(np.median(dec)),
+                    f"{prefix}next_step_p95_ms": float(np.percentile(dec, 95)),
+                    f"{prefix}observe_median_ms": float(np.median(obs)), f"{prefix}resume_ms": resume * 1e3})
+    return out
 
 
 def parse_args(argv=None):
@@ -224,6 +239,8 @@ def parse_args(argv=None):
                     help="synthetic costs are uniform on (cost-low, 1]; 0 = the paper's U(0, 1)")
     ap.add_argument("--cost-per-model", action="store_true",
                     help="one cost per model shared by all users (default: one per user and model)")
+    ap.add_argument("--policies", default=",".join(POLICIES),
+                    help="comma-separated subset of " + ", ".join(POLICIES) + " (roundrobin is always run)")
     ap.add_argument("--grid", type=int, default=400)
     ap.add_argument("--uniform-grid", action="store_true",
                     help="evaluate only on the uniform grid (the old, quantised measurement)")
@@ -235,6 +252,11 @@ def parse_args(argv=None):
     args.models = args.models or (30 if args.quick else 100)
     args.decisions = args.decisions or (200 if args.quick else 1000)
     args.modes = [False, True]          # cost-oblivious, cost-aware
+    chosen = [p.strip() for p in args.policies.split(",") if p.strip()]
+    unknown = [p for p in chosen if p not in VARIANTS]
+    if unknown:
+        ap.error(f"unknown --policies {', '.join(unknown)}; choose from {', '.join(VARIANTS)}")
+    POLICIES[:] = [p for p in VARIANTS if p in chosen or p == "roundrobin"]
     return args
 
 

@@ -304,8 +304,8 @@ def test_bad_input_is_rejected_and_writes_nothing(cluster, db, dbname, roles):
     assert db.execute("SELECT count(*) FROM groupml.tenants").fetchone()[0] == 1
 
     st, msg, hint = sql_error(db, "CALL groupml.run_scheduler(policy => 'bogus')")
-    assert (st, msg) == ("22023", "groupml: The 'policy' value of run_scheduler must be one of 'fcfs', 'greedy', "
-                                  "'hybrid', 'random', 'roundrobin'; got 'bogus'")
+    assert (st, msg) == ("22023", "groupml: The 'policy' value of run_scheduler must be one of 'eirate', 'fcfs', "
+                                  "'greedy', 'hybrid', 'random', 'roundrobin'; got 'bogus'")
     assert "hybrid" in hint
     st, msg, _ = sql_error(db, "CALL groupml.run_scheduler(max_steps => 0)")
     assert (st, msg) == ("22023", "groupml: The 'max_steps' value of run_scheduler must be >= 1; got 0")

@@ -4,15 +4,15 @@ import numpy as np
 import pytest
 
 from groupml.errors import InvalidParameterError
-from groupml.tenancy import (FCFS, Greedy, Hybrid, RandomPolicy, RoundRobin, TenantView,
+from groupml.tenancy import (FCFS, EIRate, Greedy, Hybrid, RandomPolicy, RoundRobin, TenantView,
                              greedy_candidate_set, make_policy)
 
 RNG = np.random.default_rng(0)
 
 
-def v(name, order, gap, best=0.5, top=1.0, n_obs=1):
+def v(name, order, gap, best=0.5, top=1.0, n_obs=1, rate=None):
     return TenantView(name, order, n_obs if gap is not None else 0, gap,
-                      best if gap is not None else None, top, "k")
+                      best if gap is not None else None, top, "k", rate)
 
 
 def test_greedy_candidate_set_is_tenants_at_or_above_average_gap():
@@ -97,11 +97,30 @@ def test_hybrid_counter_resets_on_improvement_or_changed_set():
     assert h2.state_dict() == h.state_dict()
 
 
+def test_eirate_serves_unserved_first_then_the_largest_gain_per_cost():
+    # unserved tenants first, in arrival order (no best quality to improve on yet)
+    assert EIRate().select([v("a", 0, 0.3, rate=5.0), v("late", 4, None), v("early", 2, None)], RNG) == "early"
+    view = [
+        v("cheap_solved", 0, 0.90, best=0.99, top=30.0, rate=0.0),   # GREEDY's pick: largest gap and UCB
+        v("b", 1, 0.10, best=0.50, top=0.9, rate=0.40),              # below-average gap: GREEDY ignores it
+        v("c", 2, 0.80, best=0.60, top=0.8, rate=0.25),
+    ]
+    assert Greedy().select(view, RNG) == "cheap_solved"
+    assert EIRate().select(view, RNG) == "b"          # no candidate set: every served tenant competes
+    # ties go to the earlier arrival; asking twice gives the same answer (no state)
+    tie = [v("y", 3, 0.2, rate=0.4), v("x", 1, 0.2, rate=0.4), v("z", 0, 0.2, rate=0.1)]
+    assert EIRate().select(tie, RNG) == EIRate().select(tie, RNG) == "x"
+    assert EIRate().state_dict() == {} and EIRate.needs_gain
+
+
 def test_make_policy_rejects_unknown_names_and_options():
     with pytest.raises(InvalidParameterError, match="'policy' value of the scheduler must be one of"):
         make_policy("lottery")
     with pytest.raises(InvalidParameterError, match="Unknown key 'patience'"):
         make_policy("greedy", patience=3)
+    with pytest.raises(InvalidParameterError, match="Unknown key 'patience' in eirate policy options"):
+        make_policy("eirate", patience=3)
+    assert isinstance(make_policy("eirate"), EIRate)
     with pytest.raises(InvalidParameterError, match="'patience' value of hybrid policy must be >= 1"):
         make_policy("hybrid", patience=0)
     assert isinstance(make_policy("hybrid", patience=4), Hybrid)

@@ -1,13 +1,15 @@
 """Scheduler (policy + per-tenant GP-UCB): decisions, persistence, simulation harness."""
 
 import json
+import math
 
 import numpy as np
 import pytest
 
 from groupml.errors import InvalidParameterError, PrerequisiteStateError, UndefinedObjectError
-from groupml.tenancy import (Scheduler, aggregate, best_interleaving_cost, cost_to_reach, loss_on_grid,
-                             regret_trace, simulate, synthetic_dataset, tenant_sequences)
+from groupml.tenancy import (Scheduler, aggregate, best_interleaving_cost, cost_to_reach, expected_improvement,
+                             loss_on_grid, regret_trace, simulate, synthetic_dataset, tenant_sequences)
+from groupml.tenancy._bandit import _erfc
 
 # ---------------------------------------------------------------- the paper's FCFS example
 U = {"U1": {"M1": 90.0, "M2": 95.0, "M3": 100.0},
@@ -71,7 +73,7 @@ def test_ucb_uses_other_tenants_observations_when_priors_refresh():
 
 def test_never_repicks_a_trained_model_and_stops_when_done():
     q, c = synthetic_dataset(8, 6, 0.5, 0.5, seed=4)
-    for policy in ("greedy", "hybrid", "roundrobin", "random", "fcfs"):
+    for policy in ("greedy", "hybrid", "eirate", "roundrobin", "random", "fcfs"):
         s = Scheduler(policy, seed=1)
         for i in range(3):
             s.add_tenant(f"t{i}", [f"m{j}" for j in range(6)], c[i].tolist())
@@ -115,13 +117,14 @@ def _drive(s, q, steps):
     return out
 
 
-@pytest.mark.parametrize("policy", ["greedy", "hybrid", "roundrobin", "random", "fcfs"])
+@pytest.mark.parametrize("policy", ["greedy", "hybrid", "eirate", "roundrobin", "random", "fcfs"])
 def test_resume_from_state_dict_gives_same_decisions(policy):
     q, c = synthetic_dataset(20, 10, 0.5, 0.5, seed=2)
     history = [{f"m{j}": float(q[i, j]) for j in range(10)} for i in range(10, 20)]
 
     def fresh():
-        s = Scheduler(policy, seed=5, history=history, patience=2)
+        s = Scheduler(policy, seed=5, history=history, patience=2,
+                      quality_max=1.0 if policy == "eirate" else None)
         for i in range(6):
             s.add_tenant(f"u{i}", [f"m{j}" for j in range(10)], c[i].tolist())
         return s
@@ -221,7 +224,7 @@ def test_best_interleaving_cost_equals_brute_force():
 def test_tenant_sequences_are_policy_independent_and_bound_every_policy():
     q, c = synthetic_dataset(40, 15, 0.01, 1.0, seed=3)
     runs = [simulate(q, c, p, True, seed=2, n_test=5, budget_fraction=0.3)
-            for p in ("greedy", "hybrid", "roundrobin", "random", "fcfs")]
+            for p in ("greedy", "hybrid", "eirate", "roundrobin", "random", "fcfs")]
     seqs = tenant_sequences(runs)          # the tenants' own GP-UCB orders agree across policies
     assert len(seqs) == 5 and all(seqs)
     for t, seq in enumerate(seqs):
@@ -290,3 +293,104 @@ def test_bad_input_raises_clear_errors():
     with pytest.raises(InvalidParameterError, match="'version' value of scheduler state"):
         Scheduler.from_state({"version": 99, "config": {}})
     assert Scheduler().next_step() is None
+
+
+# ---------------------------------------------------------------- EIRATE (expected improvement per unit of cost)
+def test_expected_improvement_closed_form_and_cap():
+    x = np.linspace(-7.0, 7.0, 1401)
+    ref = np.array([math.erfc(t) for t in x])
+    assert np.max(np.abs(_erfc(x) - ref) / ref) < 2e-7
+    # mean at the best so far: std * phi(0)
+    assert expected_improvement([0.5], [0.1], 0.5)[0] == pytest.approx(0.1 / math.sqrt(2 * math.pi), rel=1e-6)
+    # known outcome (std 0): the plain improvement, clipped at the cap
+    assert expected_improvement([0.7, 0.4, 1.3], [0.0, 0.0, 0.0], 0.5, cap=1.0).tolist() == pytest.approx([0.2, 0.0, 0.5])
+    # the cap removes the mass above it: EI(best) - EI(cap); nothing left once best >= cap
+    ei, capped = expected_improvement([0.95], [0.1], 0.9), expected_improvement([0.95], [0.1], 0.9, cap=1.0)
+    assert capped[0] == pytest.approx(ei[0] - expected_improvement([0.95], [0.1], 1.0)[0])
+    assert 0 < capped[0] < ei[0]
+    assert expected_improvement([1.2, 0.8], [0.3, 0.3], 1.0, cap=1.0).tolist() == [0.0, 0.0]
+    assert (expected_improvement(np.linspace(-3, 3, 7), np.full(7, 0.05), 2.5) >= 0).all()
+
+
+def _solved_and_open(policy, **options):
+    # Past jobs: x is usually the best key, w follows the job's level, y and z are poorer.
+    history = [{"x": 0.6 + d, "y": 0.5 + d, "z": 0.55 - d, "w": 0.5 + d / 2}
+               for d in (-0.2, -0.1, 0.0, 0.1, 0.2, 0.05)]
+    s = Scheduler(policy, history=history, **options)
+    s.add_tenant("solved", ["x", "y", "z", "w"], costs=[1.0, 0.01, 0.01, 0.01])
+    s.add_tenant("open", ["x", "y", "z", "w"], costs=[1.0, 1.0, 1.0, 1.0])
+    s.observe("solved", "x", 1.0)        # its best model already ...
+    s.observe("open", "x", 0.5)
+    s.observe("solved", "y", 0.3)        # ... and then a poor cheap one (GP-UCB explores cheap models)
+    return s
+
+
+def test_eirate_leaves_a_solved_tenant_that_greedy_serves_for_its_cheap_models():
+    # GREEDY: "solved" has the larger gap (its latest model was poor) and, through sqrt(beta / 0.01),
+    # the far larger UCB of its cheap untried models -- it is served although nothing is left to gain.
+    for policy in ("greedy", "hybrid"):
+        s = _solved_and_open(policy)
+        view = {v.name: v for v in s._view(True)}
+        assert view["solved"].gap > view["open"].gap and view["solved"].top_ucb > 2 * view["open"].top_ucb
+        assert s.next_step() == ("solved", "z")
+    # EIRATE: the GP expects nothing above 1.0 from solved's cheap models, 0.14 per unit cost from open's
+    s = _solved_and_open("eirate")
+    view = {v.name: v for v in s._view(True)}
+    assert view["solved"].gain_rate < 1e-6 < 0.1 < view["open"].gain_rate
+    assert s.next_step() == ("open", "z")
+    # the candidate is still the tenant's own GP-UCB choice, as under every policy
+    scores = s.ucb_scores("open")
+    assert max((v, k) for k, v in scores.items() if v is not None)[1] == "z"
+
+
+def test_quality_max_stops_eirate_from_serving_a_tenant_at_the_metric_maximum():
+    # y follows x across past jobs, with some spread: after x = 1.0 the GP expects y near 0.91 +- 0.09
+    history = [{"x": b, "y": b + e} for b, e in ((0.5, 0.1), (0.9, -0.1), (0.6, -0.1), (0.8, 0.1),
+                                                 (0.7, 0.0), (0.55, 0.05), (0.85, -0.05))]
+
+    def run(**options):
+        s = Scheduler("eirate", history=history, **options)
+        s.add_tenant("top", ["x", "y"], costs=[1.0, 0.1])
+        s.add_tenant("open", ["x", "y"], costs=[1.0, 1.0])
+        s.observe("top", "x", 1.0)
+        s.observe("open", "x", 0.6)
+        return s
+
+    # unbounded: the small chance that y beats 1.0, at a tenth of the cost, outweighs open's chance
+    assert run().next_step() == ("top", "y")
+    # accuracy cannot exceed 1: top has nothing left to gain
+    capped = run(quality_max=1.0)
+    assert {v.name: v.gain_rate for v in capped._view(True)}["top"] == 0.0
+    assert capped.next_step() == ("open", "y")
+
+
+def test_eirate_prefers_the_cheaper_of_two_equally_promising_steps():
+    history = [{"a": 0.5 + d, "b": 0.5 - d} for d in (-0.2, -0.1, 0.0, 0.1, 0.2)]
+    for aware, expected in ((True, "t2"), (False, "t1")):
+        s = Scheduler("eirate", cost_aware=aware, history=history)
+        s.add_tenant("t1", ["a", "b"], costs=[1.0, 4.0])
+        s.add_tenant("t2", ["a", "b"], costs=[1.0, 1.0])
+        s.observe("t1", "a", 0.5)
+        s.observe("t2", "a", 0.5)
+        # same GP, same best: same expected improvement; cost-aware, t2's step costs a quarter
+        # (cost-oblivious every step costs 1: the tie goes to the earlier arrival)
+        assert s.next_step() == (expected, "b")
+
+
+def test_quality_max_is_validated_and_kept_in_the_state():
+    with pytest.raises(InvalidParameterError, match="'quality_max' value of the scheduler must be a number"):
+        Scheduler("eirate", quality_max="1")
+    with pytest.raises(InvalidParameterError, match="must be a finite number"):
+        Scheduler("eirate", quality_max=float("inf"))
+    s = Scheduler("eirate", quality_max=1.0)
+    s.add_tenant("t", ["a", "b"], costs=[1.0, 2.0])
+    s.observe("t", "a", 0.7)
+    state = json.loads(json.dumps(s.state_dict(), allow_nan=False))
+    assert state["config"]["quality_max"] == 1.0
+    assert Scheduler.from_state(state).quality_max == 1.0
+    # states written before the option existed load with the default (no cap)
+    del state["config"]["quality_max"]
+    assert Scheduler.from_state(state).quality_max is None
+    # another configuration over the same outcomes
+    r = Scheduler.replay(s.state_dict(), policy="hybrid", quality_max=None)
+    assert r.policy_name == "hybrid" and r.quality_max is None and r.log == s.log

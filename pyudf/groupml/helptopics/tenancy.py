@@ -54,7 +54,8 @@ TOPICS["run_scheduler"] = """\
 CALL groupml.run_scheduler(max_steps int DEFAULT NULL, max_seconds float8 DEFAULT NULL,
                            policy text DEFAULT 'hybrid', cost_aware boolean DEFAULT true)
   The coordinator. Each step: the scheduler (cost-aware GP-UCB per job, tenant-picking policy
-  hybrid | greedy | roundrobin | random | fcfs) picks (job, candidate); the candidate is trained on
+  hybrid | greedy | eirate | roundrobin | random | fcfs; eirate = expected improvement per unit of
+  cost, not part of ease.ml) picks (job, candidate); the candidate is trained on
   the job's rows (80/20 deterministic holdout, the foundation's learners); its validation quality
   and measured seconds are recorded in groupml.observations, the job's best model is updated and
   the step is COMMITTED. A failing candidate is recorded with status 'failed' and its error; the

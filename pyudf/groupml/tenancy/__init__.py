@@ -7,7 +7,8 @@ Pure Python + numpy, no database. The public surface:
   ``next_step() -> (tenant, candidate) | None``, ``observe(...)``, ``observe_failure(...)``,
   ``state_dict()`` / ``Scheduler.from_state(...)``.
 * tenant-picking policies behind :class:`TenantPolicy` (``make_policy(name)``):
-  GREEDY, HYBRID, ROUNDROBIN, RANDOM, FCFS.
+  GREEDY, HYBRID, ROUNDROBIN, RANDOM, FCFS, and EIRATE (expected improvement per unit of
+  cost; ours, not the paper's).
 * GP helpers: :func:`estimate_prior`, :class:`TenantGP`, :func:`posterior_direct`.
 * simulation: :func:`simulate`, :func:`synthetic_dataset`, :func:`aggregate`,
   :func:`loss_on_grid`, :func:`cost_to_reach`, :func:`regret_trace`; :func:`tenant_sequences` and
@@ -16,17 +17,17 @@ Pure Python + numpy, no database. The public surface:
 See docs/multitenant.md for the algorithms and constants.
 """
 
-from ._bandit import TenantBandit, beta
+from ._bandit import TenantBandit, beta, expected_improvement
 from ._gp import TenantGP, estimate_prior, history_matrix, posterior_direct
-from ._policies import (FCFS, POLICIES, Greedy, Hybrid, RandomPolicy, RoundRobin, TenantPolicy,
+from ._policies import (FCFS, POLICIES, EIRate, Greedy, Hybrid, RandomPolicy, RoundRobin, TenantPolicy,
                         TenantView, greedy_candidate_set, make_policy)
 from ._scheduler import Scheduler
 from ._simulate import (SimulationResult, aggregate, best_interleaving_cost, cost_to_reach, loss_on_grid,
                         regret_trace, simulate, synthetic_dataset, tenant_sequences)
 
 __all__ = [
-    "Scheduler", "TenantPolicy", "TenantView", "Greedy", "Hybrid", "RoundRobin", "RandomPolicy", "FCFS",
+    "Scheduler", "TenantPolicy", "TenantView", "Greedy", "Hybrid", "EIRate", "RoundRobin", "RandomPolicy", "FCFS",
     "POLICIES", "make_policy", "greedy_candidate_set", "TenantGP", "TenantBandit", "estimate_prior",
-    "history_matrix", "posterior_direct", "beta", "simulate", "synthetic_dataset", "SimulationResult",
+    "history_matrix", "posterior_direct", "beta", "expected_improvement", "simulate", "synthetic_dataset", "SimulationResult",
     "aggregate", "loss_on_grid", "cost_to_reach", "regret_trace", "tenant_sequences", "best_interleaving_cost",
 ]

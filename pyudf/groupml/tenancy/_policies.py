@@ -28,6 +28,9 @@ class TenantView:
     best: Optional[float]          # best quality so far; None before the first observation
     top_ucb: Optional[float] = None        # largest UCB score among untried candidates
     candidate: Optional[str] = None        # the candidate GP-UCB would train next
+    gain_rate: Optional[float] = None      # EIRATE only: max over untried candidates of expected
+                                           # improvement / normalized cost; None before the first
+                                           # observation or when the policy does not ask for it
 
 
 def _by_order(view: Sequence[TenantView]) -> List[TenantView]:
@@ -49,6 +52,8 @@ class TenantPolicy(abc.ABC):
     """Contract: ``select(view, rng) -> tenant name``; state in plain dicts."""
 
     name = "abstract"
+    #: True when the policy reads ``TenantView.gain_rate`` (the scheduler computes it only then).
+    needs_gain = False
 
     @abc.abstractmethod
     def select(self, view: Sequence[TenantView], rng: np.random.Generator) -> str:
@@ -136,6 +141,33 @@ class Greedy(TenantPolicy):
         return best_v.name
 
 
+class EIRate(TenantPolicy):
+    """Cost-aware tenant picking by expected improvement per unit of cost (not in ease.ml).
+
+    Unserved tenants first (arrival order), as GREEDY. Afterwards the tenant whose best
+    untried candidate promises the largest expected improvement of its best quality per
+    unit of normalized cost, max_k EI_k / c_k (``TenantView.gain_rate``; EI from the
+    tenant's GP posterior, clipped at the scheduler's ``quality_max``); ties: earlier
+    arrival. No β enters the comparison between tenants, and the costs are the same
+    normalized costs for everybody, so the index is "quality per unit of compute". Model
+    picking is unchanged (the tenant then trains its GP-UCB candidate). A view without
+    ``gain_rate`` counts as unserved."""
+
+    name = "eirate"
+    needs_gain = True
+
+    def select(self, view, rng):
+        ordered = _by_order(view)
+        fresh = [v for v in ordered if v.gap is None or v.gain_rate is None]
+        if fresh:
+            return fresh[0].name
+        best_v, best_score = ordered[0], -np.inf
+        for v in ordered:
+            if v.gain_rate > best_score:
+                best_v, best_score = v, v.gain_rate
+        return best_v.name
+
+
 class Hybrid(TenantPolicy):
     """GREEDY until the candidate set stays the same and the sum of best-so-far
     qualities does not rise for ``patience`` consecutive outcomes; round-robin after."""
@@ -194,7 +226,7 @@ class Hybrid(TenantPolicy):
         self._rr.last_order = int(state.get("last_order", -1))
 
 
-POLICIES = {"greedy": Greedy, "hybrid": Hybrid, "roundrobin": RoundRobin,
+POLICIES = {"greedy": Greedy, "hybrid": Hybrid, "eirate": EIRate, "roundrobin": RoundRobin,
             "random": RandomPolicy, "fcfs": FCFS}
 
 

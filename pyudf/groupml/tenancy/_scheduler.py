@@ -23,7 +23,7 @@ OWNER = "the scheduler"
 BETA_RULES = ["theorem1", "theorem", "algorithm"]
 STATE_VERSION = 1
 CONFIG_KEYS = ["policy", "cost_aware", "delta", "noise", "beta_scale", "beta_rule", "refresh_every", "seed", "shrinkage",
-               "cost_floor", "patience"]
+               "cost_floor", "patience", "quality_max"]
 
 
 def _num_or_none(x: float) -> Optional[float]:
@@ -35,7 +35,7 @@ class Scheduler:
 
     Parameters
     ----------
-    policy: 'hybrid' (default), 'greedy', 'roundrobin', 'random' or 'fcfs'.
+    policy: 'hybrid' (default), 'greedy', 'eirate', 'roundrobin', 'random' or 'fcfs'.
     cost_aware: use sqrt(beta / c) instead of sqrt(beta) (costs normalized by the
         largest estimated cost over all tenants).
     delta: confidence parameter of beta (0 < delta < 1).
@@ -56,13 +56,18 @@ class Scheduler:
     shrinkage: weight pulling estimated off-diagonal covariances toward 0.
     cost_floor: smallest normalized cost (guards against zero cost estimates).
     patience: HYBRID's s (stalled steps before switching to round-robin).
+    quality_max: the largest quality the metric allows (1.0 for accuracy or r2), or None
+        (default: unbounded). Only EIRATE uses it: the expected improvement is that of the
+        quality clipped at quality_max, so a tenant holding a model at quality_max has
+        nothing left to gain. Model picking (GP-UCB) ignores it.
     """
 
     def __init__(self, policy: str = "hybrid", *, cost_aware: bool = True, delta: float = 0.1,
                  noise: float = 0.02, beta_scale: float = 1.0, beta_rule: str = "theorem1",
                  refresh_every: int = 0, seed: int = 0,
                  history: Optional[Sequence[Mapping[str, float]]] = None,
-                 shrinkage: float = 0.05, cost_floor: float = 1e-3, patience: int = 10):
+                 shrinkage: float = 0.05, cost_floor: float = 1e-3, patience: int = 10,
+                 quality_max: Optional[float] = None):
         self.cost_aware = check_bool(cost_aware, "cost_aware", OWNER)
         self.delta = check_number(delta, "delta", OWNER, gt=0, lt=1,
                                   hint="delta is a failure probability, e.g. 0.1.")
@@ -79,6 +84,9 @@ class Scheduler:
         self.shrinkage = check_number(shrinkage, "shrinkage", OWNER, ge=0, le=1)
         self.cost_floor = check_number(cost_floor, "cost_floor", OWNER, gt=0, le=1)
         self.patience = check_number(patience, "patience", OWNER, ge=1, integer=True)
+        self.quality_max = None if quality_max is None else check_number(
+            quality_max, "quality_max", OWNER,
+            hint="Give the largest value the quality metric can take (1.0 for accuracy or r2), or null for none.")
         self.policy_name = policy
         self.policy = make_policy(policy, **({"patience": self.patience} if policy == "hybrid" else {}))
         self.history: List[Dict[str, float]] = self._check_history(history or [])
@@ -206,15 +214,19 @@ class Scheduler:
 
     def _view(self, with_scores: bool) -> List[TenantView]:
         out = []
+        with_gain = with_scores and getattr(self.policy, "needs_gain", False)
         for b in self.tenants.values():
             if not b.active:
                 continue
-            top, cand = None, None
+            top, cand, gain = None, None, None
             if with_scores:
-                s = b.scores(self._beta(b), self._norm_costs(b))
+                costs = self._norm_costs(b)
+                s = b.scores(self._beta(b), costs)
                 j = int(np.argmax(s))
                 top, cand = float(s[j]), b.keys[j]
-            out.append(TenantView(b.name, b.order, b.n_obs, b.gap, _num_or_none(b.best), top, cand))
+                if with_gain and math.isfinite(b.best):
+                    gain = float(np.max(b.gain_rates(costs, self.quality_max)))
+            out.append(TenantView(b.name, b.order, b.n_obs, b.gap, _num_or_none(b.best), top, cand, gain))
         return out
 
     def _total_best(self) -> float:
@@ -288,7 +300,8 @@ class Scheduler:
         return {"policy": self.policy_name, "cost_aware": self.cost_aware, "delta": self.delta,
                 "noise": self.noise, "beta_scale": self.beta_scale, "beta_rule": self.beta_rule,
                 "refresh_every": self.refresh_every, "seed": self.seed,
-                "shrinkage": self.shrinkage, "cost_floor": self.cost_floor, "patience": self.patience}
+                "shrinkage": self.shrinkage, "cost_floor": self.cost_floor, "patience": self.patience,
+                "quality_max": self.quality_max}
 
     def state_dict(self) -> Dict[str, Any]:
         return {

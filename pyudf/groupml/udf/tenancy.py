@@ -380,7 +380,8 @@ def run_scheduler(max_steps, max_seconds, policy, cost_aware):
     session = backend_session()
     owner = "run_scheduler"
     check_choice(policy, "policy", owner, sorted(POLICIES),
-                 hint="hybrid (default) and greedy are the ease.ml policies; roundrobin, random and fcfs are baselines.")
+                 hint="hybrid (default) and greedy are the ease.ml policies; eirate is ours (expected improvement "
+                      "per unit of cost); roundrobin, random and fcfs are baselines.")
     if cost_aware is None:
         raise InvalidParameterError("The 'cost_aware' value of run_scheduler must be true or false; got null",
                                     hint="Omit it for the default (true).")
@@ -549,7 +550,7 @@ def simulate_scheduler(policy, sigma_m, alpha, seeds, cost_aware, n_users, n_mod
     from ..tenancy import POLICIES, aggregate, simulate, synthetic_dataset
 
     owner = "simulate_scheduler"
-    check_choice(policy, "policy", owner, sorted(POLICIES), hint="hybrid, greedy, roundrobin, random or fcfs.")
+    check_choice(policy, "policy", owner, sorted(POLICIES), hint="hybrid, greedy, eirate, roundrobin, random or fcfs.")
     seeds = check_number(seeds, "seeds", owner, ge=1, le=1000, integer=True, hint="Average over e.g. 5 seeds.")
     check_bool(cost_aware, "cost_aware", owner)
     n_users = check_number(n_users, "n_users", owner, ge=2, le=100000, integer=True)
