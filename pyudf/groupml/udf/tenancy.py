@@ -40,6 +40,9 @@ from . import parse_jsonb, sql_entry
 FAMILY_COST = {"logistic": 1.0, "svm": 1.0, "linear": 0.5}
 #: Validation metric per task: the job's quality, higher is better.
 TASK_METRIC = {"classification": "accuracy", "regression": "r2"}
+#: Both metrics are at most 1: EIRATE's expected improvement is of the quality clipped there
+#: (a tenant holding a perfect model has nothing left to gain).
+QUALITY_MAX = 1.0
 MAX_CANDIDATES = 1000
 STATE_NAME = "default"
 #: The coordinator re-estimates every job's GP prior from all recorded qualities every this many steps.
@@ -299,7 +302,7 @@ def _load_scheduler(session, policy: str, cost_aware: bool, cached=None):
                 sched = Scheduler.replay(state, policy=policy, cost_aware=cost_aware)
         steps = int(rows[0]["steps"])
     else:
-        sched = Scheduler(policy, cost_aware=cost_aware, refresh_every=PRIOR_REFRESH)
+        sched = Scheduler(policy, cost_aware=cost_aware, refresh_every=PRIOR_REFRESH, quality_max=QUALITY_MAX)
         steps = None  # rebuilt below from the tables (first run, or the state row was deleted)
     known = set(sched.tenants)
     jobs = session.query("SELECT job_id FROM groupml.jobs ORDER BY job_id")
