@@ -195,3 +195,27 @@ def test_a_failing_worker_is_reported_not_waited_for(monkeypatch):
         train_lightgbm_distributed([(X[:200], y[:200]), (X[200:], y[200:])], FAST, timeout=60)
     # the first rank to fail is reported; the peers still starting are killed, not awaited
     assert re.match(r"Distributed LightGBM failed: worker [01]: lost shard", e.value.message)
+
+
+def test_sigusr1_is_held_back_while_the_lightgbm_network_runs():
+    # a PostgreSQL backend gets SIGUSR1 for process signals; LightGBM's sockets fail on the
+    # interrupted recv, so the rank holds it back and it is delivered afterwards
+    import signal
+    import threading
+
+    from groupml.learners._lgbm import _no_sigusr1
+
+    got = []
+    old = signal.signal(signal.SIGUSR1, lambda *a: got.append(1))
+    try:
+        with _no_sigusr1():
+            assert signal.SIGUSR1 in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+            assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+            # to this thread (a process-wide kill may go to any thread that does not block it,
+            # e.g. an OpenMP worker, which never was the problem)
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+            assert signal.SIGUSR1 in signal.sigpending() and got == []     # pending, not delivered
+        assert signal.SIGUSR1 not in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+        assert got == [1]                          # delivered once unblocked
+    finally:
+        signal.signal(signal.SIGUSR1, old)

@@ -18,8 +18,9 @@ a fixed ``num_threads`` (:data:`NUM_THREADS`) and every random seed derived from
 
 from __future__ import annotations
 
-import math
+import contextlib
 import io
+import math
 import os
 import socket
 import subprocess
@@ -344,14 +345,40 @@ def train_lightgbm_rank(family, X, y, params: Mapping[str, Any], num_boost_round
     y = fam.prepare_labels(y, f"shard {rank}")
     lp = distributed_params(fam, params, machines, rank, timeout_minutes=timeout_minutes)
     try:
-        booster = lgb.train(lp, lgb.Dataset(X, label=y, params=lp),
-                            num_boost_round=int(num_boost_round))
+        with _no_sigusr1():
+            booster = lgb.train(lp, lgb.Dataset(X, label=y, params=lp),
+                                num_boost_round=int(num_boost_round))
         return booster.model_to_string()
     finally:
         try:
             lgb.basic._safe_call(lgb.basic._LIB.LGBM_NetworkFree())
         except Exception:  # the network may already be down; nothing to release then
             pass
+
+
+@contextlib.contextmanager
+def _no_sigusr1():
+    """SIGUSR1 held back (pending, delivered afterwards) while LightGBM's network runs.
+
+    In a PostgreSQL backend SIGUSR1 carries process signals -- e.g. the shared-invalidation
+    catch-up that other sessions' catalog writes (autoanalyze of busy tables) send to a
+    backend that has not read the queue for a while -- and LightGBM's socket code fails
+    on the interrupted recv ("Socket recv error, Interrupted system call"), which killed a
+    whole distributed job in a benchmark run. SIGINT and SIGTERM stay deliverable, so a
+    cancel still stops the rank. Outside the main thread (or without pthread_sigmask)
+    nothing is changed."""
+    import signal
+    import threading
+
+    usr1 = getattr(signal, "SIGUSR1", None)
+    if usr1 is None or not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {usr1})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _encode_job(family: str, X, y, params, rounds: int, machines, rank: int,
