@@ -257,3 +257,18 @@ def test_bad_arguments():
     with pytest.raises(InvalidParameterError, match="min_tasks"):
         calibrate_unit_costs([], min_tasks=0)
     assert isinstance(calibrate_unit_costs([]), Calibration)
+
+
+def test_the_library_load_is_charged_to_the_first_training_task_not_to_a_ports_task():
+    # a split LightGBM group's workers first answer 'ports' (free listen ports), then run the
+    # ranks: the warm-up (importing lightgbm) belongs to the first rank of each worker
+    from groupml.planner._calibrate import _task_terms
+
+    tinfo = {(1, "g", 0): {"iterations": 30, "passes": None, "batch_size": None, "rounds": 30}}
+    tasks = [dict(run_id=1, group_key="g", kind=k, pass_=0, worker=w, row_start=r, n_rows=100, trials=[0],
+                  started=st, finished=st + 0.01) for k, w, r, st in
+             [("ports", 0, 0, 0.0), ("ports", 1, 100, 0.0), ("rank", 0, 0, 0.1), ("rank", 1, 100, 0.1)]]
+    for t in tasks:
+        t["pass"] = t.pop("pass_")
+    terms = _task_terms(tasks, tinfo, "sampling", {})
+    assert [x[3] for x in terms] == [0.0, 0.0, 1.0, 1.0]

@@ -200,8 +200,9 @@ def _task_terms(tasks, tinfo, pattern: str, d_ratio: Mapping[Any, float]):
             first_touch.add(shard)
             t["_first"] = True
         # the first task that trains (or scores) on a worker also loads the learning library
-        # (torch, lightgbm); 'stats' tasks need numpy only
-        if t["kind"] != "stats" and (t["run_id"], t["worker"]) not in first_task:
+        # (torch, lightgbm); 'stats' tasks need numpy only, 'ports' tasks (free ports for
+        # LightGBM ranks) nothing
+        if t["kind"] not in ("stats", "ports") and (t["run_id"], t["worker"]) not in first_task:
             first_task.add((t["run_id"], t["worker"]))
             t["_warm"] = True
     out = []
