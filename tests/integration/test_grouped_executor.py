@@ -119,6 +119,13 @@ def test_unsplit_glm_groups_run_whole_or_pass_by_pass_with_the_same_result(db, c
     epochs = ("SELECT group_key::text, block, trial_id, epoch, decision FROM groupml.run_epochs WHERE run_id = %s "
               "ORDER BY 1, 2, 3")
     assert db.execute(epochs, [whole]).fetchall() == db.execute(epochs, [passes]).fetchall()
+    # a group whose planned work (rows x (features + 1) x configs x iterations) is above
+    # whole_group_max_work keeps a task per pass, and its epoch checkpoints; the others are one task
+    mixed = call(db, 2, "gtp", '{"whole_group_max_work": 1e6}')
+    assert_same(models(db, mixed), models(db, whole))
+    by_group = dict(db.execute("SELECT group_key->>'country', array_agg(DISTINCT kind) FROM groupml.run_schedule "
+                               "WHERE run_id = %s GROUP BY 1", [mixed]).fetchall())
+    assert by_group["SB"] == ["pass"] and by_group["IF"] == ["fit"], by_group
 
 
 def _snapshot_of(db, run_id):
@@ -323,6 +330,9 @@ def test_bad_input_writes_nothing(cluster, dbname, db, clicks):
         ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', '{}', "
          "'{\"whole_group_tasks\": \"yes\"}', workers => 2)", "22023",
          "groupml: The 'whole_group_tasks' value of train_groups options must be"),
+        ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', '{}', "
+         "'{\"whole_group_max_work\": -1}', workers => 2)", "22023",
+         "groupml: The 'whole_group_max_work' value of train_groups options must be >= 0; got -1"),
     ]
     for stmt, state, msg in cases:
         got = sql_error(db, stmt)

@@ -30,7 +30,14 @@ from .snapshot import (DEFAULT_BLOCK_ROWS, build_snapshot, can_build_in_parallel
                        load_validation, snapshot_groups, snapshot_intact)
 
 EXEC_KEYS = ("keep_snapshot", "snapshot", "worker_memory_mb", "block_rows", "lock_timeout_ms", "drivers",
-             "network_timeout_s", "flexible_hops", "placement", "checkpoint_every_s", "whole_group_tasks")
+             "network_timeout_s", "flexible_hops", "placement", "checkpoint_every_s", "whole_group_tasks",
+             "whole_group_max_work")
+#: Planned work (training rows x (features + 1) x configurations x iterations of the search
+#: budget) up to which a GLM group kept whole is one task. 1e10 is about 10 s of passes here
+#: (the demo's largest group, 2.4e8 x 21 / 100 iterations actually run, trains in 1-2 s); a
+#: larger group keeps a task per pass: its passes are long enough that the round trips cost
+#: little, and its epoch checkpoints bound what a cancel or crash loses.
+WHOLE_GROUP_MAX_WORK = 1e10
 PLACEMENTS = ("auto", "wrap_around")
 OWNER = "train_groups options"
 
@@ -75,6 +82,10 @@ def split_options(options: Dict[str, Any]):
                                              "task on its worker (no per-pass round trips; the group commits when "
                                              "it is done, so a cancel restarts it); false: one task per data pass, "
                                              "with epoch checkpoints."),
+        "whole_group_max_work": check_number(ex.get("whole_group_max_work", WHOLE_GROUP_MAX_WORK),
+                                             "whole_group_max_work", OWNER, ge=0,
+                                             hint="Largest planned work (training rows x (features + 1) x configs x "
+                                                  "iterations) of a GLM group run as one task; default 1e10."),
         "network_timeout_s": check_number(ex.get("network_timeout_s", 120), "network_timeout_s", OWNER, gt=0,
                                           le=3600, hint="Seconds a rank of distributed LightGBM waits for its "
                                                         "peers (LightGBM's time_out, rounded up to minutes)."),
@@ -232,7 +243,9 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
                                    lgbm_timeout_s=exec_options["network_timeout_s"],
                                    flexible=exec_options["flexible_hops"], checkpoint=on_block, resume=resume,
                                    mode=t["mode"])
-        if t["mode"] == "shards" and len(t["shards"]) == 1 and resume is None and exec_options["whole_group_tasks"]:
+        work = float(g["n_train"]) * (d + 1) * wl["n_configs"] * wl["epochs"]
+        if (t["mode"] == "shards" and len(t["shards"]) == 1 and resume is None and exec_options["whole_group_tasks"]
+                and work <= exec_options["whole_group_max_work"]):
             return fit_unsplit_glm(pool, family=family, model=model, search=search, fit_options=fit_options, g=g,
                                    shard=t["shards"][0], snapshot_id=sid, d=d, y_val=Xv[:, d],
                                    mem_mb=exec_options["worker_memory_mb"], abort=abort,

@@ -35,7 +35,9 @@ CALL groupml.train_groups(source, group_by, features, label, model, search, opti
             seeded hop order, timing-independent models), network_timeout_s (120: LightGBM ranks),
             checkpoint_every_s (0.5: seconds between commits of finished epoch blocks; 0 = every block),
             whole_group_tasks (true: a GLM group that is not split runs its whole search as one
-            task on its worker -- no per-pass round trips, no epoch checkpoint; false: a task per pass)
+            task on its worker -- no per-pass round trips, no epoch checkpoint; false: a task per pass),
+            whole_group_max_work (1e10: groups with more planned rows x (features+1) x configs x
+            iterations keep a task per pass and their epoch checkpoints)
 
   Workers only see COMMITTED data: the source must be a regular table or view (temp tables are
   refused), and CALL must run outside an explicit transaction block. Models, trials, per-epoch

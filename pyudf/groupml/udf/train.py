@@ -281,8 +281,9 @@ def explain_train_groups(source, group_by, features, label, model, search, optio
     plan = make_plan(sizes, wl["n_configs"], wl["epochs"], workers, strategy, pattern=pattern, blocks=wl["blocks"],
                      calibration=cal,
                      pass_tasks=not exec_options["whole_group_tasks"])
-    how = {"algebraic": "algebraic pattern (GAP: partial gradients of a group's shards summed, one update per "
-                        "pass)",
+    how = {"algebraic": "algebraic pattern (GAP: partial gradients of a split group's shards summed, one update "
+                        "per pass; " + ("unsplit groups too, one task per pass)" if not exec_options["whole_group_tasks"]
+                                        else "unsplit groups run their whole search as one task on one worker)"),
            "sequential": "sequential pattern (a split group's configs hop from shard to shard within an epoch, "
                          "never on two workers at once; unsplit groups train on one worker)",
            "sampling": "sampling pattern (a split group is trained by LightGBM's own data-parallel mode across "
