@@ -151,13 +151,8 @@ def build_snapshot(session, source: str, group_by, features, label, cols, *, see
         done = parallel(sid, [dict(base, buckets=p) for p in assign_buckets(bucket_rows, parallel.parts)])
         n_total, g = sum(r["rows"] for r in done), sum(r["groups"] for r in done)
     else:
-        cur = session.cursor(packed_scan_sql(source, group_by, features, label, cols))
         n_total, g = 0, 0
-        while True:
-            rows = cur.fetch(1)
-            if not rows:
-                break
-            r = rows[0]
+        for r in _each_group(session.cursor(packed_scan_sql(source, group_by, features, label, cols))):
             n_total += _store_group(session, sid, g, r["gkey"],
                                     split_group(r["block"], r["n_rows"], d, fraction, seed, block_rows))
             g += 1
@@ -166,6 +161,15 @@ def build_snapshot(session, source: str, group_by, features, label, cols, *, see
     session.query("UPDATE groupml.snapshots SET status = 'ready', n_rows = $2, n_groups = $3 WHERE snapshot_id = $1",
                   [sid, n_total, g], ["bigint", "bigint", "integer"])
     return sid
+
+
+def _each_group(cur):
+    """The rows of a packed-scan cursor one at a time (each holds a whole group's block)."""
+    while True:
+        rows = cur.fetch(1)
+        if not rows:
+            return
+        yield rows[0]
 
 
 def _key_value(gkey: str) -> tuple:
@@ -187,13 +191,8 @@ def build_part(session, req: Mapping[str, Any]) -> bytes:
     # group whose key text depends on which row the aggregate kept
     nos = {_key_value(k): (int(no), k) for k, no in req["group_nos"].items()}
     sql = packed_scan_sql(req["source"], gb, feats, label, cols, where=f"{bucket_sql(gb)} = ANY ($1::int[])")
-    cur = session.cursor(sql, [list(req["buckets"])], ["int[]"])
     n_total, g = 0, 0
-    while True:
-        rows = cur.fetch(1)
-        if not rows:
-            break
-        r = rows[0]
+    for r in _each_group(session.cursor(sql, [list(req["buckets"])], ["int[]"])):
         found = nos.get(_key_value(r["gkey"]))
         if found is None:
             raise PrerequisiteStateError(
