@@ -109,56 +109,8 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
                           lock_timeout_ms=exec_options["lock_timeout_ms"], clock_start=since)
 
     # -- snapshot (committed before any worker starts: workers see only committed rows)
-    for r in session.query("SELECT s.snapshot_id FROM groupml.grouped_runs g JOIN groupml.snapshots s ON "
-                           "s.snapshot_id = g.snapshot_id WHERE g.run_id = $1 AND s.status = 'building'",
-                           [run_id], ["bigint"]):
-        # a parallel build of this run that was cancelled or crashed: its committed parts go
-        session.notice(f"groupml: run {run_id}: snapshot {r['snapshot_id']} was not finished; rebuilding it")
-        session.query("DELETE FROM groupml.snapshots WHERE snapshot_id = $1", [r["snapshot_id"]], ["bigint"])
-    row = session.query("SELECT snapshot_id FROM groupml.grouped_runs g WHERE run_id = $1 AND EXISTS "
-                        "(SELECT 1 FROM groupml.snapshots s WHERE s.snapshot_id = g.snapshot_id AND s.status = 'ready')",
-                        [run_id], ["bigint"])
-    sid = row[0]["snapshot_id"] if row else None
-    if sid is not None and not snapshot_intact(session, sid):
-        # a crash restart emptied the (unlogged) blocks; the same arguments rebuild the same
-        # rows, blocks and shard layout, so committed groups and checkpoints stay valid
-        session.notice(f"groupml: run {run_id}: snapshot {sid} lost its blocks in a crash restart; rebuilding it")
-        if exec_options["snapshot"] is None:
-            session.query("DELETE FROM groupml.snapshots WHERE snapshot_id = $1", [sid], ["bigint"])
-        sid = None
-    if sid is None and exec_options["snapshot"] is not None:
-        sid = exec_options["snapshot"]
-        check_snapshot(session, sid, source, group_by, features, label, seed, fraction)
-    pool = None
-    if sid is None:
-        t0 = time.perf_counter()
-        parallel = None
-        try:
-            if workers > 1 and can_build_in_parallel(group_by, cols):
-                pool = new_pool()
-                pool.start()
-                parallel = _SnapshotParts(pool, session)
-            sid = build_snapshot(session, source, group_by, features, label, cols, seed=seed, fraction=fraction,
-                                 block_rows=exec_options["block_rows"], keep=exec_options["keep_snapshot"],
-                                 parallel=parallel, on_created=lambda s: session.query(
-                                     "UPDATE groupml.grouped_runs SET snapshot_id = $2, updated_at = clock_timestamp() "
-                                     "WHERE run_id = $1", [run_id, s], ["bigint", "bigint"]))
-        except BaseException as exc:
-            if pool is not None:
-                pool.close()
-            if isinstance(exc, WorkerLostError):            # a failed part; the snapshot is already gone
-                session.query("UPDATE groupml.runs SET status = 'failed' WHERE run_id = $1", [run_id], ["bigint"])
-                session.commit()
-                n_done = session.query("SELECT count(*) AS n FROM groupml.models WHERE run_id = $1", [run_id],
-                                       ["bigint"])[0]["n"]
-                raise GroupmlError(
-                    f"run {run_id} stopped while building its snapshot: {exc.message}; {n_done} groups are committed",
-                    hint=f"Call train_groups again with run_id => {run_id} once the cause is fixed; it builds the "
-                         f"snapshot again and resumes from the committed groups.") from None
-            raise
-        how = f" by {parallel.parts} workers" if parallel is not None else ""
-        session.notice(f"groupml: run {run_id}: snapshot {sid} of {source} built{how} in "
-                       f"{time.perf_counter() - t0:.2f} s")
+    sid, pool = _snapshot_for_run(session, run_id, source, group_by, features, label, cols, seed, fraction,
+                                  exec_options, new_pool if workers > 1 else None)
     session.query("UPDATE groupml.grouped_runs SET snapshot_id = $2, updated_at = clock_timestamp() WHERE run_id = $1",
                   [run_id, sid], ["bigint", "bigint"])
     session.commit()
@@ -382,6 +334,65 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
     session.query("DELETE FROM groupml.run_checkpoints WHERE run_id = $1", [run_id], ["bigint"])
     session.commit()
     return {"run_id": run_id, "strategy": chosen, "snapshot_id": sid if keep else None}
+
+
+def _snapshot_for_run(session, run_id: int, source: str, group_by, features, label, cols, seed: int,
+                      fraction: float, exec_options: Dict[str, Any], new_pool):
+    """(snapshot id, worker pool or None) of a run: its own snapshot when it is ready and
+    intact, else the kept one named by ``options.snapshot``, else a new one -- built by the
+    workers when ``new_pool`` (a pool factory; None for one worker) and the group-by types
+    allow it, the pool then started and returned for the training."""
+    for r in session.query("SELECT s.snapshot_id FROM groupml.grouped_runs g JOIN groupml.snapshots s ON "
+                           "s.snapshot_id = g.snapshot_id WHERE g.run_id = $1 AND s.status = 'building'",
+                           [run_id], ["bigint"]):
+        # a parallel build of this run that was cancelled or crashed: its committed parts go
+        session.notice(f"groupml: run {run_id}: snapshot {r['snapshot_id']} was not finished; rebuilding it")
+        session.query("DELETE FROM groupml.snapshots WHERE snapshot_id = $1", [r["snapshot_id"]], ["bigint"])
+    row = session.query("SELECT snapshot_id FROM groupml.grouped_runs g WHERE run_id = $1 AND EXISTS "
+                        "(SELECT 1 FROM groupml.snapshots s WHERE s.snapshot_id = g.snapshot_id AND s.status = 'ready')",
+                        [run_id], ["bigint"])
+    sid = row[0]["snapshot_id"] if row else None
+    if sid is not None and not snapshot_intact(session, sid):
+        # a crash restart emptied the (unlogged) blocks; the same arguments rebuild the same
+        # rows, blocks and shard layout, so committed groups and checkpoints stay valid
+        session.notice(f"groupml: run {run_id}: snapshot {sid} lost its blocks in a crash restart; rebuilding it")
+        if exec_options["snapshot"] is None:
+            session.query("DELETE FROM groupml.snapshots WHERE snapshot_id = $1", [sid], ["bigint"])
+        sid = None
+    if sid is None and exec_options["snapshot"] is not None:
+        sid = exec_options["snapshot"]
+        check_snapshot(session, sid, source, group_by, features, label, seed, fraction)
+    pool = None
+    if sid is None:
+        t0 = time.perf_counter()
+        parallel = None
+        try:
+            if new_pool is not None and can_build_in_parallel(group_by, cols):
+                pool = new_pool()
+                pool.start()
+                parallel = _SnapshotParts(pool, session)
+            sid = build_snapshot(session, source, group_by, features, label, cols, seed=seed, fraction=fraction,
+                                 block_rows=exec_options["block_rows"], keep=exec_options["keep_snapshot"],
+                                 parallel=parallel, on_created=lambda s: session.query(
+                                     "UPDATE groupml.grouped_runs SET snapshot_id = $2, updated_at = clock_timestamp() "
+                                     "WHERE run_id = $1", [run_id, s], ["bigint", "bigint"]))
+        except BaseException as exc:
+            if pool is not None:
+                pool.close()
+            if isinstance(exc, WorkerLostError):            # a failed part; the snapshot is already gone
+                session.query("UPDATE groupml.runs SET status = 'failed' WHERE run_id = $1", [run_id], ["bigint"])
+                session.commit()
+                n_done = session.query("SELECT count(*) AS n FROM groupml.models WHERE run_id = $1", [run_id],
+                                       ["bigint"])[0]["n"]
+                raise GroupmlError(
+                    f"run {run_id} stopped while building its snapshot: {exc.message}; {n_done} groups are committed",
+                    hint=f"Call train_groups again with run_id => {run_id} once the cause is fixed; it builds the "
+                         f"snapshot again and resumes from the committed groups.") from None
+            raise
+        how = f" by {parallel.parts} workers" if parallel is not None else ""
+        session.notice(f"groupml: run {run_id}: snapshot {sid} of {source} built{how} in "
+                       f"{time.perf_counter() - t0:.2f} s")
+    return sid, pool
 
 
 class _SnapshotParts:
