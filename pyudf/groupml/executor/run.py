@@ -211,52 +211,6 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
                                  X_val=Xv[:, :d], y_val=Xv[:, d], evaluator=ev, checkpoint=on_block,
                                  resume=resume, interrupt_check=check_abort)
 
-    def flush_events(finishing=()):
-        """Write queued epoch blocks: run_epochs rows, and for checkpointed groups the blocks'
-        run_schedule rows and the group's latest checkpoint -- all in the transaction the
-        caller commits, so a committed block always has its checkpoint (``finishing``: groups
-        whose model is stored in this transaction; their checkpoint would be deleted)."""
-        n = 0
-        last = None
-        latest = {}
-        while True:
-            try:
-                gkey, block, passes, reports, ck = events.get_nowait()
-            except queue.Empty:
-                break
-            if ck is not None:
-                state, part = ck
-                latest[gkey] = (block, passes, state)
-                if part:
-                    group_logs.setdefault(gkey, []).extend(part)
-                    _store_schedule(session, run_id, gkey, part)
-            n += 1
-            last = f"group {gkey} epoch block {block}"
-            if reports:
-                session.query(
-                    "INSERT INTO groupml.run_epochs (run_id, group_key, block, trial_id, epoch, score, decision) "
-                    "SELECT $1, $2::jsonb, $3, t, e, s, dd FROM unnest($4::int[], $5::int[], $6::float8[], "
-                    "$7::text[]) AS u(t, e, s, dd) ON CONFLICT DO NOTHING",
-                    [run_id, gkey, block, [r[0] for r in reports], [r[1] for r in reports],
-                     [None if r[2] is None or not np.isfinite(r[2]) else float(r[2]) for r in reports],
-                     [str(r[3]) for r in reports]],
-                    ["bigint", "text", "integer", "int[]", "int[]", "float8[]", "text[]"])
-        for gkey, (block, passes, state) in latest.items():
-            if gkey in finishing:
-                continue
-            session.query(
-                "INSERT INTO groupml.run_checkpoints (run_id, group_key, block, passes, fingerprint, state) "
-                "VALUES ($1, $2::jsonb, $3, $4, $5, $6) ON CONFLICT (run_id, group_key) DO UPDATE SET "
-                "block = EXCLUDED.block, passes = EXCLUDED.passes, fingerprint = EXCLUDED.fingerprint, "
-                "state = EXCLUDED.state, at = clock_timestamp()",
-                [run_id, gkey, block, passes, fps[gkey], encode(state)],
-                ["bigint", "text", "integer", "bigint", "text", "bytea"])
-        if n:
-            session.query("UPDATE groupml.grouped_runs SET epochs_done = epochs_done + $2, last_event = $3, "
-                          "updated_at = clock_timestamp() WHERE run_id = $1", [run_id, n, last],
-                          ["bigint", "bigint", "text"])
-        return n
-
     n_groups, n_done = len(groups), len(done)
     ex = ThreadPoolExecutor(max_workers=n_drivers, thread_name_prefix="groupml-group") if pending else None
     in_flight: Dict[Any, Dict[str, Any]] = {}
@@ -271,7 +225,8 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
                 in_flight[ex.submit(drive, g, Xv, resume_states.pop(g["gkey"], None))] = g
             finished, _ = wait(list(in_flight), timeout=0.25, return_when=FIRST_COMPLETED)
             session.check_cancel()
-            wrote = flush_events({in_flight[f]["gkey"] for f in finished if f.exception() is None})
+            wrote = _flush_events(session, run_id, events, group_logs, fps,
+                                  {in_flight[f]["gkey"] for f in finished if f.exception() is None})
             for fut in finished:
                 g = in_flight.pop(fut)
                 result = fut.result()
@@ -283,24 +238,13 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
                     "mode", "shards")})
                 if bad:
                     raise ScheduleInvariantError("grouped learning broke an invariant: " + "; ".join(bad[:3]))
-                store(session, run_id, gkey, result)
-                _store_schedule(session, run_id, gkey, log)
-                session.query("DELETE FROM groupml.run_checkpoints WHERE run_id = $1 AND group_key = $2::jsonb",
-                              [run_id, gkey], ["bigint", "text"])
                 n_done += 1
-                session.query("UPDATE groupml.runs SET groups_done = groups_done + 1 WHERE run_id = $1",
-                              [run_id], ["bigint"])
-                session.query("UPDATE groupml.grouped_runs SET passes_done = passes_done + $2, last_event = $3, "
-                              "updated_at = clock_timestamp() WHERE run_id = $1",
-                              [run_id, int(result.passes), f"group {gkey} done"], ["bigint", "bigint", "text"])
-                session.notice(f"groupml: group {n_done}/{n_groups} {gkey}: {result.status}"
-                               + (f", {result.metric} {result.score:.4f}" if result.score is not None else "")
-                               + f" ({result.passes} passes)")
+                _store_finished_group(session, run_id, gkey, result, log, store, f"{n_done}/{n_groups}")
                 wrote = True
             if finished or (wrote and time.perf_counter() - last_commit >= exec_options["checkpoint_every_s"]):
                 session.commit()
                 last_commit = time.perf_counter()
-        flush_events()
+        _flush_events(session, run_id, events, group_logs, fps)
     except BaseException as exc:
         abort.set()
         if pool is not None:
@@ -334,6 +278,71 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
     session.query("DELETE FROM groupml.run_checkpoints WHERE run_id = $1", [run_id], ["bigint"])
     session.commit()
     return {"run_id": run_id, "strategy": chosen, "snapshot_id": sid if keep else None}
+
+
+def _flush_events(session, run_id: int, events: "queue.Queue", group_logs, fps, finishing=()) -> int:
+    """Write the epoch blocks queued in ``events`` by the group drivers: run_epochs rows, and
+    for checkpointed groups the blocks' run_schedule rows (also kept in ``group_logs``) and the
+    group's latest checkpoint (``fps``: fingerprints) -- all in the transaction the caller
+    commits, so a committed block always has its checkpoint (``finishing``: groups whose model
+    is stored in this transaction; their checkpoint would be deleted). Returns the blocks
+    written."""
+    n = 0
+    last = None
+    latest = {}
+    while True:
+        try:
+            gkey, block, passes, reports, ck = events.get_nowait()
+        except queue.Empty:
+            break
+        if ck is not None:
+            state, part = ck
+            latest[gkey] = (block, passes, state)
+            if part:
+                group_logs.setdefault(gkey, []).extend(part)
+                _store_schedule(session, run_id, gkey, part)
+        n += 1
+        last = f"group {gkey} epoch block {block}"
+        if reports:
+            session.query(
+                "INSERT INTO groupml.run_epochs (run_id, group_key, block, trial_id, epoch, score, decision) "
+                "SELECT $1, $2::jsonb, $3, t, e, s, dd FROM unnest($4::int[], $5::int[], $6::float8[], "
+                "$7::text[]) AS u(t, e, s, dd) ON CONFLICT DO NOTHING",
+                [run_id, gkey, block, [r[0] for r in reports], [r[1] for r in reports],
+                 [None if r[2] is None or not np.isfinite(r[2]) else float(r[2]) for r in reports],
+                 [str(r[3]) for r in reports]],
+                ["bigint", "text", "integer", "int[]", "int[]", "float8[]", "text[]"])
+    for gkey, (block, passes, state) in latest.items():
+        if gkey in finishing:
+            continue
+        session.query(
+            "INSERT INTO groupml.run_checkpoints (run_id, group_key, block, passes, fingerprint, state) "
+            "VALUES ($1, $2::jsonb, $3, $4, $5, $6) ON CONFLICT (run_id, group_key) DO UPDATE SET "
+            "block = EXCLUDED.block, passes = EXCLUDED.passes, fingerprint = EXCLUDED.fingerprint, "
+            "state = EXCLUDED.state, at = clock_timestamp()",
+            [run_id, gkey, block, passes, fps[gkey], encode(state)],
+            ["bigint", "text", "integer", "bigint", "text", "bytea"])
+    if n:
+        session.query("UPDATE groupml.grouped_runs SET epochs_done = epochs_done + $2, last_event = $3, "
+                      "updated_at = clock_timestamp() WHERE run_id = $1", [run_id, n, last],
+                      ["bigint", "bigint", "text"])
+    return n
+
+
+def _store_finished_group(session, run_id: int, gkey: str, result, log, store, position: str) -> None:
+    """A finished group's model and trials (``store``), the rest of its executed schedule, its
+    checkpoint gone, the run's counters, and a NOTICE (``position``: "k/n")."""
+    store(session, run_id, gkey, result)
+    _store_schedule(session, run_id, gkey, log)
+    session.query("DELETE FROM groupml.run_checkpoints WHERE run_id = $1 AND group_key = $2::jsonb",
+                  [run_id, gkey], ["bigint", "text"])
+    session.query("UPDATE groupml.runs SET groups_done = groups_done + 1 WHERE run_id = $1", [run_id], ["bigint"])
+    session.query("UPDATE groupml.grouped_runs SET passes_done = passes_done + $2, last_event = $3, "
+                  "updated_at = clock_timestamp() WHERE run_id = $1",
+                  [run_id, int(result.passes), f"group {gkey} done"], ["bigint", "bigint", "text"])
+    session.notice(f"groupml: group {position} {gkey}: {result.status}"
+                   + (f", {result.metric} {result.score:.4f}" if result.score is not None else "")
+                   + f" ({result.passes} passes)")
 
 
 def _snapshot_for_run(session, run_id: int, source: str, group_by, features, label, cols, seed: int,
