@@ -342,3 +342,29 @@ def test_row_blocks_give_the_same_objective_and_gradient(family, monkeypatch):
     else:
         direct = np.mean((y - z) ** 2) / 2
     assert f_one[0] == pytest.approx(direct + 0.05 * Theta[:3, 0] @ Theta[:3, 0], rel=1e-12)
+
+
+@pytest.mark.parametrize("family", ["logistic", "svm", "linear"])
+def test_cache_sized_blocks_of_a_wide_batch_give_the_same_pass(family, monkeypatch):
+    """Above GEMV_MAX_K configs a pass uses small (cache-sized) row blocks: same sums."""
+    import groupml.learners._glm as glm
+
+    X, y01, yreal = _data(n=1050, d=3)
+    y = yreal if family == "linear" else y01
+    configs = [{"l2": 10.0 ** -i} for i in range(glm.GEMV_MAX_K + 2)]
+    if family != "linear":
+        configs[-1] = {"class_weight": "balanced", "l2": 0.01}
+    assert glm._block_rows(3, len(configs)) >= 1050             # one block by default
+    tr = GLMTrainer(family, X, y)
+    for i, p in enumerate(configs):
+        tr.add(i, p)
+    cfgs = [tr._configs[i] for i in range(len(configs))]
+    Theta = np.random.default_rng(2).normal(size=(4, len(configs)))
+    f_one, G_one = tr._evaluate(Theta, cfgs)
+    monkeypatch.setattr(glm, "GEMM_BLOCK_VALUES", 3 * 64)
+    monkeypatch.setattr(glm, "GEMM_MIN_ROWS", 64)
+    assert glm._block_rows(3, len(configs)) == 64               # 17 blocks, the last one short
+    tr._ws = None
+    f_blk, G_blk = tr._evaluate(Theta, cfgs)
+    np.testing.assert_allclose(f_blk, f_one, rtol=1e-12)
+    np.testing.assert_allclose(G_blk, G_one, rtol=1e-10, atol=1e-14)

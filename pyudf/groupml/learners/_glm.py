@@ -36,6 +36,12 @@ CHUNK_ROWS = 8192          # rows per block (fewer when a block of X would excee
 # 2-4 right-hand columns costs 2-3x its dgemv, more than k separate dgemv calls
 # (bench/bench_batching.py, docs/perf/search.md).
 GEMV_MAX_K = 4
+# Above GEMV_MAX_K the pass is compute-bound (two dgemm per block), and a block of X small
+# enough to stay in a core's L2 cache between the two products is 10-25% faster per pass:
+# the second product (and OpenBLAS's packing of the block) then reads it from cache instead
+# of memory.  A matrix-vector pass streams X and prefers the big blocks (fewer calls).
+GEMM_BLOCK_VALUES = 1 << 16    # 512 KiB of X per block (at least GEMM_MIN_ROWS rows)
+GEMM_MIN_ROWS = 256
 
 # status values of a config
 RUNNING, CONVERGED, MAX_ITER = "running", "converged", "max_iter"
@@ -407,7 +413,7 @@ class GLMTrainer:
         """Objective (without l1) and its gradient for every column of ``Theta``.
 
         ``rows`` selects a mini-batch (sorted row indices); None means all rows.
-        The rows are processed in blocks of up to ``CHUNK_ROWS`` so the n x k work
+        The rows are processed in blocks (:func:`_block_rows`) so the n x k work
         arrays stay in cache and are reused; each block contributes partial sums
         (the same shape a worker on another backend would send back).  Columns of
         class-weighted configs are moved to the end so their row weights apply to
@@ -432,7 +438,7 @@ class GLMTrainer:
         params_list = [c.params for c in cfgs]
         W = np.ascontiguousarray(Theta[:d])
         b = Theta[d]
-        chunk = int(min(CHUNK_ROWS, max(1024, (1 << 20) // max(d, 1))))
+        chunk = _block_rows(d, k)
         Zbuf, Abuf, Bbuf, ones = self._workspace(min(n, chunk), k)
         f = np.zeros(k)
         G = np.zeros((d + 1, k))
@@ -650,6 +656,13 @@ def lbfgs_directions(cfgs: Sequence[_Config]) -> None:
             Q += (A[i] - b)[:, None] * S[i]
     for j, c in enumerate(cfgs):
         c.set_direction(-Q[j])
+
+
+def _block_rows(d: int, k: int) -> int:
+    """Rows per block of a pass over d features with k configs (see GEMM_BLOCK_VALUES)."""
+    if k > GEMV_MAX_K:
+        return max(GEMM_MIN_ROWS, GEMM_BLOCK_VALUES // max(d, 1))
+    return int(min(CHUNK_ROWS, max(1024, (1 << 20) // max(d, 1))))
 
 
 def _xt_z(Xb: np.ndarray, Z: np.ndarray, out: np.ndarray, k: int) -> np.ndarray:
