@@ -29,7 +29,9 @@ def _fmt(value: Any) -> str:
 
 def fail(name: str, owner: str, rule: str, value: Any, *, hint: str | None = None,
          cls: type = InvalidParameterError):
-    """Raise ``cls`` with the standard message."""
+    """Raise ``cls`` with the standard message (and a generic hint when none is given)."""
+    if hint is None:
+        hint = f"Give '{name}' a value that is {rule}; SELECT groupml.help() lists every option."
     raise cls(f"The '{name}' value of {owner} must be {rule}; got {_fmt(value)}", hint=hint)
 
 
