@@ -183,6 +183,41 @@ def test_failing_candidate_recorded_and_others_continue(db, roles):
     assert np.isfinite(v)
 
 
+def test_mlp_and_lightgbm_candidates(cluster, db, dbname, roles):
+    """Candidates of every access pattern in one job: estimated costs in one unit, trained by the
+    coordinator, and infer predicts with whichever family won."""
+    _make_table(db, "mix", n_rows=600, n_features=3, seed=4)
+    db.execute("SELECT groupml.create_tenant('m')")
+    cands = [{"model": "logistic", "params": {"l2": 0.01}},
+             {"model": "lightgbm", "search": {"num_boost_round": [20, 40], "num_leaves": [7]}},
+             {"model": "mlp", "params": {"layers": [8], "epochs": 3, "batch_size": 32}}]
+    job = db.execute("SELECT groupml.submit_job('m', 'mix', ARRAY['f1','f2','f3'], 'y', %s)",
+                     [json.dumps(cands)]).fetchone()[0]
+    est = dict(db.execute("SELECT key, estimated_cost FROM groupml.candidates WHERE job_id = %s", [job]).fetchall())
+    assert est == pytest.approx({
+        'logistic:{"l2":0.01}': 600 * 4 * 1.0 * 100 / 100,
+        'lightgbm:{"num_boost_round":20,"num_leaves":7}': 600 * 4 * 20 * 0.25,
+        'lightgbm:{"num_boost_round":40,"num_leaves":7}': 600 * 4 * 40 * 0.25,
+        # weights (3 + 1) x 8 + (8 + 1) x 1 = 41; 600 rows x 3 epochs x (41 x 0.02 + 7700 / 32)
+        'mlp:{"batch_size":32,"epochs":3,"layers":[8]}': 600 * 3 * (41 * 0.02 + 7700 / 32)})
+    db.execute("CALL groupml.run_scheduler(policy => 'hybrid')")
+    rows = db.execute("SELECT candidate, status, quality, cost_seconds FROM groupml.scheduler_log "
+                      "WHERE job_id = %s ORDER BY step", [job]).fetchall()
+    assert sorted(r[0].split(":")[0] for r in rows) == ["lightgbm", "lightgbm", "logistic", "mlp"]
+    assert all(r[1] == "ok" and 0.5 < r[2] <= 1 and r[3] > 0 for r in rows), rows
+    for family in ("lightgbm", "mlp"):   # infer with each family's model as the job's best
+        obs, model_bytes = db.execute(
+            "SELECT o.observation_id, o.model FROM groupml.observations o JOIN groupml.candidates c "
+            "USING (candidate_id) WHERE o.job_id = %s AND c.family = %s ORDER BY o.quality DESC LIMIT 1",
+            [job, family]).fetchone()
+        db.execute("UPDATE groupml.jobs SET best_observation_id = %s WHERE job_id = %s", [obs, job])
+        model = load_model(bytes(model_bytes))
+        X = np.array(db.execute("SELECT f1, f2, f3 FROM mix ORDER BY id LIMIT 20").fetchall(), dtype=float)
+        got = [db.execute("SELECT groupml.infer(%s, %s::float8[])", [job, list(x)]).fetchone()[0] for x in X]
+        assert got == model.predict(X).astype(float).tolist()
+        assert set(got) <= {0.0, 1.0}
+
+
 def _many_jobs(db, roles_needed=False):
     for i, t in enumerate(("p", "q", "r")):
         _make_table(db, f"d{t}", n_rows=3000, n_features=4, seed=10 + i)
@@ -276,8 +311,15 @@ def test_bad_input_is_rejected_and_writes_nothing(cluster, db, dbname, roles):
              "groupml: The 'features' value of submit_job must name at least one column; got {}", "ARRAY["),
             ("SELECT groupml.submit_job('ta', 'd1', ARRAY['f1'], 'y', '[\"forest\"]')", "42704", None, None),
             ("SELECT groupml.submit_job('ta', 'd1', ARRAY['f1'], 'y', '[\"svm\", \"linear\"]')", "22023",
-             "groupml: The 'candidates' value of submit_job must be all classifiers (logistic, svm) or all "
-             "regressors (linear); got a mix", "one job per task"),
+             "groupml: The 'candidates' value of submit_job must be all classifiers (logistic, svm, mlp, lightgbm) "
+             "or all regressors (linear, mlp_regressor, lightgbm_regressor); got a mix", "one job per task"),
+            ("SELECT groupml.submit_job('ta', 'd1', ARRAY['f1'], 'y', '[\"lightgbm\", \"mlp_regressor\"]')", "22023",
+             "groupml: The 'candidates' value of submit_job must be all classifiers (logistic, svm, mlp, lightgbm) "
+             "or all regressors (linear, mlp_regressor, lightgbm_regressor); got a mix", "one job per task"),
+            ("SELECT groupml.submit_job('ta', 'd1', ARRAY['f1'], 'y', "
+             "'[{\"model\": \"mlp\", \"params\": {\"epochs\": 0}}]')", "22023", None, None),
+            ("SELECT groupml.submit_job('ta', 'd1', ARRAY['f1'], 'y', "
+             "'[{\"model\": \"lightgbm\", \"search\": {\"num_leaves\": [1, 7]}}]')", "22023", None, None),
             ("SELECT groupml.submit_job('ta', 'd1', ARRAY['f1'], 'y', "
              "'[{\"model\": \"svm\", \"search\": {\"method\": \"tpe\", \"n_trials\": 3, "
              "\"space\": {\"l2\": {\"uniform\": [0, 1]}}}}]')", "22023",

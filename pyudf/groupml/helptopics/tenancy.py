@@ -41,11 +41,16 @@ groupml.submit_job(tenant text, source regclass, features text[], label text, ca
      {"model": "logistic", "search": {"l2": [0, 0.01, 0.1], "class_weight": [null, "balanced"]}}
      {"model": "logistic", "search": {"method": "random", "n_trials": 8, "space": {"l2": {"loguniform": [1e-4, 1]}}}}
   A search is expanded (grid or random only) into one candidate per configuration; at most 1000.
-  Families: logistic, svm (classification, quality = validation accuracy) or linear (regression,
-  quality = validation r2); one job is one task. Candidate keys 'family:{params}' are shared by all
-  jobs, so what other jobs learned about a configuration shapes this job's GP prior.
-  Estimated cost of a candidate = rows x (features + 1) x family factor (logistic 1, svm 1,
-  linear 0.5) x max_iter / 100; the scheduler only uses ratios of these numbers.
+     {"model": "lightgbm", "search": {"num_leaves": [7, 31], "num_boost_round": [100]}}
+     {"model": "mlp", "params": {"layers": [32], "epochs": 10}}
+  Families: logistic, svm, mlp, lightgbm (classification, quality = validation accuracy) or
+  linear, mlp_regressor, lightgbm_regressor (regression, quality = validation r2); one job is
+  one task. Candidate keys 'family:{params}' are shared by all jobs, so what other jobs learned
+  about a configuration shapes this job's GP prior.
+  Estimated cost of a candidate, one unit for all families (the scheduler only uses ratios):
+  GLMs rows x (features + 1) x factor (logistic 1, svm 1, linear 0.5) x max_iter / 100;
+  LightGBM rows x (features + 1) x num_boost_round x 0.25; MLP rows x epochs x
+  (weights x 0.02 + 7700 / batch_size).
   Errors (nothing is written): unknown tenant (42704), source unreadable by the tenant's role
   (42501), unknown column (42703), non-numeric column (42804), empty or malformed candidates (22023).
 """

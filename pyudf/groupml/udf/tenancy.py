@@ -36,8 +36,17 @@ from ..validation import check_bool, check_choice, check_keys, check_number
 from ._source import NUMERIC_TYPES, check_columns, columns, packed_row_expr
 from . import parse_jsonb, sql_entry
 
-#: Relative cost of one solver iteration over one row-feature, per family (estimated cost unit).
+#: Relative cost of one solver iteration over one row-feature, per GLM family (estimated cost unit).
 FAMILY_COST = {"logistic": 1.0, "svm": 1.0, "linear": 0.5}
+# The other families in the same unit, measured with fit_group on one thread (2,000-16,000
+# rows, 10-60 features; docs/multitenant.md): a GLM unit took 55-90 ns (gradient descent,
+# 1500 iterations), a LightGBM row x (features + 1) x round 10-26 ns, an MLP optimizer step
+# about 0.5 ms whatever the layer widths at these sizes (PyTorch's per-step overhead).
+#: LightGBM: cost units per row x (features + 1) x boosting round.
+LGBM_ROUND_COST = 0.25
+#: MLP: cost units per row x weight x epoch, and per optimizer step (rows x epochs / batch_size).
+MLP_WEIGHT_COST = 0.02
+MLP_STEP_COST = 7700.0
 #: Validation metric per task: the job's quality, higher is better.
 TASK_METRIC = {"classification": "accuracy", "regression": "r2"}
 #: Both metrics are at most 1: EIRATE's expected improvement is of the quality clipped there
@@ -71,9 +80,31 @@ def candidate_key(family: str, params: Dict[str, Any]) -> str:
 
 
 def estimated_cost(family: str, params: Dict[str, Any], n_rows: int, n_features: int) -> float:
-    """rows x (features + 1) x family factor x max_iter / 100 (see docs/multitenant.md)."""
-    max_iter = params.get("max_iter", 100)
-    return max(1.0, float(n_rows)) * (n_features + 1) * FAMILY_COST[family] * float(max_iter) / 100.0
+    """Estimated training cost in one unit for every family (docs/multitenant.md).
+
+    GLMs: rows x (features + 1) x family factor x max_iter / 100.  LightGBM: rows x
+    (features + 1) x rounds x LGBM_ROUND_COST.  MLP: rows x epochs x (weights x
+    MLP_WEIGHT_COST + MLP_STEP_COST / batch_size).  The constants were measured against
+    the GLM unit on this project's training code (one thread).
+    """
+    from ..learners import get_learner_family
+
+    fam = get_learner_family(family)
+    p = fam.validate_params(params)
+    rows = max(1.0, float(n_rows))
+    if family in FAMILY_COST:
+        return rows * (n_features + 1) * FAMILY_COST[family] * float(p["max_iter"]) / 100.0
+    if fam.pattern == "sampling":
+        return rows * (n_features + 1) * float(p["num_boost_round"]) * LGBM_ROUND_COST
+    widths = [n_features] + list(p["layers"]) + [1]
+    weights = sum((a + 1) * b for a, b in zip(widths[:-1], widths[1:]))
+    return rows * float(p["epochs"]) * (weights * MLP_WEIGHT_COST + MLP_STEP_COST / float(p["batch_size"]))
+
+
+def _family_names(kind: str) -> List[str]:
+    from ..learners import LEARNER_FAMILIES
+
+    return [name for name, fam in LEARNER_FAMILIES.items() if fam.kind == kind]
 
 
 def expand_candidates(raw: Any, owner: str = "submit_job") -> Tuple[str, List[Dict[str, Any]]]:
@@ -84,7 +115,7 @@ def expand_candidates(raw: Any, owner: str = "submit_job") -> Tuple[str, List[Di
     per configuration of the search).
     """
     from ..fitting import plan_search
-    from ..learners import get_family
+    from ..learners import get_learner_family
     from ..search import make_procedure
 
     hint = ('Pass a JSON array such as \'[{"model": "logistic", "search": {"l2": [0, 0.01, 0.1]}}, '
@@ -110,7 +141,7 @@ def expand_candidates(raw: Any, owner: str = "submit_job") -> Tuple[str, List[Di
         if "params" in entry and "search" in entry:
             raise InvalidParameterError(f"{where} gives both 'params' and 'search'; give one of them",
                                         hint="'params' is one configuration, 'search' expands into many.")
-        family = get_family(entry["model"])
+        family = get_learner_family(entry["model"])
         tasks.add(family.kind)
         if "search" in entry:
             search = entry["search"]
@@ -139,8 +170,8 @@ def expand_candidates(raw: Any, owner: str = "submit_job") -> Tuple[str, List[Di
                                         hint="Submit a smaller grid, or a random search with fewer n_trials.")
     if len(tasks) > 1:
         raise InvalidParameterError(
-            f"The 'candidates' value of {owner} must be all classifiers (logistic, svm) or all regressors "
-            f"(linear); got a mix", hint="Submit one job per task.")
+            f"The 'candidates' value of {owner} must be all classifiers ({', '.join(_family_names('classification'))}) "
+            f"or all regressors ({', '.join(_family_names('regression'))}); got a mix", hint="Submit one job per task.")
     seen = set()
     for c in out:
         if c["key"] in seen:
