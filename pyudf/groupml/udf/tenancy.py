@@ -40,10 +40,11 @@ from . import parse_jsonb, sql_entry
 FAMILY_COST = {"logistic": 1.0, "svm": 1.0, "linear": 0.5}
 # The other families in the same unit, measured with fit_group on one thread (2,000-16,000
 # rows, 10-60 features; docs/multitenant.md): a GLM unit took 55-90 ns (gradient descent,
-# 1500 iterations), a LightGBM row x (features + 1) x round 10-26 ns, an MLP optimizer step
+# 1500 iterations), a LightGBM row x (features + 1) x round 10-26 ns at 31 leaves, an MLP optimizer step
 # about 0.5 ms whatever the layer widths at these sizes (PyTorch's per-step overhead).
-#: LightGBM: cost units per row x (features + 1) x boosting round.
-LGBM_ROUND_COST = 0.25
+#: LightGBM: cost units per row x (features + 1) x boosting round of a 31-leaf tree (a round
+#: costs in proportion to its leaves, at least 8: 7, 15, 31 and 63 leaves measured).
+LGBM_ROUND_COST = 0.35
 #: MLP: cost units per row x weight x epoch, and per optimizer step (rows x epochs / batch_size).
 MLP_WEIGHT_COST = 0.02
 MLP_STEP_COST = 7700.0
@@ -83,7 +84,7 @@ def estimated_cost(family: str, params: Dict[str, Any], n_rows: int, n_features:
     """Estimated training cost in one unit for every family (docs/multitenant.md).
 
     GLMs: rows x (features + 1) x family factor x max_iter / 100.  LightGBM: rows x
-    (features + 1) x rounds x LGBM_ROUND_COST.  MLP: rows x epochs x (weights x
+    (features + 1) x rounds x max(8, leaves) / 31 x LGBM_ROUND_COST.  MLP: rows x epochs x (weights x
     MLP_WEIGHT_COST + MLP_STEP_COST / batch_size).  The constants were measured against
     the GLM unit on this project's training code (one thread).
     """
@@ -95,7 +96,8 @@ def estimated_cost(family: str, params: Dict[str, Any], n_rows: int, n_features:
     if family in FAMILY_COST:
         return rows * (n_features + 1) * FAMILY_COST[family] * float(p["max_iter"]) / 100.0
     if fam.pattern == "sampling":
-        return rows * (n_features + 1) * float(p["num_boost_round"]) * LGBM_ROUND_COST
+        leaves = max(8.0, float(p["num_leaves"])) / 31.0
+        return rows * (n_features + 1) * float(p["num_boost_round"]) * leaves * LGBM_ROUND_COST
     widths = [n_features] + list(p["layers"]) + [1]
     weights = sum((a + 1) * b for a, b in zip(widths[:-1], widths[1:]))
     return rows * float(p["epochs"]) * (weights * MLP_WEIGHT_COST + MLP_STEP_COST / float(p["batch_size"]))
