@@ -32,6 +32,15 @@ once for its wall time.
 
     python bench/bench_tenancy_e2e.py            # 8 tenants x 14 candidates, 3 repetitions
     python bench/bench_tenancy_e2e.py --quick    # 6 tenants x 10 candidates, 3 repetitions
+    python bench/bench_tenancy_e2e.py --families [--quick]
+
+--families: candidates of every access pattern (logistic/svm GLMs, LightGBM, MLPs; 9 per
+tenant) and two kinds of tenants: *linear* ones (groupml.datagen, a logistic model of the
+features: a GLM is best and cheapest) and *interaction* ones (the label is the sign of
+x1 * x2 plus a little of x3, with a share of labels flipped: GLMs stay near chance, trees
+and MLPs find it). The past jobs are of both kinds, so the GP's model-to-model kernel can
+learn that GLM and tree qualities part ways. The client alternative then trains the same
+families with scikit-learn, LightGBM and scikit-learn's MLPClassifier.
 """
 
 from __future__ import annotations
@@ -55,6 +64,8 @@ from groupml.devcluster import TempCluster  # noqa: E402
 from groupml.tenancy import best_interleaving_cost  # noqa: E402
 
 POLICIES = ("hybrid", "greedy", "eirate", "roundrobin")
+#: Families whose library is imported in a policy's backend before its timed run (--families).
+WARM_UP: list = []
 FRACTIONS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0)
 AREAS = (0.25, 0.5, 1.0)
 THRESHOLDS = (0.02, 0.01)
@@ -104,11 +115,64 @@ PAST = [(1000, 20, 1.0), (2500, 60, 0.7), (600, 40, 1.5), (4000, 15, 0.5), (1200
         (700, 10, 0.4), (3000, 25, 1.2)]
 
 
+def family_candidates(quick: bool):
+    """9 candidates of three access patterns (10 in the full run): cheap GLMs, LightGBM from
+    small to large, two MLPs. On interaction tenants the GLMs stay at 0.5-0.65 and trees/MLPs
+    reach 0.8-0.9; on linear tenants a GLM is the best or within a point of it."""
+    cands = [{"model": "logistic", "search": {"l2": [0, 1.0]}},
+             {"model": "svm", "params": {"l2": 0.01}},
+             {"model": "logistic", "params": {"solver": "gd", "lr": 0.05, "max_iter": 10}},
+             {"model": "lightgbm", "params": {"num_leaves": 7, "num_boost_round": 30}},
+             {"model": "lightgbm", "params": {"num_leaves": 15, "num_boost_round": 100}},
+             {"model": "lightgbm", "params": {"num_leaves": 31, "num_boost_round": 300, "learning_rate": 0.05}},
+             {"model": "mlp", "params": {"layers": [32], "epochs": 10, "batch_size": 64}},
+             {"model": "mlp", "params": {"layers": [64, 32], "epochs": 20, "batch_size": 64}}]
+    if not quick:
+        cands += [{"model": "lightgbm", "params": {"num_leaves": 63, "num_boost_round": 200,
+                                                   "min_data_in_leaf": 5}}]
+    return cands
+
+
+#: --families: (rows, features, noise, kind); noise is the logistic temperature for linear
+#: tenants and the share of flipped labels for interaction ones.
+FAMILY_TENANTS = [(3000, 20, 0.8, "linear"), (4000, 10, 0.1, "interaction"), (1500, 40, 0.5, "linear"),
+                  (6000, 20, 0.05, "interaction"), (8000, 10, 1.0, "linear"), (2500, 30, 0.15, "interaction"),
+                  (1000, 60, 0.4, "linear"), (5000, 15, 0.08, "interaction")]
+FAMILY_PAST = [(2000, 15, 0.7, "linear"), (3000, 20, 0.1, "interaction"), (1200, 30, 1.0, "linear"),
+               (2500, 10, 0.12, "interaction"), (4000, 40, 0.5, "linear"), (1500, 25, 0.05, "interaction"),
+               (2500, 20, 1.2, "linear"), (3500, 30, 0.1, "interaction")]
+
+
+def interaction_classification(n_rows, n_features, seed, flip):
+    """label = [x1 x2 + 0.3 x3 > 0], a share ``flip`` of labels flipped; columns as datagen's."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(0, 1, (n_rows, n_features))
+    y = (X[:, 0] * X[:, 1] + 0.3 * X[:, 2] > 0) ^ (rng.random(n_rows) < flip)
+    out = {"id": np.arange(1, n_rows + 1, dtype=np.int64), "grp": np.array(["aa"] * n_rows)}
+    for j in range(n_features):
+        out[f"f{j + 1}"] = X[:, j]
+    out["label"] = y.astype(np.float64)
+    return out
+
+
+def tenant_data(rows, d, noise, seed, kind="linear"):
+    if kind == "interaction":
+        return interaction_classification(rows, d, seed, noise)
+    return grouped_classification(n_rows=rows, n_groups=1, n_features=d, seed=seed, noise=noise)
+
+
+def candidate_list(args):
+    return family_candidates(args.quick) if args.families else candidates(args.quick)
+
+
 def tenant_specs(args, rep):
-    """(name, rows, features, noise, data seed) in this repetition's arrival order."""
-    mix = TENANTS[:args.tenants] + EASY[:args.easy]
-    specs = [(f"t{i}", int(rows * args.scale), d, noise, 100 + 37 * rep + i)
-             for i, (rows, d, noise) in enumerate(mix)]
+    """(name, rows, features, noise, data seed, kind) in this repetition's arrival order."""
+    if args.families:
+        mix = FAMILY_TENANTS[:args.tenants]
+    else:
+        mix = [(rows, d, noise, "linear") for rows, d, noise in TENANTS[:args.tenants] + EASY[:args.easy]]
+    specs = [(f"t{i}", int(rows * args.scale), d, noise, 100 + 37 * rep + i, kind)
+             for i, (rows, d, noise, kind) in enumerate(mix)]
     if rep:
         order = np.random.default_rng(rep).permutation(len(specs))
         specs = [specs[i] for i in order]
@@ -121,11 +185,13 @@ def build_template(cluster, name, args, rep):
         conn.execute(f"CREATE DATABASE {name}")
     with psycopg.connect(cluster.dsn(name), autocommit=True) as conn:
         conn.execute("CREATE EXTENSION groupml CASCADE")
-        cands = json.dumps(candidates(args.quick))
+        cands = json.dumps(candidate_list(args))
         for i in range(args.history):
-            rows, d, noise = PAST[i % len(PAST)]
-            data = grouped_classification(n_rows=int(rows * args.scale), n_groups=1, n_features=d,
-                                          seed=500 + 37 * rep + i, noise=noise)
+            if args.families:
+                rows, d, noise, kind = FAMILY_PAST[i % len(FAMILY_PAST)]
+            else:
+                (rows, d, noise), kind = PAST[i % len(PAST)], "linear"
+            data = tenant_data(int(rows * args.scale), d, noise, 500 + 37 * rep + i, kind)
             create_table(conn, f"past_{i}", data, group_col="grp", label_col="y")
             conn.execute("SELECT groupml.create_tenant(%s)", [f"past{i}"])
             conn.execute("SELECT groupml.submit_job(%s, %s, %s, 'y', %s)",
@@ -134,8 +200,8 @@ def build_template(cluster, name, args, rep):
             conn.execute("CALL groupml.run_scheduler(policy => 'roundrobin')")
         first_step = conn.execute("SELECT coalesce(max(step), 0) FROM groupml.observations").fetchone()[0]
         specs = tenant_specs(args, rep)
-        for t, rows, d, noise, seed in specs:
-            data = grouped_classification(n_rows=rows, n_groups=1, n_features=d, seed=seed, noise=noise)
+        for t, rows, d, noise, seed, kind in specs:
+            data = tenant_data(rows, d, noise, seed, kind)
             create_table(conn, f"data_{t}", data, group_col="grp", label_col="y")
             conn.execute("SELECT groupml.create_tenant(%s)", [t])
             conn.execute("SELECT groupml.submit_job(%s, %s, %s, 'y', %s)",
@@ -147,6 +213,10 @@ def run_policy(cluster, template, name, policy, first_step):
     with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name} TEMPLATE {template}")
     with psycopg.connect(cluster.dsn(name), autocommit=True) as conn:
+        if WARM_UP:   # import lightgbm/torch in this backend first, so no candidate is charged for it
+            for family in WARM_UP:
+                conn.execute("SELECT groupml.learn_over_groups(ARRAY[i::float8, (i %% 7)::float8], (i %% 2)::float8, "
+                             "%s, '{}') FROM generate_series(1, 200) i", [family])
         t0 = time.perf_counter()
         conn.execute("CALL groupml.run_scheduler(policy => %s)", [policy])
         wall = time.perf_counter() - t0
@@ -214,6 +284,23 @@ def sweep_cost(log, cost_of):
     return cum
 
 
+def client_fit_other(model, params, X, y):
+    """The client's LightGBM (scikit-learn API) or scikit-learn MLP for one candidate."""
+    if model == "lightgbm":
+        import lightgbm
+
+        return lightgbm.LGBMClassifier(num_leaves=params.get("num_leaves", 31),
+                                       n_estimators=params.get("num_boost_round", 100),
+                                       learning_rate=params.get("learning_rate", 0.1),
+                                       min_child_samples=params.get("min_data_in_leaf", 20),
+                                       n_jobs=1, verbose=-1).fit(X, y)
+    from sklearn.neural_network import MLPClassifier
+
+    return MLPClassifier(hidden_layer_sizes=tuple(params.get("layers", [64, 32])),
+                         batch_size=params.get("batch_size", 64), max_iter=params.get("epochs", 20),
+                         learning_rate_init=0.001).fit(X, y)
+
+
 def client_side(cluster, name, specs, args):
     """The user's alternative: pull each table with psycopg, train scikit-learn candidates in turn."""
     import warnings
@@ -225,13 +312,17 @@ def client_side(cluster, name, specs, args):
     t0 = time.perf_counter()
     n_models = 0
     with psycopg.connect(cluster.dsn(name)) as conn:
-        for t, _rows, d, _noise, _seed in specs:
+        for t, _rows, d, _noise, _seed, _kind in specs:
             feats = ", ".join(f"f{j + 1}" for j in range(d))
             arr = np.array(conn.execute(f"SELECT {feats}, y::int FROM data_{t}").fetchall(), dtype=float)
             X, y = arr[:, :d], arr[:, d]
             cut = int(0.8 * len(y))
-            for c in candidates(args.quick):
+            for c in candidate_list(args):
                 params = c.get("params", {})
+                if c["model"] in ("lightgbm", "mlp"):
+                    client_fit_other(c["model"], params, X[:cut], y[:cut]).score(X[cut:], y[cut:])
+                    n_models += 1
+                    continue
                 for l2 in c.get("search", {}).get("l2", [params.get("l2", 0.0)]):
                     C = 1.0 / max(l2 * cut, 1e-6) if l2 else 1e6
                     if c["model"] == "svm":
@@ -292,8 +383,8 @@ def report(reps, args, client):
         spread = [f"{min(v):.2f}-{max(v):.2f}" for v in qs.values()]
         costs = np.array(list(r["costs"].values()))
         walls = ", ".join(f"{p} {r['runs'][p][0]:.1f} s" for p in POLICIES)
-        print(f"  rep {i}: tenants (rows, features, noise) in arrival order "
-              f"{[(s[1], s[2], s[3]) for s in r['specs']]}")
+        print(f"  rep {i}: tenants (rows, features, noise{', kind' if args.families else ''}) in arrival order "
+              f"{[(s[1], s[2], s[3]) + ((s[5],) if args.families else ()) for s in r['specs']]}")
         print(f"         per-tenant accuracy range {', '.join(spread)}; candidate cost {1e3 * costs.min():.0f}"
               f"-{1e3 * costs.max():.0f} ms, total {r['total']:.2f} s; run_scheduler wall: {walls}")
     if client is not None:
@@ -347,10 +438,14 @@ def main(argv=None):
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies every dataset's row count")
     ap.add_argument("--history", type=int, default=None, help="past jobs trained completely first (GP prior)")
     ap.add_argument("--no-client", action="store_true", help="skip the scikit-learn client run")
+    ap.add_argument("--families", action="store_true",
+                    help="GLM, LightGBM and MLP candidates; linear and interaction tenants")
     ap.add_argument("--json", default=None, help="also write every repetition's logs and costs to this file")
     args = ap.parse_args(argv)
-    args.tenants = min(args.tenants or (6 if args.quick else 8), len(TENANTS))
+    args.tenants = min(args.tenants or (6 if args.quick else 8), len(FAMILY_TENANTS if args.families else TENANTS))
     args.history = args.history if args.history is not None else (4 if args.quick else 8)
+    if args.families:
+        WARM_UP[:] = ["lightgbm", "mlp"]
     install_sql()
     t_start = time.perf_counter()
     cluster = TempCluster()
