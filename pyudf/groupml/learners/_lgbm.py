@@ -191,7 +191,7 @@ class LightGBMTrainer:
         self.passes = 0
         self._cfgs: Dict[int, _Booster] = {}
         self._retired: Dict[int, _Booster] = {}
-        self._val_cache: Dict[int, Tuple[int, np.ndarray]] = {}
+        self._val_cache: Dict[int, Tuple[int, int, np.ndarray]] = {}  # version, trees scored, sums
         self.interrupt_check: Optional[Callable[[], None]] = None
 
     def add(self, trial_id: int, params: Mapping[str, Any]) -> None:
@@ -274,13 +274,26 @@ class LightGBMTrainer:
         return cfg
 
     def _val_margins(self, trial_id: int) -> np.ndarray:
+        """Raw validation scores of the config's current model.
+
+        Scored incrementally: only the trees added since the last call are evaluated and
+        added to the cached sums (scoring every tree again after every block made the
+        validation cost quadratic in the rounds: 0.25 s of a 0.8 s fit of 300 rounds).
+        Trees are added one at a time, in order, from zero -- the order LightGBM's own
+        predict sums them in -- so the margins are bit for bit those of a full predict.
+        """
         cfg = self._check(trial_id)
         hit = self._val_cache.get(trial_id)
         if hit is not None and hit[0] == cfg.version:
-            return hit[1]
-        z = np.asarray(cfg.booster.predict(self.X_val, raw_score=True, num_threads=NUM_THREADS),
-                       dtype=np.float64).reshape(-1)
-        self._val_cache[trial_id] = (cfg.version, z)
+            return hit[2]
+        trees = cfg.booster.current_iteration()
+        start, z = (hit[1], hit[2].copy()) if hit is not None and hit[1] <= trees else (0, None)
+        if z is None:
+            z = np.zeros(self.X_val.shape[0])
+        for i in range(start, trees):
+            z += np.asarray(cfg.booster.predict(self.X_val, raw_score=True, start_iteration=i, num_iteration=1,
+                                                num_threads=NUM_THREADS), dtype=np.float64).reshape(-1)
+        self._val_cache[trial_id] = (cfg.version, trees, z)
         return z
 
 
