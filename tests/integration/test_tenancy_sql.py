@@ -190,7 +190,8 @@ def test_mlp_and_lightgbm_candidates(cluster, db, dbname, roles):
     db.execute("SELECT groupml.create_tenant('m')")
     cands = [{"model": "logistic", "params": {"l2": 0.01}},
              {"model": "lightgbm", "search": {"num_boost_round": [20, 40], "num_leaves": [7]}},
-             {"model": "mlp", "params": {"layers": [8], "epochs": 3, "batch_size": 32}}]
+             {"model": "mlp", "params": {"layers": [8], "epochs": 3, "batch_size": 32}},
+             {"model": "mlp", "params": {"layers": [4, 3], "epochs": 2}}]
     job = db.execute("SELECT groupml.submit_job('m', 'mix', ARRAY['f1','f2','f3'], 'y', %s)",
                      [json.dumps(cands)]).fetchone()[0]
     est = dict(db.execute("SELECT key, estimated_cost FROM groupml.candidates WHERE job_id = %s", [job]).fetchall())
@@ -200,12 +201,18 @@ def test_mlp_and_lightgbm_candidates(cluster, db, dbname, roles):
         'lightgbm:{"num_boost_round":20,"num_leaves":7}': 600 * 4 * 20 * 8 / 31 * 0.35,
         'lightgbm:{"num_boost_round":40,"num_leaves":7}': 600 * 4 * 40 * 8 / 31 * 0.35,
         # weights (3 + 1) x 8 + (8 + 1) x 1 = 41; 600 rows x 3 epochs x (41 x 0.02 + 7700 / 32)
-        'mlp:{"batch_size":32,"epochs":3,"layers":[8]}': 600 * 3 * (41 * 0.02 + 7700 / 32)})
+        'mlp:{"batch_size":32,"epochs":3,"layers":[8]}': 600 * 3 * (41 * 0.02 + 7700 / 32),
+        # (3 + 1) x 4 + (4 + 1) x 3 + (3 + 1) x 1 = 35 weights, default batch_size 64
+        'mlp:{"epochs":2,"layers":[4,3]}': 600 * 2 * (35 * 0.02 + 7700 / 64)})
     db.execute("CALL groupml.run_scheduler(policy => 'hybrid')")
     rows = db.execute("SELECT candidate, status, quality, cost_seconds FROM groupml.scheduler_log "
                       "WHERE job_id = %s ORDER BY step", [job]).fetchall()
-    assert sorted(r[0].split(":")[0] for r in rows) == ["lightgbm", "lightgbm", "logistic", "mlp"]
-    assert all(r[1] == "ok" and 0.5 < r[2] <= 1 and r[3] > 0 for r in rows), rows
+    assert sorted(r[0].split(":")[0] for r in rows) == ["lightgbm", "lightgbm", "logistic", "mlp", "mlp"]
+    assert all(r[1] == "ok" and 0 < r[2] <= 1 and r[3] > 0 for r in rows), rows
+    # a candidate is exactly its configuration: list-valued layers are not a grid over widths
+    two = db.execute("SELECT o.model FROM groupml.observations o JOIN groupml.candidates c USING (candidate_id) "
+                     "WHERE c.key = 'mlp:{\"epochs\":2,\"layers\":[4,3]}'").fetchone()[0]
+    assert load_model(bytes(two)).params["layers"] == [4, 3]
     for family in ("lightgbm", "mlp"):   # infer with each family's model as the job's best
         obs, model_bytes = db.execute(
             "SELECT o.observation_id, o.model FROM groupml.observations o JOIN groupml.candidates c "

@@ -393,13 +393,21 @@ def _load_data(session, job_id: int, n_features: int):
 TRAINING_ERRORS = (GroupmlError, ValueError, ArithmeticError, np.linalg.LinAlgError)
 
 
+def _grid_value(value: Any) -> Any:
+    """A parameter value as a one-value grid axis holds it: search specs hold scalars, so a
+    list (an MLP's layer widths) goes in its text form, [64, 32] -> "64,32"."""
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return value
+
+
 def train_candidate(data, family: str, params: Dict[str, Any], metric: str, check_cancel=None):
     """Train one configuration with the foundation's fit_group; (quality, model bytes, error)."""
     from ..fitting import fit_group
 
     X, y, n_skipped = data
     try:
-        search = {"method": "grid", "space": params} if params else {}
+        search = {"method": "grid", "space": {k: [_grid_value(v)] for k, v in params.items()}} if params else {}
         result = fit_group(X, y, family, search, {"metric": metric},
                            n_skipped=n_skipped, interrupt_check=check_cancel)
     except TRAINING_ERRORS as exc:
