@@ -310,8 +310,8 @@ def test_resume_after_the_coordinator_is_cancelled(cluster, dsn, db):
 def test_bad_input_writes_nothing(cluster, dbname, db, clicks):
     db.execute("CREATE TABLE words (country text, f1 text, clicked boolean)")
     cases = [
-        (f"CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'nope'], 'clicked', 'logistic', "
-         f"workers => 2)", "42703", "groupml: Column 'nope' of train_groups features does not exist in clicks"),
+        ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'nope'], 'clicked', 'logistic', "
+         "workers => 2)", "42703", "groupml: Column 'nope' of train_groups features does not exist in clicks"),
         ("CALL groupml.train_groups('words', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', workers => 2)",
          "42804", "groupml: Column 'f1' of train_groups features must be numeric or boolean; it is text"),
         ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'missing', 'logistic', workers => 2)",

@@ -310,7 +310,7 @@ def test_bad_input_is_rejected_and_writes_nothing(cluster, db, dbname, roles):
              "groupml: The 'candidates' value of submit_job must list at least one model; got []", "JSON array"),
             ("SELECT groupml.submit_job('ta', 'secret', ARRAY['f1'], 'y', '[\"svm\"]')", "42501",
              f"groupml: permission denied for table secret: the role '{roles['ta']}' of tenant 'ta' cannot SELECT it",
-             f"GRANT SELECT ON secret TO"),
+             "GRANT SELECT ON secret TO"),
             ("SELECT groupml.submit_job('ta', 'd1', ARRAY['nope'], 'y', '[\"svm\"]')", "42703",
              "groupml: Column 'nope' of submit_job features does not exist in d1", "Columns of d1:"),
             ("SELECT groupml.submit_job('ta', 'd1', ARRAY['grp'], 'y', '[\"svm\"]')", "42804",
