@@ -226,6 +226,26 @@ def test_mlp_and_lightgbm_candidates(cluster, db, dbname, roles):
         assert set(got) <= {0.0, 1.0}
 
 
+def test_regression_job_with_tree_and_mlp_candidates(db):
+    _make_table(db, "regmix", n_rows=500, regression=True, seed=6)
+    db.execute("SELECT groupml.create_tenant('rm')")
+    job = db.execute("SELECT groupml.submit_job('rm', 'regmix', ARRAY['f1','f2','f3'], 'y', %s)", [json.dumps([
+        "linear", {"model": "lightgbm_regressor", "params": {"num_boost_round": 30, "num_leaves": 7}},
+        {"model": "mlp_regressor", "params": {"layers": [8, 4], "epochs": 5}}])]).fetchone()[0]
+    assert db.execute("SELECT task, metric FROM groupml.jobs WHERE job_id = %s", [job]).fetchone() == \
+        ("regression", "r2")
+    db.execute("CALL groupml.run_scheduler()")
+    rows = db.execute("SELECT c.family, o.status, o.quality FROM groupml.observations o JOIN groupml.candidates c "
+                      "USING (candidate_id) WHERE o.job_id = %s ORDER BY c.family", [job]).fetchall()
+    assert [r[0] for r in rows] == ["lightgbm_regressor", "linear", "mlp_regressor"]
+    assert all(r[1] == "ok" and r[2] <= 1 for r in rows), rows
+    best = db.execute("SELECT o.model FROM groupml.jobs j JOIN groupml.observations o "
+                      "ON o.observation_id = j.best_observation_id WHERE j.job_id = %s", [job]).fetchone()[0]
+    x = [0.5, -1.0, 2.0]
+    got = db.execute("SELECT groupml.infer(%s, %s::float8[])", [job, x]).fetchone()[0]
+    assert got == pytest.approx(float(load_model(bytes(best)).predict(np.array([x]))[0]), rel=1e-12)
+
+
 def _many_jobs(db, roles_needed=False):
     for i, t in enumerate(("p", "q", "r")):
         _make_table(db, f"d{t}", n_rows=3000, n_features=4, seed=10 + i)
