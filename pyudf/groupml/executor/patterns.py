@@ -538,15 +538,11 @@ class ShardedLGBMTrainer(_Scored):
     def _compute_margins(self, c) -> np.ndarray:
         """Validation margins of the first ``done`` trees, kept per config and extended by the
         trees each block adds (see LightGBMTrainer._val_margins: tree by tree, bit-exact)."""
+        from ..learners._lgbm import extend_margins
+
         if c["booster"] is None or c["done"] == 0:
             return np.zeros(self.X_val.shape[0])
-        start, z = c.get("scored", 0), c.get("margins")
-        z = np.zeros(self.X_val.shape[0]) if z is None or start > c["done"] else z.copy()
-        if start > c["done"]:
-            start = 0
-        for i in range(start, c["done"]):
-            z += np.asarray(c["booster"].predict(self.X_val, raw_score=True, start_iteration=i, num_iteration=1,
-                                                 num_threads=1), dtype=np.float64).reshape(-1)
+        z = extend_margins(c["booster"], self.X_val, c.get("margins"), c.get("scored", 0), c["done"], num_threads=1)
         c["scored"], c["margins"] = c["done"], z
         return z
 

@@ -26,8 +26,8 @@ from .glm import ShardEvaluator, _Aborted, fit_sharded_group
 from .invariants import schedule_violations
 from .plan import group_tasks, make_plan, placement_for, workload_of
 from .pool import WorkerLostError, WorkerPool, resolve_endpoints
-from .snapshot import (DEFAULT_BLOCK_ROWS, build_snapshot, can_build_in_parallel, check_snapshot, drop_snapshot,
-                       load_validation, snapshot_groups, snapshot_intact)
+from .snapshot import (DEFAULT_BLOCK_ROWS, build_snapshot, can_build_in_parallel, check_snapshot, delete_snapshot,
+                       drop_snapshot, load_validation, snapshot_groups, snapshot_intact)
 
 EXEC_KEYS = ("keep_snapshot", "snapshot", "worker_memory_mb", "block_rows", "lock_timeout_ms", "drivers",
              "network_timeout_s", "flexible_hops", "placement", "checkpoint_every_s", "whole_group_tasks",
@@ -111,8 +111,7 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
     # -- snapshot (committed before any worker starts: workers see only committed rows)
     sid, pool = _snapshot_for_run(session, run_id, source, group_by, features, label, cols, seed, fraction,
                                   exec_options, new_pool if workers > 1 else None)
-    session.query("UPDATE groupml.grouped_runs SET snapshot_id = $2, updated_at = clock_timestamp() WHERE run_id = $1",
-                  [run_id, sid], ["bigint", "bigint"])
+    _record_snapshot(session, run_id, sid)
     session.commit()
 
     groups = snapshot_groups(session, sid)
@@ -345,6 +344,11 @@ def _store_finished_group(session, run_id: int, gkey: str, result, log, store, p
                    + f" ({result.passes} passes)")
 
 
+def _record_snapshot(session, run_id: int, sid: int) -> None:
+    session.query("UPDATE groupml.grouped_runs SET snapshot_id = $2, updated_at = clock_timestamp() WHERE run_id = $1",
+                  [run_id, sid], ["bigint", "bigint"])
+
+
 def _snapshot_for_run(session, run_id: int, source: str, group_by, features, label, cols, seed: int,
                       fraction: float, exec_options: Dict[str, Any], new_pool):
     """(snapshot id, worker pool or None) of a run: its own snapshot when it is ready and
@@ -356,7 +360,7 @@ def _snapshot_for_run(session, run_id: int, source: str, group_by, features, lab
                            [run_id], ["bigint"]):
         # a parallel build of this run that was cancelled or crashed: its committed parts go
         session.notice(f"groupml: run {run_id}: snapshot {r['snapshot_id']} was not finished; rebuilding it")
-        session.query("DELETE FROM groupml.snapshots WHERE snapshot_id = $1", [r["snapshot_id"]], ["bigint"])
+        delete_snapshot(session, r["snapshot_id"])
     row = session.query("SELECT snapshot_id FROM groupml.grouped_runs g WHERE run_id = $1 AND EXISTS "
                         "(SELECT 1 FROM groupml.snapshots s WHERE s.snapshot_id = g.snapshot_id AND s.status = 'ready')",
                         [run_id], ["bigint"])
@@ -366,7 +370,7 @@ def _snapshot_for_run(session, run_id: int, source: str, group_by, features, lab
         # rows, blocks and shard layout, so committed groups and checkpoints stay valid
         session.notice(f"groupml: run {run_id}: snapshot {sid} lost its blocks in a crash restart; rebuilding it")
         if exec_options["snapshot"] is None:
-            session.query("DELETE FROM groupml.snapshots WHERE snapshot_id = $1", [sid], ["bigint"])
+            delete_snapshot(session, sid)
         sid = None
     if sid is None and exec_options["snapshot"] is not None:
         sid = exec_options["snapshot"]
@@ -382,9 +386,7 @@ def _snapshot_for_run(session, run_id: int, source: str, group_by, features, lab
                 parallel = _SnapshotParts(pool, session)
             sid = build_snapshot(session, source, group_by, features, label, cols, seed=seed, fraction=fraction,
                                  block_rows=exec_options["block_rows"], keep=exec_options["keep_snapshot"],
-                                 parallel=parallel, on_created=lambda s: session.query(
-                                     "UPDATE groupml.grouped_runs SET snapshot_id = $2, updated_at = clock_timestamp() "
-                                     "WHERE run_id = $1", [run_id, s], ["bigint", "bigint"]))
+                                 parallel=parallel, on_created=lambda s: _record_snapshot(session, run_id, s))
         except BaseException as exc:
             if pool is not None:
                 pool.close()
@@ -423,7 +425,7 @@ class _SnapshotParts:
         bad = [f.exception() for f in futs if f.exception() is not None]
         if bad:
             self.pool.close()                  # the other parts roll back
-            self.session.query("DELETE FROM groupml.snapshots WHERE snapshot_id = $1", [sid], ["bigint"])
+            delete_snapshot(self.session, sid)
             self.session.commit()
             exc = bad[0]
             raise exc if isinstance(exc, WorkerLostError) else WorkerLostError(str(exc))

@@ -267,6 +267,13 @@ def pieces_for(train_rows: List[int], start: int, rows: int) -> List[List[int]]:
     return out
 
 
+def delete_snapshot(session, snapshot_id: int) -> None:
+    """Remove a snapshot whatever its ``keep`` (an unfinished or emptied one; its groups and
+    blocks go with it)."""
+    session.query("DELETE FROM groupml.snapshots WHERE snapshot_id = $1", [snapshot_id], ["bigint"])
+
+
 def drop_snapshot(session, snapshot_id: Optional[int]) -> None:
+    """Remove a run's snapshot unless it is kept."""
     if snapshot_id is not None:
         session.query("DELETE FROM groupml.snapshots WHERE snapshot_id = $1 AND NOT keep", [snapshot_id], ["bigint"])

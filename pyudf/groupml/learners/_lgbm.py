@@ -287,14 +287,26 @@ class LightGBMTrainer:
         if hit is not None and hit[0] == cfg.version:
             return hit[2]
         trees = cfg.booster.current_iteration()
-        start, z = (hit[1], hit[2].copy()) if hit is not None and hit[1] <= trees else (0, None)
-        if z is None:
-            z = np.zeros(self.X_val.shape[0])
-        for i in range(start, trees):
-            z += np.asarray(cfg.booster.predict(self.X_val, raw_score=True, start_iteration=i, num_iteration=1,
-                                                num_threads=NUM_THREADS), dtype=np.float64).reshape(-1)
+        z = extend_margins(cfg.booster, self.X_val, None if hit is None else hit[2], 0 if hit is None else hit[1],
+                           trees)
         self._val_cache[trial_id] = (cfg.version, trees, z)
         return z
+
+
+def extend_margins(booster, X: np.ndarray, margins: Optional[np.ndarray], scored: int, trees: int,
+                   num_threads: int = NUM_THREADS) -> np.ndarray:
+    """Raw scores of the first ``trees`` trees on ``X``, from ``margins`` -- those of the
+    first ``scored`` (None: nothing scored yet) -- plus the trees in between, one at a time
+    in order from zero: the order LightGBM's own predict sums them in, so the result is bit
+    for bit a full predict's. ``margins`` is not changed."""
+    if margins is None or scored > trees:
+        z, scored = np.zeros(X.shape[0]), 0
+    else:
+        z = margins.copy()
+    for i in range(scored, trees):
+        z += np.asarray(booster.predict(X, raw_score=True, start_iteration=i, num_iteration=1,
+                                        num_threads=num_threads), dtype=np.float64).reshape(-1)
+    return z
 
 
 def train_lightgbm(family, X, y, params: Mapping[str, Any],

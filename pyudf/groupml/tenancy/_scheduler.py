@@ -214,7 +214,7 @@ class Scheduler:
 
     def _view(self, with_scores: bool) -> List[TenantView]:
         out = []
-        with_gain = with_scores and getattr(self.policy, "needs_gain", False)
+        with_gain = with_scores and self.policy.needs_gain
         for b in self.tenants.values():
             if not b.active:
                 continue
