@@ -370,7 +370,7 @@ def train_lightgbm_rank(family, X, y, params: Mapping[str, Any], num_boost_round
     y = fam.prepare_labels(y, f"shard {rank}")
     lp = distributed_params(fam, params, machines, rank, timeout_minutes=timeout_minutes)
     try:
-        with _no_sigusr1():
+        with _hold_housekeeping_signals():
             booster = lgb.train(lp, lgb.Dataset(X, label=y, params=lp),
                                 num_boost_round=int(num_boost_round))
         return booster.model_to_string()
@@ -381,25 +381,40 @@ def train_lightgbm_rank(family, X, y, params: Mapping[str, Any], num_boost_round
             pass
 
 
-@contextlib.contextmanager
-def _no_sigusr1():
-    """SIGUSR1 held back (pending, delivered afterwards) while LightGBM's network runs.
+# Signals a PostgreSQL backend catches for housekeeping, held back while LightGBM's network
+# runs. SIGINT (cancel), SIGTERM and SIGQUIT stay deliverable.
+HELD_SIGNALS = ("SIGUSR1", "SIGALRM", "SIGHUP")
 
-    In a PostgreSQL backend SIGUSR1 carries process signals -- e.g. the shared-invalidation
-    catch-up that other sessions' catalog writes (autoanalyze of busy tables) send to a
-    backend that has not read the queue for a while -- and LightGBM's socket code fails
-    on the interrupted recv ("Socket recv error, Interrupted system call"), which killed a
-    whole distributed job in a benchmark run. SIGINT and SIGTERM stay deliverable, so a
-    cancel still stops the rank. Outside the main thread (or without pthread_sigmask)
-    nothing is changed."""
+
+@contextlib.contextmanager
+def _hold_housekeeping_signals():
+    """Housekeeping signals held back (pending, delivered afterwards) while LightGBM's network runs.
+
+    LightGBM sets a receive timeout on its sockets (``time_out``), and a recv with a timeout
+    is never restarted after a signal handler ran (signal(7)), whatever SA_RESTART says:
+    LightGBM then fails with "Socket recv error, Interrupted system call" and the whole
+    distributed job dies. A PostgreSQL backend catches signals that have nothing to do with
+    the rank:
+
+    * SIGALRM -- PostgreSQL 15 arms the interval timer (the idle statistics flush, 10 s)
+      when the backend goes idle between two tasks, and only disarms it lazily: the
+      alarm can arrive seconds into the next task;
+    * SIGUSR1 -- process signals, e.g. the shared-invalidation catch-up other sessions'
+      catalog writes send;
+    * SIGHUP -- a configuration reload.
+
+    Their handlers run when the mask is restored, so a statement_timeout that fell due
+    meanwhile fires then (LightGBM's own ``time_out`` bounds the rank). SIGINT, SIGTERM and
+    SIGQUIT stay deliverable, so a cancel still stops the rank. Outside the main thread (or
+    without pthread_sigmask) nothing is changed."""
     import signal
     import threading
 
-    usr1 = getattr(signal, "SIGUSR1", None)
-    if usr1 is None or not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+    held = {getattr(signal, name) for name in HELD_SIGNALS if hasattr(signal, name)}
+    if not held or not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {usr1})
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
     try:
         yield
     finally:
