@@ -430,6 +430,38 @@ def test_schedule_with_cron(cluster, db, dbname):
             pg.execute("DROP EXTENSION IF EXISTS groupml")
 
 
+def test_pg_cron_runs_the_scheduler(cluster, db, dbname, setup):
+    # not only the cron.job row: pg_cron's own worker runs CALL run_scheduler in the job's
+    # database at the next minute, and the steps it commits are there afterwards
+    with psycopg.connect(cluster.dsn("postgres"), autocommit=True) as pg:
+        pg.execute("CREATE EXTENSION IF NOT EXISTS groupml CASCADE")
+        pg.execute("CREATE EXTENSION IF NOT EXISTS pg_cron")
+        jobid = None
+        try:
+            jobid = pg.execute("SELECT groupml.schedule_with_cron('* * * * *', 20, job_name => 'groupml_cron_run', "
+                               "database => %s)", [dbname]).fetchone()[0]
+            deadline = time.monotonic() + 150
+            runs = []
+            while time.monotonic() < deadline:
+                runs = pg.execute("SELECT status, return_message FROM cron.job_run_details WHERE jobid = %s",
+                                  [jobid]).fetchall()
+                if any(r[0] in ("succeeded", "failed") for r in runs):
+                    break
+                time.sleep(1)
+            pg.execute("SELECT cron.unschedule(%s)", [jobid])
+            jobid = None
+            assert runs and runs[0] == ("succeeded", "CALL"), runs
+        finally:
+            if jobid is not None:
+                pg.execute("SELECT cron.unschedule(%s)", [jobid])
+            pg.execute("DROP EXTENSION IF EXISTS pg_cron")
+            pg.execute("DROP EXTENSION IF EXISTS groupml")
+    # every candidate of both tenants trained by the cron-driven run (12 of them, well under 20 s)
+    obs, steps, logged, done = _counts(db)
+    assert obs == steps == logged == done == 12
+    assert db.execute("SELECT count(*) FROM groupml.jobs WHERE best_observation_id IS NOT NULL").fetchone()[0] == 2
+
+
 def test_simulate_scheduler(db):
     rows = db.execute("SELECT cost, avg_loss, worst_tenant_loss, worst_run_loss FROM "
                       "groupml.simulate_scheduler('hybrid', 0.5, 1.0, seeds => 2, n_users => 40, n_models => 20, "
