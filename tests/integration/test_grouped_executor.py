@@ -126,6 +126,12 @@ def test_unsplit_glm_groups_run_whole_or_pass_by_pass_with_the_same_result(db, c
     by_group = dict(db.execute("SELECT group_key->>'country', array_agg(DISTINCT kind) FROM groupml.run_schedule "
                                "WHERE run_id = %s GROUP BY 1", [mixed]).fetchall())
     assert by_group["SB"] == ["pass"] and by_group["IF"] == ["fit"], by_group
+    # the plan prices the groups the same way and says so
+    n_pass = sum(1 for v in by_group.values() if v == ["pass"])
+    expl = db.execute(f"SELECT explanation FROM groupml.explain_train_groups('clicks', ARRAY['country'], {FEATS}, "
+                      f"'clicked', 'logistic', %s::jsonb, '{{\"whole_group_max_work\": 1e6}}', 2, 'gtp') "
+                      f"WHERE chosen LIMIT 1", [GRID]).fetchone()[0]
+    assert f"except {n_pass} above whole_group_max_work, which run a task per pass" in expl, expl
 
 
 def _snapshot_of(db, run_id):

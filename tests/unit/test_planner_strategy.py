@@ -52,6 +52,35 @@ def test_hand_computed_communication_terms():
     assert m.per_worker == [6.0, 6.0]  # load 4 + one disk re-read of 4 rows at 0.5
 
 
+def test_whole_groups_above_the_pass_task_bound_pay_a_task_per_pass():
+    # SIZES under GTP: worker 0 holds a (6 rows), worker 1 holds b and c (2 rows each)
+    start = costs(task_startup=1)
+    one_task = Workload(SIZES, n_configs=2, epochs=3)
+    assert estimate_gtp(one_task, 2, start).per_worker == [1.0, 2.0]
+    # groups with more than 4 rows run a task per pass (the executor's whole_group_max_work): a pays 3
+    big_a = Workload(SIZES, n_configs=2, epochs=3, pass_task_rows=4)
+    assert estimate_gtp(big_a, 2, start).per_worker == [3.0, 2.0]
+    # 0 = whole_group_tasks => false: every group a task per pass
+    every = Workload(SIZES, n_configs=2, epochs=3, pass_task_rows=0)
+    assert estimate_gtp(every, 2, start).per_worker == [3.0, 6.0]
+    # grouped, every group whole (one worker): the same rule per group
+    assert estimate_grouped(big_a, 1, start).per_worker == [3.0 + 1 + 1]
+    assert estimate_grouped(one_task, 1, start).per_worker == [1.0 + 1 + 1]
+    # only GLMs run whole searches as one task; other patterns ignore the bound
+    seq = Workload(SIZES, n_configs=2, epochs=3, pattern="sequential", batch_size=6, pass_task_rows=0)
+    assert seq.whole_group_tasks(6) == 1
+    with pytest.raises(InvalidParameterError, match="pass_task_rows"):
+        Workload(SIZES, n_configs=2, epochs=3, pass_task_rows=-1)
+
+
+def test_pass_task_rows_matches_the_executor_rule():
+    from groupml.executor.plan import pass_task_rows
+    opts = {"whole_group_tasks": True, "whole_group_max_work": 1e10}
+    # rows x (d+1) x configs x iterations <= 1e10: d = 9, 10 configs, 100 iterations -> 1e6 rows
+    assert pass_task_rows(opts, 9, 10, 100) == pytest.approx(1e6)
+    assert pass_task_rows({**opts, "whole_group_tasks": False}, 9, 10, 100) == 0.0
+
+
 def test_sequential_pattern_steps_and_floor():
     w = Workload({"a": 10, "b": 2}, n_configs=1, epochs=1, pattern="sequential", batch_size=4)
     # DP: a has ceil(10/4)=3 steps, b 1 step; one sync each

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+import math
+from typing import Any, Dict, List, Mapping, Optional
 
 from ..planner import (Calibration, Placement, UnitCosts, choose_strategy, constrained_wrap_around, even_split,
                        whole_groups)
@@ -23,16 +24,27 @@ def workload_of(spec, family) -> Dict[str, int]:
     return {"n_configs": k, "epochs": epochs, "blocks": -(-epochs // max(1, int(spec.epoch_iters)))}
 
 
+def pass_task_rows(exec_options: Mapping[str, Any], d: int, n_configs: int, epochs: int) -> float:
+    """Training rows above which a GLM group kept whole on one worker runs a task per data pass
+    (with epoch checkpoints) instead of its whole search as one task: 0 under
+    ``whole_group_tasks => false``, else where rows x (features+1) x configs x iterations
+    passes ``whole_group_max_work``. The executor and the planner both decide by it."""
+    if not exec_options["whole_group_tasks"]:
+        return 0.0
+    return float(exec_options["whole_group_max_work"]) / ((int(d) + 1) * max(1, int(n_configs)) * max(1, int(epochs)))
+
+
 def make_plan(group_sizes: Dict[int, int], n_configs: int, epochs: int, workers: int, strategy: str,
               costs: Optional[UnitCosts] = None, pattern: str = "algebraic", batch_size: Optional[int] = None,
-              blocks: int = 1, calibration: Optional[Calibration] = None, pass_tasks: bool = False):
+              blocks: int = 1, calibration: Optional[Calibration] = None,
+              pass_task_rows: float = math.inf):
     """The planner's Plan over the strategies the executor runs for ``pattern`` (``blocks``:
     epoch blocks per config, :func:`workload_of`).
 
     With a ``calibration`` (:func:`groupml.executor.costs.load_calibration`) its unit costs
     are used, the epochs (and blocks) expected per config are the budget's scaled by its
-    measured work ratio, and the explanation says what was measured. ``pass_tasks``: GLM
-    groups kept whole run a task per pass (``whole_group_tasks => false``)."""
+    measured work ratio, and the explanation says what was measured. ``pass_task_rows``: GLM
+    groups kept whole with more training rows run a task per pass (:func:`pass_task_rows`)."""
     from .patterns import PATTERN_STRATEGIES
 
     sizes = {g: n for g, n in group_sizes.items()}
@@ -46,7 +58,7 @@ def make_plan(group_sizes: Dict[int, int], n_configs: int, epochs: int, workers:
     plan = choose_strategy(sizes, n_configs, epochs, workers, costs, pattern=pattern, strategy=strategy,
                            batch_size=batch_size if pattern == "sequential" else None,
                            candidates=PATTERN_STRATEGIES[pattern], blocks=blocks,
-                           pass_tasks=pass_tasks and pattern == "algebraic")
+                           pass_task_rows=pass_task_rows if pattern == "algebraic" else math.inf)
     if calibration is not None:
         plan.explanation += " " + calibration.summary()
     return plan

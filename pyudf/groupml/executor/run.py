@@ -24,7 +24,7 @@ from ..validation import check_bool, check_choice, check_number
 from .checkpoint import decode, encode, fingerprint
 from .glm import ShardEvaluator, _Aborted, fit_sharded_group
 from .invariants import schedule_violations
-from .plan import group_tasks, make_plan, placement_for, workload_of
+from .plan import group_tasks, make_plan, pass_task_rows, placement_for, workload_of
 from .pool import WorkerLostError, WorkerPool, resolve_endpoints
 from .snapshot import (DEFAULT_BLOCK_ROWS, build_snapshot, can_build_in_parallel, check_snapshot, delete_snapshot,
                        drop_snapshot, load_validation, snapshot_groups, snapshot_intact)
@@ -122,9 +122,9 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
     from .costs import load_calibration          # unit costs measured from earlier runs' tasks
     cal = load_calibration(session, model=model, pattern=pattern, source=source, features=features, search=search,
                            d=d, n_configs=wl["n_configs"])
+    whole_max_rows = pass_task_rows(exec_options, d, wl["n_configs"], wl["epochs"])
     plan = make_plan(sizes, wl["n_configs"], wl["epochs"], workers, strategy, pattern=pattern, blocks=wl["blocks"],
-                     calibration=cal,
-                     pass_tasks=not exec_options["whole_group_tasks"])
+                     calibration=cal, pass_task_rows=whole_max_rows)
     chosen = plan.strategy
     placement = placement_for(chosen, sizes, workers, pattern,
                               plan=plan if exec_options["placement"] == "auto" else None)
@@ -194,9 +194,8 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
                                    lgbm_timeout_s=exec_options["network_timeout_s"],
                                    flexible=exec_options["flexible_hops"], checkpoint=on_block, resume=resume,
                                    mode=t["mode"])
-        work = float(g["n_train"]) * (d + 1) * wl["n_configs"] * wl["epochs"]
-        if (t["mode"] == "shards" and len(t["shards"]) == 1 and resume is None and exec_options["whole_group_tasks"]
-                and work <= exec_options["whole_group_max_work"]):
+        if (t["mode"] == "shards" and len(t["shards"]) == 1 and resume is None
+                and int(g["n_train"]) <= whole_max_rows):
             return fit_unsplit_glm(pool, family=family, model=model, search=search, fit_options=fit_options, g=g,
                                    shard=t["shards"][0], snapshot_id=sid, d=d, y_val=Xv[:, d],
                                    mem_mb=exec_options["worker_memory_mb"], abort=abort,

@@ -73,8 +73,10 @@ class Workload:
     ``blocks`` (sequential pattern): the epoch blocks of a config's search; under MTP each
     block is a task of its own that ships the config's training state to its worker and
     back (default 1: one task per group and config).
-    ``pass_tasks`` (algebraic pattern): a group kept whole runs one task per data pass too
-    (the executor's ``whole_group_tasks => false``); by default it is one task.
+    ``pass_task_rows`` (algebraic pattern): a group kept whole with more rows than this runs
+    one task per data pass, like a split one (the executor's ``whole_group_tasks => false``
+    is 0, its ``whole_group_max_work`` a finite bound); up to it the group's whole search
+    is one task.
     """
 
     group_sizes: Dict[Hashable, int]
@@ -83,7 +85,7 @@ class Workload:
     pattern: str = "algebraic"
     batch_size: Optional[int] = None
     blocks: int = 1
-    pass_tasks: bool = False
+    pass_task_rows: float = math.inf
 
     def __post_init__(self):
         owner = DEFAULT_OWNER
@@ -96,6 +98,13 @@ class Workload:
                                            hint="Mini-batch training needs a batch size in rows.")
         self.blocks = check_number(self.blocks, "blocks", owner, ge=1, integer=True,
                                    hint="Epoch blocks per config (tasks per config under MTP for SGD).")
+        if not isinstance(self.pass_task_rows, (int, float)) or not self.pass_task_rows >= 0:   # inf: never
+            fail("pass_task_rows", owner, "a number >= 0 (inf: never)", self.pass_task_rows,
+                 hint="Rows above which a whole GLM group runs a task per pass.")
+
+    def whole_group_tasks(self, rows: int) -> int:
+        """Tasks of a GLM group of ``rows`` rows kept whole: 1, or one per pass above ``pass_task_rows``."""
+        return self.epochs if (self.pattern == "algebraic" and rows > self.pass_task_rows) else 1
 
     def steps(self, rows: int) -> int:
         """Model updates per epoch per config over ``rows`` rows."""
@@ -146,12 +155,11 @@ def estimate_gtp(workload: Workload, n_workers: int, costs: UnitCosts) -> Strate
     w, s, h = workload, workload.n_configs, workload.epochs
     pl = whole_groups(w.group_sizes, p)
     parts = {k: [0.0] * p for k in ("compute", "load", "startup")}
-    tasks_per_group = h if (w.pattern == "algebraic" and w.pass_tasks) else 1
     for k, shards in enumerate(pl.workers):
         parts["startup"][k] += costs.worker_startup
         for sh in shards:
             parts["load"][k] += costs.load_per_row * sh.rows
-            parts["startup"][k] += costs.task_startup * tasks_per_group
+            parts["startup"][k] += costs.task_startup * w.whole_group_tasks(sh.rows)
             parts["compute"][k] += s * h * (_row_cost(costs) * sh.rows + w.steps(sh.rows) * costs.update)
     per = [sum(parts[x][k] for x in parts) for k in range(p)]
     return _finish("gtp", per, parts, pl)
@@ -279,7 +287,7 @@ def estimate_grouped(workload: Workload, n_workers: int, costs: UnitCosts,
         if w.pattern != "sequential":
             parts["compute"][holders[-1][0]] += s * h * costs.update
         if w.pattern == "algebraic":
-            n_tasks = h if (len(holders) > 1 or w.pass_tasks) else 1
+            n_tasks = h if len(holders) > 1 else w.whole_group_tasks(w.group_sizes[key])
             for k, _ in holders:
                 parts["startup"][k] += n_tasks * costs.task_startup
         hops = len(holders) - 1
@@ -364,7 +372,8 @@ def choose_strategy(group_sizes: Mapping[Hashable, int], n_configs: int, epochs:
                     n_workers: int, costs: Optional[UnitCosts] = None, *,
                     pattern: str = "algebraic", batch_size: Optional[int] = None,
                     strategy: str = "auto",
-                    candidates: Sequence[str] = STRATEGIES, blocks: int = 1, pass_tasks: bool = False) -> Plan:
+                    candidates: Sequence[str] = STRATEGIES, blocks: int = 1,
+                    pass_task_rows: float = math.inf) -> Plan:
     """Estimate every candidate strategy and pick the cheapest (``strategy='auto'``) or
     the requested one.  Ties go to the earlier name in ``grouped, gtp, mtp, dp``."""
     p = check_workers(n_workers)
@@ -374,7 +383,7 @@ def choose_strategy(group_sizes: Mapping[Hashable, int], n_configs: int, epochs:
     if not candidates:
         fail("candidates", DEFAULT_OWNER, "a non-empty list of strategies", "[]")
     costs = costs if costs is not None else UnitCosts()
-    workload = Workload(group_sizes, n_configs, epochs, pattern, batch_size, blocks, bool(pass_tasks))
+    workload = Workload(group_sizes, n_configs, epochs, pattern, batch_size, blocks, pass_task_rows)
     names = list(dict.fromkeys(list(candidates) + ([strategy] if strategy != "auto" else [])))
     names.sort(key=STRATEGIES.index)
     ests = {name: ESTIMATORS[name](workload, p, costs) for name in names}

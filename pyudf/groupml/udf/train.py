@@ -254,7 +254,7 @@ def train_groups(source, group_by, features, label, model, search, options, run_
 @sql_entry
 def explain_train_groups(source, group_by, features, label, model, search, options, workers, strategy):
     """Rows (strategy, chosen, worker, estimated_seconds, shards, explanation); reads group sizes only."""
-    from ..executor.plan import make_plan, placement_for, workload_of
+    from ..executor.plan import make_plan, pass_task_rows, placement_for, workload_of
     from ..executor.run import split_options
 
     session = backend_session()
@@ -278,12 +278,19 @@ def explain_train_groups(source, group_by, features, label, model, search, optio
 
     cal = load_calibration(session, model=model, pattern=pattern, source=source, features=features, search=search_obj,
                            d=len(features), n_configs=wl["n_configs"])
+    max_rows = pass_task_rows(exec_options, len(features), wl["n_configs"], wl["epochs"])
     plan = make_plan(sizes, wl["n_configs"], wl["epochs"], workers, strategy, pattern=pattern, blocks=wl["blocks"],
-                     calibration=cal,
-                     pass_tasks=not exec_options["whole_group_tasks"])
+                     calibration=cal, pass_task_rows=max_rows)
+    n_big = sum(1 for n in sizes.values() if n > max_rows)
+    if not exec_options["whole_group_tasks"]:
+        unsplit = "unsplit groups too, one task per pass)"
+    elif n_big:
+        unsplit = (f"unsplit groups run their whole search as one task on one worker, except {n_big} above "
+                   f"whole_group_max_work, which run a task per pass)")
+    else:
+        unsplit = "unsplit groups run their whole search as one task on one worker)"
     how = {"algebraic": "algebraic pattern (GAP: partial gradients of a split group's shards summed, one update "
-                        "per pass; " + ("unsplit groups too, one task per pass)" if not exec_options["whole_group_tasks"]
-                                        else "unsplit groups run their whole search as one task on one worker)"),
+                        "per pass; " + unsplit,
            "sequential": "sequential pattern (a split group's configs hop from shard to shard within an epoch, "
                          "never on two workers at once; unsplit groups train on one worker)",
            "sampling": "sampling pattern (a split group is trained by LightGBM's own data-parallel mode across "
