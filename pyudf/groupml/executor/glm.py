@@ -84,22 +84,22 @@ def fit_sharded_group(model: str, search: dict, options: dict, *, n_train: int, 
 
     ``checkpoint`` / ``resume``: epoch checkpoints (see :func:`groupml.fitting.search_and_select`);
     a resumed group's passes are numbered on from the checkpoint's."""
-    from ..fitting import plan_group, search_and_select, validate_request
+    from ..fitting import plan_group, validate_request
 
-    from .patterns import precheck
+    from .patterns import fit_with_trainer, precheck
 
     family, spec, opts = validate_request(model, search, options)
     early = precheck(family, n_train=n_train, n_val=n_val, n_pos=n_pos, n_skipped=n_skipped, d=d, y_val=y_val)
     if early is not None:
         return early
-    base = dict(family=family.name, n_skipped=n_skipped, n_features=d, n_train=n_train, n_validation=n_val)
     plan = plan_group(spec, family, n_train, d, cost_model)
     trainer = ShardedGLMTrainer(family.name, n_train, n_pos, d, X_val, y_val, evaluator, metric=opts["metric"])
     evaluator.trainer = trainer
     if resume is not None:
         evaluator.pass_no = int(resume["trainer"]["passes"])
-    return search_and_select(trainer, spec, plan, base, on_epoch=on_epoch, interrupt_check=interrupt_check,
-                             checkpoint=checkpoint, resume=resume)
+    return fit_with_trainer(trainer, family, spec, n_train=n_train, n_val=n_val, n_skipped=n_skipped, d=d,
+                            on_epoch=on_epoch, interrupt_check=interrupt_check, checkpoint=checkpoint,
+                            resume=resume, plan=plan)
 
 
 class ShardEvaluator:

@@ -97,12 +97,17 @@ def precheck(family, *, n_train: int, n_val: int, n_pos: int, n_skipped: int, d:
 
 
 def fit_with_trainer(trainer, family, spec, *, n_train: int, n_val: int, n_skipped: int, d: int,
-                     on_epoch=None, interrupt_check=None, pattern: str = "", checkpoint=None, resume=None):
-    """Run the search of ``spec`` on ``trainer`` (any engine.Trainer); the group's FitResult."""
+                     on_epoch=None, interrupt_check=None, pattern: str = "", checkpoint=None, resume=None,
+                     plan: Optional[Dict[str, Any]] = None):
+    """Run the search of ``spec`` on ``trainer`` (any engine.Trainer); the group's FitResult.
+
+    ``plan``: the batch plan (``slots``, ``seconds``; GLMs: :func:`groupml.fitting.plan_group`);
+    by default the spec's slots or its budget's configs in flight, with no estimate."""
     from ..fitting import search_and_select
 
     base = dict(family=family.name, n_skipped=n_skipped, n_features=d, n_train=n_train, n_validation=n_val)
-    plan = {"slots": search_slots(spec, family), "seconds": None, "pattern": pattern}
+    if plan is None:
+        plan = {"slots": search_slots(spec, family), "seconds": None, "pattern": pattern}
     return search_and_select(trainer, spec, plan, base, on_epoch=on_epoch, interrupt_check=interrupt_check,
                              checkpoint=checkpoint, resume=resume)
 
@@ -128,19 +133,15 @@ def local_fit(req: Mapping[str, Any], X: np.ndarray, y: np.ndarray, Mv: np.ndarr
                         for tid, ep, sc, dec in e.reports]])
 
     trainer = make_trainer(family.name, X, y, Mv[:, :d], Mv[:, d], metric=opts["metric"])
+    plan = None
     if pattern_of(family) == "algebraic":
         # the batch size k the pass-by-pass path would choose (the planner's priors), so the
         # search sees the same slots whichever way the group runs
-        from ..fitting import plan_group, search_and_select
-
-        base = dict(family=family.name, n_skipped=int(req.get("n_skipped", 0)), n_features=d,
-                    n_train=X.shape[0], n_validation=Mv.shape[0])
-        res = search_and_select(trainer, spec, plan_group(spec, family, X.shape[0], d), base, on_epoch=on_epoch,
-                                interrupt_check=interrupt_check)
-    else:
-        res = fit_with_trainer(trainer, family, spec, n_train=X.shape[0], n_val=Mv.shape[0],
-                               n_skipped=int(req.get("n_skipped", 0)), d=d, on_epoch=on_epoch,
-                               interrupt_check=interrupt_check, pattern=pattern_of(family))
+        from ..fitting import plan_group
+        plan = plan_group(spec, family, X.shape[0], d)
+    res = fit_with_trainer(trainer, family, spec, n_train=X.shape[0], n_val=Mv.shape[0],
+                           n_skipped=int(req.get("n_skipped", 0)), d=d, on_epoch=on_epoch,
+                           interrupt_check=interrupt_check, pattern=pattern_of(family), plan=plan)
     header = _finite({k: getattr(res, k) for k in FIT_FIELDS})
     header["events"] = events
     header = json.loads(json.dumps(header, default=_json_default))
