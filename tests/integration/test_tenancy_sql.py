@@ -303,6 +303,56 @@ def test_resume_after_cancel_matches_uninterrupted_run(cluster, db, dbname):
         db.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(other)))
 
 
+def test_two_coordinators_at_once_share_the_steps(cluster, db, dbname):
+    # pg_cron firing while an administrator's CALL runs: the state row lock serializes the
+    # steps, each coordinator decides from the state the other committed, nothing is trained
+    # twice, and the decisions are those of one coordinator alone
+    _many_jobs(db)
+    other = f"{dbname}_ref"
+    db.execute(sql.SQL("CREATE DATABASE {} TEMPLATE groupml_template").format(sql.Identifier(other)))
+    try:
+        with psycopg.connect(cluster.dsn(other), autocommit=True) as ref:
+            _many_jobs(ref)
+            ref.execute("CALL groupml.run_scheduler()")
+            reference = _trace(ref)
+        steps_by = {0: [], 1: []}
+        errors = []
+
+        def run(i):
+            try:
+                with psycopg.connect(cluster.dsn(dbname), autocommit=True) as conn:
+                    conn.add_notice_handler(lambda d: steps_by[i].append(d.message_primary)
+                                            if d.message_primary.startswith("groupml: step ") else None)
+                    conn.execute("CALL groupml.run_scheduler()")
+            except Exception as exc:  # reported below
+                errors.append(exc)
+
+        db.execute("CALL groupml.run_scheduler(max_steps => 1)")     # the state row exists now
+        # both coordinators start while the state row is held, so both are under way at once
+        with psycopg.connect(cluster.dsn(dbname)) as holder:
+            holder.execute("SELECT 1 FROM groupml.scheduler_state FOR UPDATE")
+            threads = [threading.Thread(target=run, args=(i,)) for i in (0, 1)]
+            for th in threads:
+                th.start()
+            deadline = time.time() + 60
+            while time.time() < deadline and db.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = %s",
+                    [dbname]).fetchone()[0] < 2:
+                time.sleep(0.01)
+            holder.commit()
+        for th in threads:
+            th.join()
+        assert errors == []
+        assert len(steps_by[0]) >= 1 and len(steps_by[1]) >= 1, steps_by
+        assert len(steps_by[0]) + len(steps_by[1]) == 26
+        assert _counts(db) == (27, 27, 27, 27)
+        assert db.execute("SELECT count(DISTINCT candidate_id), min(step), max(step), count(DISTINCT step) "
+                          "FROM groupml.observations").fetchone() == (27, 1, 27, 27)
+        assert [r[:4] for r in _trace(db)] == [r[:4] for r in reference]
+    finally:
+        db.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(other)))
+
+
 def test_state_row_deleted_rebuilds_without_retraining(db):
     _make_table(db, "d1")
     db.execute("SELECT groupml.create_tenant('solo')")
