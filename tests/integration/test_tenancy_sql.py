@@ -260,47 +260,52 @@ def _trace(conn):
                         "ORDER BY step").fetchall()
 
 
-def test_resume_after_cancel_matches_uninterrupted_run(cluster, db, dbname):
-    _many_jobs(db)
+def _reference_trace(cluster, db, dbname):
+    """The trace of one uninterrupted run_scheduler over _many_jobs, in a database of its own."""
     other = f"{dbname}_ref"
     db.execute(sql.SQL("CREATE DATABASE {} TEMPLATE groupml_template").format(sql.Identifier(other)))
     try:
         with psycopg.connect(cluster.dsn(other), autocommit=True) as ref:
             _many_jobs(ref)
             ref.execute("CALL groupml.run_scheduler()")
-            reference = _trace(ref)
-        assert len(reference) == 27
-
-        runner = psycopg.connect(cluster.dsn(dbname), autocommit=True)
-        pid = runner.execute("SELECT pg_backend_pid()").fetchone()[0]
-        outcome = {}
-
-        def run():
-            try:
-                runner.execute("CALL groupml.run_scheduler()")
-                outcome["error"] = None
-            except psycopg.Error as exc:
-                outcome["error"] = exc
-
-        th = threading.Thread(target=run)
-        th.start()
-        deadline = time.time() + 120
-        while db.execute("SELECT count(*) FROM groupml.observations").fetchone()[0] < 3 and time.time() < deadline:
-            time.sleep(0.01)
-        db.execute("SELECT pg_cancel_backend(%s)", [pid])
-        th.join()
-        runner.close()
-        assert isinstance(outcome["error"], psycopg.errors.QueryCanceled)
-        n_obs, steps, log_len, not_pending = _counts(db)
-        assert 3 <= n_obs < 27
-        assert n_obs == steps == log_len == not_pending
-
-        db.execute("CALL groupml.run_scheduler()")
-        assert _counts(db) == (27, 27, 27, 27)
-        assert db.execute("SELECT count(DISTINCT candidate_id) FROM groupml.observations").fetchone()[0] == 27
-        assert _trace(db) == reference
+            return _trace(ref)
     finally:
         db.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(other)))
+
+
+def test_resume_after_cancel_matches_uninterrupted_run(cluster, db, dbname):
+    _many_jobs(db)
+    reference = _reference_trace(cluster, db, dbname)
+    assert len(reference) == 27
+
+    runner = psycopg.connect(cluster.dsn(dbname), autocommit=True)
+    pid = runner.execute("SELECT pg_backend_pid()").fetchone()[0]
+    outcome = {}
+
+    def run():
+        try:
+            runner.execute("CALL groupml.run_scheduler()")
+            outcome["error"] = None
+        except psycopg.Error as exc:
+            outcome["error"] = exc
+
+    th = threading.Thread(target=run)
+    th.start()
+    deadline = time.time() + 120
+    while db.execute("SELECT count(*) FROM groupml.observations").fetchone()[0] < 3 and time.time() < deadline:
+        time.sleep(0.01)
+    db.execute("SELECT pg_cancel_backend(%s)", [pid])
+    th.join()
+    runner.close()
+    assert isinstance(outcome["error"], psycopg.errors.QueryCanceled)
+    n_obs, steps, log_len, not_pending = _counts(db)
+    assert 3 <= n_obs < 27
+    assert n_obs == steps == log_len == not_pending
+
+    db.execute("CALL groupml.run_scheduler()")
+    assert _counts(db) == (27, 27, 27, 27)
+    assert db.execute("SELECT count(DISTINCT candidate_id) FROM groupml.observations").fetchone()[0] == 27
+    assert _trace(db) == reference
 
 
 def test_two_coordinators_at_once_share_the_steps(cluster, db, dbname):
@@ -308,49 +313,41 @@ def test_two_coordinators_at_once_share_the_steps(cluster, db, dbname):
     # steps, each coordinator decides from the state the other committed, nothing is trained
     # twice, and the decisions are those of one coordinator alone
     _many_jobs(db)
-    other = f"{dbname}_ref"
-    db.execute(sql.SQL("CREATE DATABASE {} TEMPLATE groupml_template").format(sql.Identifier(other)))
-    try:
-        with psycopg.connect(cluster.dsn(other), autocommit=True) as ref:
-            _many_jobs(ref)
-            ref.execute("CALL groupml.run_scheduler()")
-            reference = _trace(ref)
-        steps_by = {0: [], 1: []}
-        errors = []
+    reference = _reference_trace(cluster, db, dbname)
+    steps_by = {0: [], 1: []}
+    errors = []
 
-        def run(i):
-            try:
-                with psycopg.connect(cluster.dsn(dbname), autocommit=True) as conn:
-                    conn.add_notice_handler(lambda d: steps_by[i].append(d.message_primary)
-                                            if d.message_primary.startswith("groupml: step ") else None)
-                    conn.execute("CALL groupml.run_scheduler()")
-            except Exception as exc:  # reported below
-                errors.append(exc)
+    def run(i):
+        try:
+            with psycopg.connect(cluster.dsn(dbname), autocommit=True) as conn:
+                conn.add_notice_handler(lambda d: steps_by[i].append(d.message_primary)
+                                        if d.message_primary.startswith("groupml: step ") else None)
+                conn.execute("CALL groupml.run_scheduler()")
+        except Exception as exc:  # reported below
+            errors.append(exc)
 
-        db.execute("CALL groupml.run_scheduler(max_steps => 1)")     # the state row exists now
-        # both coordinators start while the state row is held, so both are under way at once
-        with psycopg.connect(cluster.dsn(dbname)) as holder:
-            holder.execute("SELECT 1 FROM groupml.scheduler_state FOR UPDATE")
-            threads = [threading.Thread(target=run, args=(i,)) for i in (0, 1)]
-            for th in threads:
-                th.start()
-            deadline = time.time() + 60
-            while time.time() < deadline and db.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = %s",
-                    [dbname]).fetchone()[0] < 2:
-                time.sleep(0.01)
-            holder.commit()
+    db.execute("CALL groupml.run_scheduler(max_steps => 1)")     # the state row exists now
+    # both coordinators start while the state row is held, so both are under way at once
+    with psycopg.connect(cluster.dsn(dbname)) as holder:
+        holder.execute("SELECT 1 FROM groupml.scheduler_state FOR UPDATE")
+        threads = [threading.Thread(target=run, args=(i,)) for i in (0, 1)]
         for th in threads:
-            th.join()
-        assert errors == []
-        assert len(steps_by[0]) >= 1 and len(steps_by[1]) >= 1, steps_by
-        assert len(steps_by[0]) + len(steps_by[1]) == 26
-        assert _counts(db) == (27, 27, 27, 27)
-        assert db.execute("SELECT count(DISTINCT candidate_id), min(step), max(step), count(DISTINCT step) "
-                          "FROM groupml.observations").fetchone() == (27, 1, 27, 27)
-        assert [r[:4] for r in _trace(db)] == [r[:4] for r in reference]
-    finally:
-        db.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(other)))
+            th.start()
+        deadline = time.time() + 60
+        while time.time() < deadline and db.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = %s",
+                [dbname]).fetchone()[0] < 2:
+            time.sleep(0.01)
+        holder.commit()
+    for th in threads:
+        th.join()
+    assert errors == []
+    assert len(steps_by[0]) >= 1 and len(steps_by[1]) >= 1, steps_by
+    assert len(steps_by[0]) + len(steps_by[1]) == 26
+    assert _counts(db) == (27, 27, 27, 27)
+    assert db.execute("SELECT count(DISTINCT candidate_id), min(step), max(step), count(DISTINCT step) "
+                      "FROM groupml.observations").fetchone() == (27, 1, 27, 27)
+    assert _trace(db) == reference
 
 
 def test_state_row_deleted_rebuilds_without_retraining(db):
