@@ -202,19 +202,12 @@ class _Scored:
         self._val_cache: Dict[int, tuple] = {}
 
     def score(self, trial_id: int) -> float:
-        from ..learners import LOSS_OF, METRICS
-        z = self._margins(trial_id)
-        with np.errstate(all="ignore"):
-            return float(LOSS_OF[self.metric](METRICS[self.metric](self.y_val, z)))
+        from ..learners._metrics import validation_loss
+        return validation_loss(self.metric, self.y_val, self._margins(trial_id))
 
     def metrics(self, trial_id: int) -> Dict[str, float]:
-        from ..learners import METRICS
-        z = self._margins(trial_id)
-        names = list(self.family.report_metrics)
-        if self.metric not in names:
-            names.append(self.metric)
-        with np.errstate(all="ignore"):
-            return {name: float(METRICS[name](self.y_val, z)) for name in names}
+        from ..learners._metrics import validation_metrics
+        return validation_metrics(self.family.report_metrics, self.metric, self.y_val, self._margins(trial_id))
 
     def _margins(self, trial_id: int) -> np.ndarray:
         c = self._get(trial_id)

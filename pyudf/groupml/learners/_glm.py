@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import InvalidParameterError, PrerequisiteStateError, UndefinedObjectError
 from ._data import check_iterations, choose_metric, train_val
 from ._families import ColumnWeights, GLMFamily, get_family
-from ._metrics import LOSS_OF, METRICS
+from ._metrics import validation_loss, validation_metrics
 from ._model import GLMModel
 
 LBFGS_HISTORY = 10
@@ -269,18 +269,12 @@ class GLMTrainer:
 
     def score(self, trial_id: int) -> float:
         """Validation loss of the current model for ``self.metric`` (lower is better)."""
-        cfg = self._check(trial_id)
-        z = self._val_margins(cfg)
-        return float(LOSS_OF[self.metric](METRICS[self.metric](self.y_val, z)))
+        return validation_loss(self.metric, self.y_val, self._val_margins(self._check(trial_id)))
 
     def metrics(self, trial_id: int) -> Dict[str, float]:
         """All of the family's report metrics (plus the selected one) on validation data."""
-        cfg = self._check(trial_id)
-        z = self._val_margins(cfg)
-        names = list(self.family.report_metrics)
-        if self.metric not in names:
-            names.append(self.metric)
-        return {name: float(METRICS[name](self.y_val, z)) for name in names}
+        return validation_metrics(self.family.report_metrics, self.metric, self.y_val,
+                                  self._val_margins(self._check(trial_id)))
 
     def model(self, trial_id: int) -> GLMModel:
         cfg = self._check(trial_id)

@@ -36,7 +36,7 @@ from ..errors import (ArrayLengthError, DataError, FeatureNotSupportedError,
 from ..validation import check_number
 from . import _container
 from ._extfamilies import EXTRA_FAMILIES, LearnerFamily
-from ._metrics import LOSS_OF, METRICS
+from ._metrics import validation_loss, validation_metrics
 from ._data import as_data, check_iterations, choose_metric, train_val
 from ._mlp import check_matrix
 from ._model import pack_model, register_loader
@@ -250,15 +250,10 @@ class LightGBMTrainer:
                 self.interrupt_check()
 
     def score(self, trial_id: int) -> float:
-        z = self._val_margins(trial_id)
-        return float(LOSS_OF[self.metric](METRICS[self.metric](self.y_val, z)))
+        return validation_loss(self.metric, self.y_val, self._val_margins(trial_id))
 
     def metrics(self, trial_id: int) -> Dict[str, float]:
-        z = self._val_margins(trial_id)
-        names = list(self.family.report_metrics)
-        if self.metric not in names:
-            names.append(self.metric)
-        return {name: float(METRICS[name](self.y_val, z)) for name in names}
+        return validation_metrics(self.family.report_metrics, self.metric, self.y_val, self._val_margins(trial_id))
 
     def model(self, trial_id: int) -> LightGBMModel:
         cfg = self._check(trial_id)

@@ -103,3 +103,18 @@ LOSS_OF: Dict[str, Callable[[float], float]] = {
     "mae": lambda v: v,
     "r2": lambda v: 1.0 - v,
 }
+
+
+def validation_loss(metric: str, y: np.ndarray, z: np.ndarray) -> float:
+    """The loss the search minimises: ``metric`` of margins ``z`` against labels ``y``, as a loss."""
+    with np.errstate(all="ignore"):   # a diverged config's margins score as nan/inf, silently
+        return float(LOSS_OF[metric](METRICS[metric](y, z)))
+
+
+def validation_metrics(report_metrics, metric: str, y: np.ndarray, z: np.ndarray) -> Dict[str, float]:
+    """Every metric a family reports (``report_metrics``), plus the selected ``metric``."""
+    names = list(report_metrics)
+    if metric not in names:
+        names.append(metric)
+    with np.errstate(all="ignore"):
+        return {name: float(METRICS[name](y, z)) for name in names}

@@ -32,7 +32,7 @@ from ..errors import (ArrayLengthError, DatatypeMismatchError, FeatureNotSupport
 from ._data import check_iterations, choose_metric, train_val
 from . import _container
 from ._extfamilies import EXTRA_FAMILIES, LearnerFamily
-from ._metrics import LOSS_OF, METRICS
+from ._metrics import validation_loss, validation_metrics
 from ._model import pack_model, register_loader
 
 TORCH_THREADS = 1
@@ -454,15 +454,10 @@ class MLPTrainer:
                     self.interrupt_check()
 
     def score(self, trial_id: int) -> float:
-        z = self._val_margins(trial_id)
-        return float(LOSS_OF[self.metric](METRICS[self.metric](self.y_val, z)))
+        return validation_loss(self.metric, self.y_val, self._val_margins(trial_id))
 
     def metrics(self, trial_id: int) -> Dict[str, float]:
-        z = self._val_margins(trial_id)
-        names = list(self.family.report_metrics)
-        if self.metric not in names:
-            names.append(self.metric)
-        return {name: float(METRICS[name](self.y_val, z)) for name in names}
+        return validation_metrics(self.family.report_metrics, self.metric, self.y_val, self._val_margins(trial_id))
 
     def model(self, trial_id: int) -> MLPModel:
         return MLPModel.from_run(self._check(trial_id))
