@@ -8,7 +8,7 @@ import numpy as np
 import os
 sys.path.insert(0, os.environ.get("GROUPML_PYUDF") or
                 os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyudf"))
-from groupml.learners import GLMTrainer, fit_many  # noqa: E402
+from groupml.learners import GLMTrainer  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 
 ap = argparse.ArgumentParser()

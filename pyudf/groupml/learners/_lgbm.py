@@ -38,8 +38,7 @@ from . import _container
 from ._extfamilies import EXTRA_FAMILIES, LearnerFamily
 from ._metrics import validation_loss, validation_metrics
 from ._data import as_data, check_iterations, choose_metric, train_val
-from ._mlp import check_matrix
-from ._model import pack_model, register_loader
+from ._model import ContainerModel, register_loader
 
 NUM_THREADS = 1
 MAX_MODEL_TEXT = 1 << 30
@@ -94,7 +93,7 @@ def lgb_params(family, params: Mapping[str, Any], *, num_threads: int = NUM_THRE
 
 
 # ---------------------------------------------------------------------- model
-class LightGBMModel:
+class LightGBMModel(ContainerModel):
     """A fitted LightGBM model kept as its text; ``predict`` as the GLM models do."""
 
     kind = "lightgbm"
@@ -111,15 +110,8 @@ class LightGBMModel:
         return f"LightGBMModel(family={self.family!r}, n_features={self.n_features})"
 
     @property
-    def regression(self) -> bool:
-        return EXTRA_FAMILIES[self.family].kind == "regression"
-
-    @property
     def num_trees(self) -> int:
         return int(self.booster.num_trees())
-
-    def _as_matrix(self, X) -> np.ndarray:
-        return check_matrix(X, self.n_features)
 
     def decision_function(self, X) -> np.ndarray:
         """Raw scores: log-odds (lightgbm) or predictions (lightgbm_regressor)."""
@@ -127,21 +119,8 @@ class LightGBMModel:
         return np.asarray(self.booster.predict(X, raw_score=True, num_threads=NUM_THREADS),
                           dtype=np.float64).reshape(-1)
 
-    def predict(self, X) -> np.ndarray:
-        z = self.decision_function(X)
-        return z if self.regression else (z > 0).astype(np.int64)
-
-    def predict_proba(self, X) -> np.ndarray:
-        if self.regression:
-            raise FeatureNotSupportedError(
-                f"predict_proba is not available for model '{self.family}'",
-                hint="Only classifiers give probabilities; use predict instead.")
-        from scipy.special import expit
-        return expit(self.decision_function(X))
-
-    def to_bytes(self) -> bytes:
-        header = {"family": self.family, "params": self.params, "n_features": self.n_features}
-        return pack_model(self.kind, _container.pack(header, self.model_text.encode("utf-8")))
+    def _body(self) -> bytes:
+        return self.model_text.encode("utf-8")
 
     @classmethod
     def from_payload(cls, payload: bytes) -> "LightGBMModel":

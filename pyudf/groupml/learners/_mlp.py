@@ -27,13 +27,13 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from ..errors import (ArrayLengthError, DatatypeMismatchError, FeatureNotSupportedError,
-                      InvalidParameterError, PrerequisiteStateError, UndefinedObjectError)
+from ..errors import (FeatureNotSupportedError, InvalidParameterError, PrerequisiteStateError,
+                      UndefinedObjectError)
 from ._data import check_iterations, choose_metric, train_val
 from . import _container
 from ._extfamilies import EXTRA_FAMILIES, LearnerFamily
 from ._metrics import validation_loss, validation_metrics
-from ._model import pack_model, register_loader
+from ._model import ContainerModel, register_loader
 
 TORCH_THREADS = 1
 STATE_FORMAT = "groupml-mlp-state-1"
@@ -284,26 +284,7 @@ def run_from_bytes(state: bytes) -> MLPRun:
                   int(header["visits"]))
 
 
-def check_matrix(X, n_features: int) -> np.ndarray:
-    """Rows to predict on as a float64 matrix with ``n_features`` columns."""
-    try:
-        X = np.asarray(X, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise DatatypeMismatchError("Features must be numbers",
-                                    hint="Pass a float8[] (or a 2-D numeric array).") from None
-    if X.ndim == 1:
-        X = X.reshape(1, -1)
-    if X.ndim != 2:
-        raise DatatypeMismatchError(f"Features must be a vector or a matrix; got {X.ndim} "
-                                    "dimensions", hint="Pass one row or a 2-D array of rows.")
-    if X.shape[1] != n_features:
-        raise ArrayLengthError(
-            f"The model expects {n_features} features; got {X.shape[1]}",
-            hint="Pass the features in the same order and number as at training time.")
-    return X
-
-
-class MLPModel:
+class MLPModel(ContainerModel):
     """A fitted MLP: ``predict`` gives 0/1 labels (mlp) or values (mlp_regressor)."""
 
     kind = "mlp"
@@ -318,31 +299,11 @@ class MLPModel:
     def __repr__(self) -> str:
         return f"MLPModel(family={self.family!r}, n_features={self.n_features})"
 
-    @property
-    def regression(self) -> bool:
-        return EXTRA_FAMILIES[self.family].kind == "regression"
-
-    def _as_matrix(self, X) -> np.ndarray:
-        return check_matrix(X, self.n_features)
-
     def decision_function(self, X) -> np.ndarray:
         return decision_values(self.net, self._as_matrix(X), self.regression)
 
-    def predict(self, X) -> np.ndarray:
-        z = self.decision_function(X)
-        return z if self.regression else (z > 0).astype(np.int64)
-
-    def predict_proba(self, X) -> np.ndarray:
-        if self.regression:
-            raise FeatureNotSupportedError(
-                f"predict_proba is not available for model '{self.family}'",
-                hint="Only classifiers give probabilities; use predict instead.")
-        from scipy.special import expit
-        return expit(self.decision_function(X))
-
-    def to_bytes(self) -> bytes:
-        header = {"family": self.family, "params": self.params, "n_features": self.n_features}
-        return pack_model(self.kind, _container.pack(header, _torch_bytes(self.net.state_dict())))
+    def _body(self) -> bytes:
+        return _torch_bytes(self.net.state_dict())
 
     @classmethod
     def from_payload(cls, payload: bytes) -> "MLPModel":

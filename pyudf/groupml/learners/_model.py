@@ -89,6 +89,69 @@ def load_model(data: bytes):
                                f"{type(exc).__name__}", hint=_HINT) from None
 
 
+def check_matrix(X, n_features: int) -> np.ndarray:
+    """Rows to predict on as a float64 matrix with ``n_features`` columns (a vector is one row)."""
+    try:
+        X = np.asarray(X, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise DatatypeMismatchError("Features must be numbers",
+                                    hint="Pass a float8[] (or a 2-D numeric array).") from None
+    if X.ndim == 1:
+        X = X.reshape(1, -1)
+    if X.ndim != 2:
+        raise DatatypeMismatchError(f"Features must be a vector or a matrix; got {X.ndim} "
+                                    "dimensions", hint="Pass one row or a 2-D array of rows.")
+    if X.shape[1] != n_features:
+        raise ArrayLengthError(
+            f"The model expects {n_features} features; got {X.shape[1]}",
+            hint="Pass the features in the same order and number as at training time.")
+    return X
+
+
+class ContainerModel:
+    """Base of the fitted MLP and LightGBM models: ``family``, ``params`` and ``n_features``
+    in a JSON header, the weights or trees (:meth:`_body`) after it (:mod:`._container`).
+    Subclasses give ``kind``, ``decision_function`` and ``_body``."""
+
+    kind = ""
+    family: str
+    params: Dict[str, Any]
+    n_features: int
+
+    @property
+    def regression(self) -> bool:
+        from ._extfamilies import EXTRA_FAMILIES
+        return EXTRA_FAMILIES[self.family].kind == "regression"
+
+    def _as_matrix(self, X) -> np.ndarray:
+        return check_matrix(X, self.n_features)
+
+    def decision_function(self, X) -> np.ndarray:
+        raise NotImplementedError
+
+    def predict(self, X) -> np.ndarray:
+        """0/1 labels (int64) for a classifier, values for a regressor."""
+        z = self.decision_function(X)
+        return z if self.regression else (z > 0).astype(np.int64)
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Probability of class 1 (classifiers only)."""
+        if self.regression:
+            raise FeatureNotSupportedError(
+                f"predict_proba is not available for model '{self.family}'",
+                hint="Only classifiers give probabilities; use predict instead.")
+        from scipy.special import expit
+        return expit(self.decision_function(X))
+
+    def _body(self) -> bytes:
+        raise NotImplementedError
+
+    def to_bytes(self) -> bytes:
+        from . import _container
+        header = {"family": self.family, "params": self.params, "n_features": self.n_features}
+        return pack_model(self.kind, _container.pack(header, self._body()))
+
+
 class GLMModel:
     """A fitted generalized linear model: ``z = X @ coef + intercept``."""
 
@@ -108,21 +171,7 @@ class GLMModel:
         return f"GLMModel(family={self.family!r}, n_features={self.n_features})"
 
     def _as_matrix(self, X) -> np.ndarray:
-        try:
-            X = np.asarray(X, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise DatatypeMismatchError("Features must be numbers",
-                                        hint="Pass a float8[] (or a 2-D numeric array).") from None
-        if X.ndim == 1:
-            X = X.reshape(1, -1)
-        if X.ndim != 2:
-            raise DatatypeMismatchError(f"Features must be a vector or a matrix; got {X.ndim} "
-                                        "dimensions", hint="Pass one row or a 2-D array of rows.")
-        if X.shape[1] != self.n_features:
-            raise ArrayLengthError(
-                f"The model expects {self.n_features} features; got {X.shape[1]}",
-                hint="Pass the features in the same order and number as at training time.")
-        return X
+        return check_matrix(X, self.n_features)
 
     def decision_function(self, X) -> np.ndarray:
         """Margins ``X @ coef + intercept``; a 1-D ``X`` is one row."""
