@@ -106,21 +106,17 @@ def part_gradient(net, regression: bool, X: np.ndarray, y: np.ndarray,
     ``X``/``y`` (float64) of one batch, with their ``masks``; the computation of one
     step of :func:`_mlp.train_epoch` restricted to these rows."""
     torch = _mlp.torch_module()
-    F = torch.nn.functional
     Xt = torch.from_numpy(np.ascontiguousarray(X, dtype=np.float32))
     yt = torch.from_numpy(np.ascontiguousarray(y, dtype=np.float32))
     net.train()
-    out = net(Xt, masks=masks)
-    if regression:
-        loss = F.mse_loss(out, (yt - net.y_mean) / net.y_scale)
-    else:
-        loss = F.binary_cross_entropy_with_logits(out, yt)
-    net.zero_grad(set_to_none=True)
-    loss.backward()
+    with torch.no_grad():
+        Xs = (Xt - net.x_mean) / net.x_scale
+        target = (yt - net.y_mean) / net.y_scale if regression else yt
+    loss = _mlp.train_step(net, Xs, target, regression, masks=masks)
     g = torch.cat([p.grad.reshape(-1) for p in net.parameters()]).numpy().copy()
     net.zero_grad(set_to_none=True)
     net.eval()
-    return float(loss.detach()), g
+    return float(loss), g
 
 
 def combine(parts: Sequence[Tuple[int, float, Optional[np.ndarray]]], batch_rows: int,
