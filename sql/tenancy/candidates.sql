@@ -5,7 +5,7 @@ CREATE TABLE @extschema@.candidates (
     key             text NOT NULL,              -- stable key 'family:{params}' shared across jobs
     family          text NOT NULL,
     params          jsonb NOT NULL,
-    estimated_cost  float8 NOT NULL CHECK (estimated_cost > 0),
+    estimated_cost  float8 NOT NULL CHECK (estimated_cost > 0 AND estimated_cost < 'Infinity'),
     status          text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'ok', 'failed')),
     UNIQUE (job_id, key)
 );
@@ -14,11 +14,13 @@ COMMENT ON TABLE @extschema@.candidates IS
 ALTER TABLE @extschema@.candidates ENABLE ROW LEVEL SECURITY;
 CREATE POLICY candidates_own ON @extschema@.candidates
     USING (pg_catalog.pg_has_role(owner_role::oid, 'MEMBER') OR pg_catalog.pg_has_role('groupml_admin', 'MEMBER'))
-    WITH CHECK (pg_catalog.pg_has_role(owner_role::oid, 'MEMBER') OR pg_catalog.pg_has_role('groupml_admin', 'MEMBER'));
+    WITH CHECK ((pg_catalog.pg_has_role(owner_role::oid, 'MEMBER') OR pg_catalog.pg_has_role('groupml_admin', 'MEMBER'))
+                AND EXISTS (SELECT 1 FROM @extschema@.jobs j
+                            WHERE j.job_id = candidates.job_id AND j.owner_role = candidates.owner_role));
 COMMENT ON POLICY candidates_own ON @extschema@.candidates IS
-  'Row-level security: members of the row''s role see and change it; groupml_admin members see and change all rows.';
-GRANT SELECT, INSERT, UPDATE, DELETE ON @extschema@.candidates TO PUBLIC;
-GRANT USAGE ON SEQUENCE @extschema@.candidates_candidate_id_seq TO PUBLIC;
+  'Row-level security: members of the row''s role see it and may delete it; groupml_admin members see and change all rows. A written row must belong to its job''s role. Tenants have no INSERT or UPDATE: submit_job adds candidates through groupml._tenancy_add_candidates.';
+GRANT SELECT, DELETE ON @extschema@.candidates TO PUBLIC;
 GRANT ALL ON @extschema@.candidates TO groupml_admin;
+GRANT USAGE ON SEQUENCE @extschema@.candidates_candidate_id_seq TO groupml_admin;
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.candidates', '');
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.candidates_candidate_id_seq', '');

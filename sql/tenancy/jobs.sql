@@ -18,10 +18,12 @@ COMMENT ON TABLE @extschema@.jobs IS
 ALTER TABLE @extschema@.jobs ENABLE ROW LEVEL SECURITY;
 CREATE POLICY jobs_own ON @extschema@.jobs
     USING (pg_catalog.pg_has_role(owner_role::oid, 'MEMBER') OR pg_catalog.pg_has_role('groupml_admin', 'MEMBER'))
-    WITH CHECK (pg_catalog.pg_has_role(owner_role::oid, 'MEMBER') OR pg_catalog.pg_has_role('groupml_admin', 'MEMBER'));
+    WITH CHECK ((pg_catalog.pg_has_role(owner_role::oid, 'MEMBER') OR pg_catalog.pg_has_role('groupml_admin', 'MEMBER'))
+                AND EXISTS (SELECT 1 FROM @extschema@.tenants t
+                            WHERE t.tenant_id = jobs.tenant_id AND t.role = jobs.owner_role));
 COMMENT ON POLICY jobs_own ON @extschema@.jobs IS
-  'Row-level security: members of the row''s role see and change it; groupml_admin members see and change all rows.';
-GRANT SELECT, INSERT, UPDATE, DELETE ON @extschema@.jobs TO PUBLIC;
+  'Row-level security: members of the row''s role see it, insert it (through submit_job) and delete it; groupml_admin members see and change all rows. A written row must belong to its tenant''s role. Tenants have no UPDATE: a job''s source and features fix its candidates'' estimated costs.';
+GRANT SELECT, INSERT, DELETE ON @extschema@.jobs TO PUBLIC;
 GRANT USAGE ON SEQUENCE @extschema@.jobs_job_id_seq TO PUBLIC;
 GRANT ALL ON @extschema@.jobs TO groupml_admin;
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.jobs', '');

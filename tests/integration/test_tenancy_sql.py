@@ -123,14 +123,27 @@ def test_rls_isolation(cluster, db, dbname, roles, setup):
         assert {r[0] for r in a.execute("SELECT job_id FROM groupml.candidates")} == {ja}
         assert {r[0] for r in a.execute("SELECT job_id FROM groupml.observations")} == {ja}
         assert {r[0] for r in a.execute("SELECT tenant FROM groupml.scheduler_log")} == {"ta"}
-        # changes to b's rows touch nothing
-        assert a.execute("UPDATE groupml.jobs SET label = 'f1' WHERE job_id = %s", [jb]).rowcount == 0
+        # deleting b's rows touches nothing
         assert a.execute("DELETE FROM groupml.observations WHERE job_id = %s", [jb]).rowcount == 0
-        assert a.execute("UPDATE groupml.candidates SET status = 'pending' WHERE job_id = %s", [jb]).rowcount == 0
-        # rows claimed for b's role are refused
-        st, msg, _ = sql_error(a, "INSERT INTO groupml.candidates (job_id, owner_role, key, family, params, "
-                                  "estimated_cost) VALUES (%s, %s::regrole, 'x', 'svm', '{}', 1)", [jb, roles["tb"]])
+        assert a.execute("DELETE FROM groupml.candidates WHERE job_id = %s", [jb]).rowcount == 0
+        assert a.execute("DELETE FROM groupml.jobs WHERE job_id = %s", [jb]).rowcount == 0
+        # keys and estimated costs steer everyone's scheduler: no tenant writes candidates or
+        # rewrites a job, not even its own
+        for stmt in ("UPDATE groupml.candidates SET estimated_cost = 1e-9 WHERE job_id = %s" % ja,
+                     "UPDATE groupml.jobs SET label = 'f1' WHERE job_id = %s" % ja,
+                     "INSERT INTO groupml.candidates (job_id, owner_role, key, family, params, estimated_cost) "
+                     "VALUES (%s, '%s'::regrole, 'x', 'svm', '{}', 1)" % (ja, roles["ta"])):
+            st, msg, _ = sql_error(a, stmt)
+            assert st == "42501" and "permission denied for table" in msg, (stmt, msg)
+        # a job row claimed for b's tenant is refused
+        tb_id = db.execute("SELECT tenant_id FROM groupml.tenants WHERE name = 'tb'").fetchone()[0]
+        st, msg, _ = sql_error(a, "INSERT INTO groupml.jobs (tenant_id, owner_role, source, features, label, task, "
+                                  "metric, n_rows) VALUES (%s, %s::regrole, 'data_a', ARRAY['f1'], 'y', "
+                                  "'classification', 'accuracy', 1)", [tb_id, roles["ta"]])
         assert st == "42501" and "row-level security" in msg
+        # candidates are added once per job, by submit_job
+        st, msg, _ = sql_error(a, "SELECT groupml._tenancy_add_candidates(%s, '[\"svm\"]')", [jb])
+        assert (st, msg) == ("55000", f"groupml: Job {jb} already has candidates; a job's candidates are added once")
         # the coordinator's state and functions are not theirs
         st, _, _ = sql_error(a, "SELECT * FROM groupml.scheduler_state")
         assert st == "42501"
@@ -172,7 +185,7 @@ def test_failing_candidate_recorded_and_others_continue(db, roles):
     assert len(rows) == 4
     failed = [r for r in rows if r[1] == "failed"]
     assert len(failed) == 1
-    assert failed[0][0].startswith('linear:{"lr":1000') and failed[0][0].endswith(',"solver":"gd"}')
+    assert failed[0][0] == 'linear:{"lr":1e+300,"solver":"gd"}'
     assert failed[0][2] is None
     assert failed[0][3] == "failed: no configuration produced a finite validation score"
     assert all(r[2] is not None for r in rows if r[1] == "ok")
@@ -326,10 +339,10 @@ def test_two_coordinators_at_once_share_the_steps(cluster, db, dbname):
         except Exception as exc:  # reported below
             errors.append(exc)
 
-    db.execute("CALL groupml.run_scheduler(max_steps => 1)")     # the state row exists now
-    # both coordinators start while the state row is held, so both are under way at once
+    # both coordinators start while a step is held -- on the first run, before the state row
+    # exists -- so both are under way at once
     with psycopg.connect(cluster.dsn(dbname)) as holder:
-        holder.execute("SELECT 1 FROM groupml.scheduler_state FOR UPDATE")
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", [0x67726F75706D6C])
         threads = [threading.Thread(target=run, args=(i,)) for i in (0, 1)]
         for th in threads:
             th.start()
@@ -343,11 +356,61 @@ def test_two_coordinators_at_once_share_the_steps(cluster, db, dbname):
         th.join()
     assert errors == []
     assert len(steps_by[0]) >= 1 and len(steps_by[1]) >= 1, steps_by
-    assert len(steps_by[0]) + len(steps_by[1]) == 26
+    assert len(steps_by[0]) + len(steps_by[1]) == 27
     assert _counts(db) == (27, 27, 27, 27)
     assert db.execute("SELECT count(DISTINCT candidate_id), min(step), max(step), count(DISTINCT step) "
                       "FROM groupml.observations").fetchone() == (27, 1, 27, 27)
     assert _trace(db) == reference
+
+
+def test_sources_under_row_security_and_canonical_candidates(cluster, db, dbname, roles):
+    # the coordinator reads sources with the extension owner's rights, which skip row-level
+    # security: a table whose policies apply to the tenant is refused, a plain view owned by
+    # the tenant applies them
+    _make_table(db, "guarded", n_rows=400)
+    db.execute("ALTER TABLE guarded ENABLE ROW LEVEL SECURITY")
+    db.execute(sql.SQL("CREATE POLICY positive ON guarded FOR SELECT TO {} USING (f1 > 0)").format(
+        sql.Identifier(roles["ta"])))
+    db.execute(sql.SQL("GRANT SELECT ON guarded TO {}").format(sql.Identifier(roles["ta"])))
+    db.execute("CREATE VIEW guarded_view AS SELECT * FROM guarded")
+    db.execute("CREATE VIEW guarded_invoker WITH (security_invoker = true) AS SELECT * FROM guarded")
+    for v in ("guarded_view", "guarded_invoker"):
+        db.execute(sql.SQL("ALTER VIEW {} OWNER TO {}").format(sql.Identifier(v), sql.Identifier(roles["ta"])))
+    visible = db.execute("SELECT count(*) FROM guarded WHERE f1 > 0").fetchone()[0]
+    assert 0 < visible < 400
+    cands = json.dumps([{"model": "logistic", "search": {"l2": [0, 0.0, 1]}},        # l2 = 0 is the default
+                        {"model": "mlp", "params": {"layers": "8,4", "epochs": 2}}])
+    with _connect(cluster, dbname, roles["ta"]) as a:
+        a.execute("SELECT groupml.create_tenant('ta')")
+        for source, what in (("guarded", "has row-level security"), ("guarded_invoker", "is a security_invoker view")):
+            st, msg, hint = sql_error(a, "SELECT groupml.submit_job('ta', %s, ARRAY['f1','f2','f3'], 'y', %s)",
+                                      [source, cands])
+            assert (st, msg) == ("0A000", f"groupml: The source {source} of submit_job {what}: the coordinator reads "
+                                          f"a job's rows with the extension owner's rights and would not apply the "
+                                          f"policies of role '{roles['ta']}'")
+            assert "plain view owned by the tenant's role" in hint
+        job = a.execute("SELECT groupml.submit_job('ta', 'guarded_view', ARRAY['f1','f2','f3'], 'y', %s)",
+                        [cands]).fetchone()[0]
+        # one key per configuration however it was written; the job counts the rows the tenant sees
+        assert [r[0] for r in a.execute("SELECT key FROM groupml.candidates ORDER BY candidate_id")] == \
+            ['logistic:{}', 'logistic:{"l2":1.0}', 'mlp:{"epochs":2,"layers":[8,4]}']
+        assert a.execute("SELECT n_rows FROM groupml.jobs WHERE job_id = %s", [job]).fetchone()[0] == visible
+        st, msg, _ = sql_error(a, "SELECT groupml.submit_job('ta', 'guarded_view', ARRAY['f1'], 'y', %s)",
+                               [json.dumps([{"model": "logistic", "params": {"l2": 1}},
+                                            {"model": "logistic", "params": {"l2": 1.0}}])])
+        assert (st, msg) == ("22023", 'groupml: The \'candidates\' value of submit_job lists the configuration '
+                                      'logistic:{"l2":1.0} twice')
+    db.execute("CALL groupml.run_scheduler()")
+    assert db.execute("SELECT count(*) FILTER (WHERE status = 'ok'), count(*) FROM groupml.observations").fetchone() \
+        == (3, 3)
+    # the view turned security_invoker after submission: the coordinator refuses to read it
+    # for the tenant, and the candidate fails with the reason
+    with _connect(cluster, dbname, roles["ta"]) as a:
+        job2 = a.execute("SELECT groupml.submit_job('ta', 'guarded_view', ARRAY['f1'], 'y', '[\"svm\"]')").fetchone()[0]
+    db.execute("ALTER VIEW guarded_view SET (security_invoker = true)")
+    db.execute("CALL groupml.run_scheduler()")
+    assert db.execute("SELECT status, error FROM groupml.observations WHERE job_id = %s", [job2]).fetchone() == \
+        ("failed", "public.guarded_view is a security_invoker view; the coordinator does not read it for another role")
 
 
 def test_state_row_deleted_rebuilds_without_retraining(db):
@@ -407,6 +470,10 @@ def test_bad_input_is_rejected_and_writes_nothing(cluster, db, dbname, roles):
             ("SELECT groupml.create_tenant('x', 'no_such_role_zz')", "42704",
              "groupml: Role 'no_such_role_zz' of create_tenant does not exist", "CREATE ROLE"),
             ("SELECT groupml.create_tenant('ta')", "42710", "groupml: Tenant 'ta' already exists", "another"),
+            ("SELECT groupml.submit_job('ta', 'd1', ARRAY['f1'], 'y', "
+             "'[{\"model\": \"logistic\", \"params\": {\"max_iter\": 1e308}}]')", "22023",
+             "groupml: The estimated cost of a logistic candidate must be a finite number; got inf",
+             "Lower its iterations"),
         ]
         for stmt, state, message, hint in cases:
             st, msg, h = sql_error(a, stmt)
@@ -419,6 +486,8 @@ def test_bad_input_is_rejected_and_writes_nothing(cluster, db, dbname, roles):
     assert db.execute("SELECT count(*) FROM groupml.jobs").fetchone()[0] == 0
     assert db.execute("SELECT count(*) FROM groupml.candidates").fetchone()[0] == 0
     assert db.execute("SELECT count(*) FROM groupml.tenants").fetchone()[0] == 1
+    st, msg, _ = sql_error(db, "SELECT * FROM groupml.simulate_scheduler('hybrid', 0.5, 0.1, n_models => 200000)")
+    assert (st, msg) == ("22023", "groupml: The 'n_models' value of simulate_scheduler must be <= 5000; got 200000")
 
     st, msg, hint = sql_error(db, "CALL groupml.run_scheduler(policy => 'bogus')")
     assert (st, msg) == ("22023", "groupml: The 'policy' value of run_scheduler must be one of 'eirate', 'fcfs', "

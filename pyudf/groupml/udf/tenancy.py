@@ -29,8 +29,8 @@ from typing import Any, Dict, List, Tuple
 import numpy as np
 
 from ..db import backend_session, quote_ident
-from ..errors import (DataError, GroupmlError, InsufficientPrivilegeError, InvalidParameterError,
-                      PrerequisiteStateError, SearchSpecError, UndefinedObjectError)
+from ..errors import (DataError, FeatureNotSupportedError, GroupmlError, InsufficientPrivilegeError,
+                      InvalidParameterError, PrerequisiteStateError, SearchSpecError, UndefinedObjectError)
 from ..fitting import unpack_rows
 from ..validation import check_bool, check_choice, check_keys, check_number
 from ._source import NUMERIC_TYPES, check_columns, columns, packed_row_expr
@@ -55,6 +55,8 @@ TASK_METRIC = {"classification": "accuracy", "regression": "r2"}
 QUALITY_MAX = 1.0
 MAX_CANDIDATES = 1000
 STATE_NAME = "default"
+#: Advisory lock key of a coordinator step (transaction-scoped): 'groupml' in ASCII.
+SCHEDULER_LOCK = 0x67726F75706D6C
 #: The coordinator re-estimates every job's GP prior from all recorded qualities every this many steps.
 PRIOR_REFRESH = 10
 ADMIN_HINT = "Run it as a member of groupml_admin: GRANT groupml_admin TO <role>; (or as a superuser)."
@@ -75,9 +77,20 @@ def _require_admin(session, what: str) -> None:
                                          hint=ADMIN_HINT)
 
 
+def canonical_params(family: str, params: Dict[str, Any]) -> Dict[str, Any]:
+    """The params that differ from the family's defaults, validated and normalised (``1`` and
+    ``1.0`` alike, ``"64,32"`` and ``[64, 32]`` alike), so one configuration has one form."""
+    from ..learners import get_learner_family
+
+    fam = get_learner_family(family)
+    full, defaults = fam.validate_params(params), fam.validate_params({})
+    return {k: full[k] for k in sorted(full) if k not in defaults or full[k] != defaults[k]}
+
+
 def candidate_key(family: str, params: Dict[str, Any]) -> str:
-    """Stable key of a candidate: the same family and params give the same key in every job."""
-    return f"{family}:{json.dumps(params, sort_keys=True, separators=(',', ':'))}"
+    """Stable key of a candidate: one configuration gives the same key in every job, however
+    its params were written (:func:`canonical_params`)."""
+    return f"{family}:{json.dumps(canonical_params(family, params), sort_keys=True, separators=(',', ':'))}"
 
 
 def estimated_cost(family: str, params: Dict[str, Any], n_rows: int, n_features: int) -> float:
@@ -93,14 +106,23 @@ def estimated_cost(family: str, params: Dict[str, Any], n_rows: int, n_features:
     fam = get_learner_family(family)
     p = fam.validate_params(params)
     rows = max(1.0, float(n_rows))
-    if family in FAMILY_COST:
-        return rows * (n_features + 1) * FAMILY_COST[family] * float(p["max_iter"]) / 100.0
-    if fam.pattern == "sampling":
-        leaves = max(8.0, float(p["num_leaves"])) / 31.0
-        return rows * (n_features + 1) * float(p["num_boost_round"]) * leaves * LGBM_ROUND_COST
-    widths = [n_features] + list(p["layers"]) + [1]
-    weights = sum((a + 1) * b for a, b in zip(widths[:-1], widths[1:]))
-    return rows * float(p["epochs"]) * (weights * MLP_WEIGHT_COST + MLP_STEP_COST / float(p["batch_size"]))
+    try:
+        if family in FAMILY_COST:
+            cost = rows * (n_features + 1) * FAMILY_COST[family] * float(p["max_iter"]) / 100.0
+        elif fam.pattern == "sampling":
+            leaves = max(8.0, float(p["num_leaves"])) / 31.0
+            cost = rows * (n_features + 1) * float(p["num_boost_round"]) * leaves * LGBM_ROUND_COST
+        else:
+            widths = [n_features] + list(p["layers"]) + [1]
+            weights = sum((a + 1) * b for a, b in zip(widths[:-1], widths[1:]))
+            cost = rows * float(p["epochs"]) * (weights * MLP_WEIGHT_COST + MLP_STEP_COST / float(p["batch_size"]))
+    except OverflowError:
+        cost = math.inf
+    if not math.isfinite(cost):
+        raise InvalidParameterError(
+            f"The estimated cost of a {family} candidate must be a finite number; got {cost}",
+            hint="Lower its iterations (max_iter, num_boost_round or epochs).")
+    return cost
 
 
 def _family_names(kind: str) -> List[str]:
@@ -164,8 +186,14 @@ def expand_candidates(raw: Any, owner: str = "submit_job") -> Tuple[str, List[Di
                                             f"{json.dumps(params)}", hint=hint)
             family.validate_params(params)
             configs = [params]
+        drawn = set()
         for params in configs:
-            out.append({"family": family.name, "params": params, "key": candidate_key(family.name, params)})
+            params = canonical_params(family.name, params)
+            key = candidate_key(family.name, params)
+            if key in drawn:        # a random search may draw one configuration of a discrete space twice
+                continue
+            drawn.add(key)
+            out.append({"family": family.name, "params": params, "key": key})
         if len(out) > MAX_CANDIDATES:
             raise InvalidParameterError(f"The 'candidates' value of {owner} must expand into at most "
                                         f"{MAX_CANDIDATES} configurations; got more",
@@ -235,6 +263,13 @@ def submit_job(tenant, source, features, label, candidates):
         raise InsufficientPrivilegeError(
             f"permission denied for table {rel['name']}: the role '{t['role']}' of tenant '{tenant}' cannot SELECT it",
             hint=f"GRANT SELECT ON {rel['name']} TO {quote_ident(t['role'])};")
+    problem = row_security_problem(session, int(rel["oid"]), int(t["role_oid"]))
+    if problem:
+        raise FeatureNotSupportedError(
+            f"The source {rel['name']} of submit_job {problem}: the coordinator reads a job's rows with the extension "
+            f"owner's rights and would not apply the policies of role '{t['role']}'",
+            hint="Submit a plain view owned by the tenant's role that selects its rows (a view applies the policies "
+                 "of the tables it reads as its owner).")
     cols = columns(session, int(rel["oid"]))
     if features is None or len(features) == 0:
         raise InvalidParameterError(f"The 'features' value of submit_job must name at least one column; got "
@@ -255,20 +290,92 @@ def submit_job(tenant, source, features, label, candidates):
     else:  # an administrator submitting for a tenant whose table it cannot read: planner estimate
         n_rows = max(0, int(session.query("SELECT reltuples::bigint AS n FROM pg_catalog.pg_class "
                                           "WHERE oid = $1::oid", [rel["oid"]], ["bigint"])[0]["n"]))
+    for c in cands:     # the same check the definer helper repeats, before anything is written
+        estimated_cost(c["family"], c["params"], n_rows, len(features))
     job_id = session.query(
         "INSERT INTO groupml.jobs (tenant_id, owner_role, source, features, label, task, metric, n_rows) "
         "VALUES ($1, $2::oid::regrole, $3::oid::regclass, $4, $5, $6, $7, $8) RETURNING job_id",
         [t["tenant_id"], t["role_oid"], rel["oid"], features, label, task, TASK_METRIC[task], n_rows],
         ["bigint", "bigint", "bigint", "text[]", "text", "text", "text", "bigint"])[0]["job_id"]
+    session.query("SELECT groupml._tenancy_add_candidates($1, $2::jsonb)",
+                  [job_id, json.dumps([{"model": c["family"], "params": c["params"]} for c in cands])],
+                  ["bigint", "text"])
+    return job_id
+
+
+def row_security_problem(session, relid: int, role_oid: int):
+    """Why the coordinator may not read ``relid`` on behalf of role ``role_oid``, or None.
+
+    The coordinator reads a job's rows with the extension owner's rights, which skip row-level
+    security: a table whose policies apply to the role, and a ``security_invoker`` view (which
+    would check the reader's rights, i.e. the owner's), are refused. A plain view is fine: it
+    reads its tables with its owner's rights and policies."""
+    r = session.query(
+        "SELECT c.relkind::text AS kind, c.relrowsecurity AS rls, c.relforcerowsecurity AS force_rls, "
+        "c.relowner::bigint = $2 AS is_owner, COALESCE((SELECT rolbypassrls OR rolsuper FROM pg_catalog.pg_roles "
+        "WHERE oid = $2::oid), false) AS bypass, COALESCE(c.reloptions, '{}') AS opts "
+        "FROM pg_catalog.pg_class c WHERE c.oid = $1::oid", [relid, role_oid], ["bigint", "bigint"])
+    if not r:
+        return "does not exist"
+    r = r[0]
+    if r["rls"] and not r["bypass"] and (r["force_rls"] or not r["is_owner"]):
+        return "has row-level security"
+    for opt in r["opts"] or []:
+        key, _, value = str(opt).partition("=")
+        if key == "security_invoker" and value.lower() in ("true", "on", "yes", "1"):
+            return "is a security_invoker view"
+    return None
+
+
+# ---------------------------------------------------------------------------- candidates (SECURITY DEFINER)
+@sql_entry
+def add_job_candidates(job_id, candidates):
+    """Body of groupml._tenancy_add_candidates: runs with the extension owner's rights.
+
+    Tenants cannot write candidates themselves: their keys and estimated costs steer the shared
+    scheduler. This adds a job's candidates once, for the job's own role, with keys and costs
+    computed here from the job's source (its rows counted here, not taken from the job row).
+    """
+    session = backend_session()
+    owner = "submit_job"
+    if job_id is None:
+        raise InvalidParameterError("The 'job_id' value of _tenancy_add_candidates must be a job id; got null",
+                                    hint="Call groupml.submit_job(...); it adds the candidates.")
+    rows = session.query(
+        "SELECT j.owner_role::oid::bigint AS role_oid, j.source::oid::bigint AS relid, j.features, j.task, "
+        "EXISTS (SELECT 1 FROM groupml.candidates c WHERE c.job_id = j.job_id) AS has_candidates, "
+        "EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid = j.source::oid) AS rel_exists "
+        "FROM groupml.jobs j WHERE j.job_id = $1", [job_id], ["bigint"])
+    if not rows:
+        raise UndefinedObjectError(f"Job {job_id} does not exist", hint="Call groupml.submit_job(...).")
+    j = rows[0]
+    if j["has_candidates"]:
+        raise PrerequisiteStateError(f"Job {job_id} already has candidates; a job's candidates are added once",
+                                     hint="Submit another job with groupml.submit_job(...).")
+    if not j["rel_exists"]:
+        raise UndefinedObjectError(f"The source relation of job {job_id} no longer exists",
+                                   hint="Submit the job again on an existing table or view.")
+    ok = session.query("SELECT pg_catalog.has_table_privilege($1::oid, $2::oid, 'SELECT') AS ok, "
+                       "$2::oid::regclass::text AS name", [j["role_oid"], j["relid"]], ["bigint", "bigint"])[0]
+    if not ok["ok"]:
+        raise InsufficientPrivilegeError(f"permission denied for table {ok['name']}: the role of job {job_id} "
+                                         f"cannot SELECT it", hint=f"GRANT SELECT ON {ok['name']} TO that role;")
+    task, cands = expand_candidates(parse_jsonb(candidates, "candidates", owner), owner)
+    if task != j["task"]:
+        raise InvalidParameterError(f"The 'candidates' value of {owner} must be {j['task']} models for job {job_id}; "
+                                    f"got {task} models", hint="Submit one job per task.")
+    n_rows = session.query(f"SELECT count(*) AS n FROM {ok['name']}")[0]["n"]
+    d = len(j["features"])
+    costs = [estimated_cost(c["family"], c["params"], n_rows, d) for c in cands]
+    session.query("UPDATE groupml.jobs SET n_rows = $2 WHERE job_id = $1", [job_id, n_rows], ["bigint", "bigint"])
     session.query(
         "INSERT INTO groupml.candidates (job_id, owner_role, key, family, params, estimated_cost) "
         "SELECT $1, $2::oid::regrole, k, f, p::jsonb, c FROM unnest($3::text[], $4::text[], $5::text[], $6::float8[]) "
         "AS u(k, f, p, c)",
-        [job_id, t["role_oid"], [c["key"] for c in cands], [c["family"] for c in cands],
-         [json.dumps(c["params"]) for c in cands],
-         [estimated_cost(c["family"], c["params"], n_rows, len(features)) for c in cands]],
+        [job_id, j["role_oid"], [c["key"] for c in cands], [c["family"] for c in cands],
+         [json.dumps(c["params"]) for c in cands], costs],
         ["bigint", "bigint", "text[]", "text[]", "text[]", "float8[]"])
-    return job_id
+    return len(cands)
 
 
 # ---------------------------------------------------------------------------- loading a job (SECURITY DEFINER)
@@ -292,6 +399,9 @@ def load_job_block(job_id):
                        "$2::oid::regclass::text AS name", [j["role_oid"], j["relid"]], ["bigint", "bigint"])[0]
     if not ok["ok"]:
         return None, None, f"the job's role may no longer SELECT from {ok['name']}"
+    problem = row_security_problem(session, int(j["relid"]), int(j["role_oid"]))
+    if problem:
+        return None, None, f"{ok['name']} {problem}; the coordinator does not read it for another role"
     cols = columns(session, int(j["relid"]))
     for c in list(j["features"]) + [j["label"]]:
         if cols.get(c) not in NUMERIC_TYPES:
@@ -320,6 +430,8 @@ def _load_scheduler(session, policy: str, cost_aware: bool, cached=None):
     """
     from ..tenancy import Scheduler
 
+    # one coordinator step at a time, also before the state row exists (a first run)
+    session.query("SELECT pg_catalog.pg_advisory_xact_lock($1)", [SCHEDULER_LOCK], ["bigint"])
     rows = session.query("SELECT steps, policy, cost_aware, updated_at::text AS updated_at "
                          "FROM groupml.scheduler_state WHERE name = $1 FOR UPDATE", [STATE_NAME], ["text"])
     if rows:
@@ -598,6 +710,8 @@ def simulate_scheduler(policy, sigma_m, alpha, seeds, cost_aware, n_users, n_mod
     seeds = check_number(seeds, "seeds", owner, ge=1, le=1000, integer=True, hint="Average over e.g. 5 seeds.")
     check_bool(cost_aware, "cost_aware", owner)
     n_users = check_number(n_users, "n_users", owner, ge=2, le=100000, integer=True)
+    n_models = check_number(n_models, "n_models", owner, ge=1, le=5000, integer=True,
+                            hint="The generator builds an n_models x n_models covariance; 100 is the paper's.")
     n_tenants = check_number(n_tenants, "n_tenants", owner, ge=1, lt=n_users, integer=True,
                              hint="The other users form the history that feeds the GP prior.")
     grid_points = check_number(grid_points, "grid_points", owner, ge=2, le=10000, integer=True)
