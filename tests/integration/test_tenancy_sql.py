@@ -413,6 +413,27 @@ def test_sources_under_row_security_and_canonical_candidates(cluster, db, dbname
         ("failed", "public.guarded_view is a security_invoker view; the coordinator does not read it for another role")
 
 
+def test_a_deleted_best_model_gives_way_to_the_next_best(cluster, db, dbname, roles, setup):
+    # a tenant may delete its observations; infer then uses the best model left, and the
+    # coordinator's next step for the job recomputes its best from the rows there are
+    ja = setup["ta"]
+    db.execute("CALL groupml.run_scheduler(max_steps => 4, policy => 'roundrobin')")
+    best = "SELECT best_observation_id, best_quality FROM groupml.jobs WHERE job_id = %s"
+    ranked = "SELECT observation_id, quality, model FROM groupml.observations WHERE job_id = %s AND status = 'ok' " \
+             "ORDER BY quality DESC, observation_id"
+    first = db.execute(ranked, [ja]).fetchall()
+    assert len(first) == 2 and db.execute(best, [ja]).fetchone() == tuple(first[0][:2])
+    x = [0.3, -1.2, 0.7]
+    with _connect(cluster, dbname, roles["ta"]) as a:
+        assert a.execute("DELETE FROM groupml.observations WHERE observation_id = %s", [first[0][0]]).rowcount == 1
+        got = a.execute("SELECT groupml.infer(%s, %s::float8[])", [ja, x]).fetchone()[0]
+    assert got == float(load_model(bytes(first[1][2])).predict(np.array([x]))[0])
+    db.execute("CALL groupml.run_scheduler(policy => 'roundrobin')")
+    left = db.execute(ranked, [ja]).fetchall()
+    assert len(left) == 5 and db.execute(best, [ja]).fetchone() == tuple(left[0][:2])
+    assert db.execute("SELECT count(*) FROM groupml.scheduler_log WHERE is_best").fetchone()[0] == 2
+
+
 def test_state_row_deleted_rebuilds_without_retraining(db):
     _make_table(db, "d1")
     db.execute("SELECT groupml.create_tenant('solo')")

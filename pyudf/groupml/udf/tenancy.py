@@ -569,7 +569,7 @@ def run_scheduler(max_steps, max_seconds, policy, cost_aware):
         tenant, key = step
         job_id = _job_of(tenant)
         rows = session.query(
-            "SELECT c.candidate_id, c.family, c.params::text AS params, j.features, j.metric, j.best_quality "
+            "SELECT c.candidate_id, c.family, c.params::text AS params, j.features, j.metric "
             "FROM groupml.candidates c JOIN groupml.jobs j USING (job_id) WHERE c.job_id = $1 AND c.key = $2",
             [job_id, key], ["bigint", "text"])
         if not rows:  # job or candidate deleted by its tenant: retire it without training
@@ -591,11 +591,10 @@ def run_scheduler(max_steps, max_seconds, policy, cost_aware):
         seconds = time.perf_counter() - clock
         t1 = datetime.datetime.now(datetime.timezone.utc)
         status = "ok" if error is None else "failed"
-        obs = session.query(
+        session.query(
             "INSERT INTO groupml.observations (job_id, candidate_id, owner_role, step, policy, status, quality, "
             "cost_seconds, error, started_at, finished_at, model) SELECT $1, $2, j.owner_role, $3, $4, $5, $6, $7, "
-            "$8, $9::timestamptz, $10::timestamptz, $11 FROM groupml.jobs j WHERE j.job_id = $1 "
-            "RETURNING observation_id",
+            "$8, $9::timestamptz, $10::timestamptz, $11 FROM groupml.jobs j WHERE j.job_id = $1",
             [job_id, c["candidate_id"], steps + 1, policy, status, quality, seconds, error, t0.isoformat(),
              t1.isoformat(), model],
             ["bigint", "bigint", "bigint", "text", "text", "float8", "float8", "text", "text", "text", "bytea"])
@@ -603,12 +602,14 @@ def run_scheduler(max_steps, max_seconds, policy, cost_aware):
                       [c["candidate_id"], status], ["bigint", "text"])
         if error is None:
             sched.observe(tenant, key, quality, seconds)
-            if c["best_quality"] is None or quality > c["best_quality"]:
-                session.query("UPDATE groupml.jobs SET best_observation_id = $2, best_quality = $3 "
-                              "WHERE job_id = $1", [job_id, obs[0]["observation_id"], quality],
-                              ["bigint", "bigint", "float8"])
         else:
             sched.observe_failure(tenant, key, seconds)
+        # the job's best from the observations there are (a tenant may have deleted some);
+        # the first of equal qualities stays the best
+        session.query(
+            "UPDATE groupml.jobs j SET (best_observation_id, best_quality) = (SELECT o.observation_id, o.quality "
+            "FROM groupml.observations o WHERE o.job_id = j.job_id AND o.status = 'ok' "
+            "ORDER BY o.quality DESC, o.observation_id LIMIT 1) WHERE j.job_id = $1", [job_id], ["bigint"])
         cached = _save_scheduler(session, sched, steps + 1)
         session.commit()
         done_steps += 1
@@ -672,8 +673,11 @@ def infer(job_id, features):
     if job_id is None:
         raise InvalidParameterError("The 'job_id' value of infer must be a job id; got null",
                                     hint="See SELECT job_id FROM groupml.jobs;")
-    rows = session.query("SELECT j.best_observation_id, o.model FROM groupml.jobs j LEFT JOIN groupml.observations o "
-                         "ON o.observation_id = j.best_observation_id WHERE j.job_id = $1", [job_id], ["bigint"])
+    # the recorded best model, or -- when its tenant deleted that observation -- the best left
+    rows = session.query(
+        "SELECT (SELECT o.model FROM groupml.observations o WHERE o.job_id = j.job_id AND o.status = 'ok' "
+        "        ORDER BY o.observation_id = j.best_observation_id DESC, o.quality DESC, o.observation_id "
+        "        LIMIT 1) AS model FROM groupml.jobs j WHERE j.job_id = $1", [job_id], ["bigint"])
     if not rows:
         raise UndefinedObjectError(f"Job {job_id} does not exist (or belongs to a tenant you are not a member of)",
                                    hint="See SELECT job_id, tenant_id, source FROM groupml.jobs;")
