@@ -293,6 +293,10 @@ def test_bad_input_raises_clear_errors():
     with pytest.raises(InvalidParameterError, match="'version' value of scheduler state"):
         Scheduler.from_state({"version": 99, "config": {}})
     assert Scheduler().next_step() is None
+    # the simulated accuracy loss starts each tenant at quality 0: qualities outside [0, 1] are refused
+    with pytest.raises(InvalidParameterError, match=r"'quality' value of simulate must lie in \[0, 1\]; "
+                                                    r"got values in \[-0.5, 0.9\]"):
+        simulate(np.array([[-0.5, 0.2], [0.9, 0.1]]), n_test=1)
 
 
 # ---------------------------------------------------------------- EIRATE (expected improvement per unit of cost)

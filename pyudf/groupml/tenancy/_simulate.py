@@ -127,6 +127,11 @@ def simulate(quality, cost=None, policy: str = "hybrid", cost_aware: bool = True
     if quality.ndim != 2 or quality.size == 0 or not np.isfinite(quality).all():
         raise InvalidParameterError(f"The 'quality' value of {OWNER} must be a non-empty finite 2-D matrix; "
                                     f"got shape {quality.shape}", hint="Pass a users x models array.")
+    if quality.min() < 0 or quality.max() > 1:
+        # the accuracy loss (appendix A) starts every tenant at quality 0, before its first model
+        raise InvalidParameterError(f"The 'quality' value of {OWNER} must lie in [0, 1]; got values in "
+                                    f"[{quality.min():g}, {quality.max():g}]",
+                                    hint="Pass accuracies (or rescale the metric to [0, 1]).")
     cost = np.ones_like(quality) if cost is None else np.asarray(cost, dtype=float)
     if cost.shape != quality.shape or not (cost > 0).all():
         raise InvalidParameterError(f"The 'cost' value of {OWNER} must be a positive matrix of shape "
