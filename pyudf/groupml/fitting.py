@@ -170,7 +170,7 @@ def plan_group(spec, family, n_train: int, d: int, cost_model=None) -> dict:
     from .search import search_budget
 
     model = cost_model if cost_model is not None else default_cost_model()
-    max_iter = budget_cap(spec.to_dict()["space"], family)
+    max_iter = budget_cap(spec.to_dict().get("space", {}), family)
     budget = search_budget(spec, max_iter=max_iter)
     n = max(int(n_train), 1)
     if spec.slots is not None:

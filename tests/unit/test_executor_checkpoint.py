@@ -93,6 +93,7 @@ def _without_seconds(res):
     {"method": "random", "n_trials": 6, "slots": 2, "seed": 1, "epoch_iters": 4,
      "space": {"l2": {"loguniform": [1e-4, 1]}, "max_iter": [50], "solver": ["lbfgs", "gd"], "lr": [0.5]},
      "early_stopping": {"partial_iters": 8, "epsilon": 0.001}},
+    {"epoch_iters": 3},        # no dimensions: one configuration, the learner's defaults
 ])
 def test_a_search_resumed_from_any_block_equals_the_uninterrupted_one(search):
     X, y, Xv, yv = _data()

@@ -401,6 +401,7 @@ RESUME_SPECS = [
      "early_stopping": {"epsilon": 0.3, "partial_iters": 10}},
     {"method": "tpe", "x": {"uniform": [0, 6]}, "n_trials": 10, "max_epochs": 3,
      "early_stopping": {"epsilon": 0.2, "partial_iters": 10}},
+    {"max_epochs": 4},       # no dimensions (the default search): one configuration
 ]
 
 

@@ -48,6 +48,13 @@ def test_spec_round_trips_through_json():
     assert spec.partial_epochs == 3   # ceil(25 / 10)
 
 
+def test_spec_without_dimensions_round_trips():
+    # '{}' is train_groups' default search: a checkpointed run must be able to parse its spec back
+    spec = parse_search({})
+    assert "space" not in spec.to_dict()
+    assert parse_search(json.loads(json.dumps(spec.to_dict()))) == spec
+
+
 def test_nested_grid_items_expand_in_order():
     spec = parse_search({"fam": [{"fam": "lin", "l2": [0, 1]}, {"fam": "svm", "c": [5]}], "lr": [1, 2]})
     assert spec.grid_size == 6

@@ -71,7 +71,7 @@ def search_slots(spec, family) -> int:
     from ..search import search_budget
     if spec.slots is not None:
         return int(spec.slots)
-    return max(1, int(search_budget(spec, max_iter=budget_cap(spec.to_dict()["space"], family)).in_flight))
+    return max(1, int(search_budget(spec, max_iter=budget_cap(spec.to_dict().get("space", {}), family)).in_flight))
 
 
 # ------------------------------------------------------------------ search over a trainer

@@ -16,7 +16,7 @@ def workload_of(spec, family) -> Dict[str, int]:
     from ..search import search_budget
     from ..fitting import budget_cap
 
-    max_iter = budget_cap(spec.to_dict()["space"], family)
+    max_iter = budget_cap(spec.to_dict().get("space", {}), family)
     budget = search_budget(spec, max_iter=max_iter)
     k = max(1, int(budget.in_flight))
     per_config = -(-int(budget.epochs) * int(spec.epoch_iters) // k)

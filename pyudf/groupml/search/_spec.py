@@ -57,9 +57,10 @@ class SearchSpec:
         return max(1, math.ceil(self.early_stopping.partial_iters / self.epoch_iters))
 
     def to_dict(self) -> Dict[str, Any]:
-        """Canonical JSON form; ``parse_search(spec.to_dict()) == spec``."""
+        """Canonical JSON form; ``parse_search(spec.to_dict()) == spec``. A space without
+        dimensions (the default search ``{}``) has no "space" key: ``"space": {}`` is refused."""
         es = self.early_stopping
-        return {
+        out = {
             "method": self.method, "space": _space.to_json(self.space), "n_trials": self.n_trials,
             "seed": self.seed,
             "early_stopping": None if es is None else {
@@ -67,6 +68,9 @@ class SearchSpec:
             "epoch_iters": self.epoch_iters, "max_epochs": self.max_epochs,
             "min_epochs": self.min_epochs, "eta": self.eta, "slots": self.slots,
         }
+        if not self.space:
+            del out["space"]
+        return out
 
 
 def _is_scalar(value: Any) -> bool:
