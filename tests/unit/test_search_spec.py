@@ -122,6 +122,18 @@ def test_budgets():
         "The 'partial_iters' value of search early_stopping must be >= 1; got 0"
 
 
+@pytest.mark.parametrize("key", ["n_trials", "seed", "epoch_iters", "max_epochs", "min_epochs", "eta"])
+def test_null_is_not_a_default_for_numeric_keys(key):
+    e = err({"lr": {"uniform": [0, 1]}, "method": "hyperband", key: None})
+    assert e.message == f"The '{key}' value of search must be an integer; got null"
+    assert err({"lr": [1], "early_stopping": {"epsilon": None}}).message == \
+        "The 'epsilon' value of search early_stopping must be a number; got null"
+    assert err({"lr": [1], "early_stopping": {"partial_iters": None}}).message == \
+        "The 'partial_iters' value of search early_stopping must be an integer; got null"
+    # slots is the one numeric key where null means something: the planner chooses
+    assert parse_search({"lr": [1], "slots": None}).slots is None
+
+
 def test_grid_with_distributions_and_grid_too_large():
     e = err({"method": "grid", "lr": {"loguniform": [1e-3, 1]}})
     assert e.message == ("The 'method' value of search must be one of 'random', 'tpe', 'successive_halving', "

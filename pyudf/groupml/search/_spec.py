@@ -182,9 +182,10 @@ class _Parser:
              cls=SearchSpecError, hint=SCHEMA_HINT)
 
 
-def _int(spec: Mapping, key: str, owner: str, default: Any, *, ge: int, hint: str):
+def _int(spec: Mapping, key: str, owner: str, default: Any, *, ge: int, hint: str, nullable: bool = False):
+    """An integer key; JSON null only where it means something (slots: the planner chooses)."""
     value = spec.get(key, default)
-    if value is None:
+    if value is None and nullable:
         return None
     return check_number(value, key, owner, ge=ge, integer=True, cls=SearchSpecError, hint=hint)
 
@@ -260,7 +261,7 @@ def parse_search(spec: Any, *, param_names: Optional[Iterable[str]] = None,
         fail("min_epochs", owner, f"<= max_epochs ({max_epochs})", min_epochs, cls=SearchSpecError,
              hint="Lower min_epochs or raise max_epochs.")
     eta = _int(spec, "eta", owner, 3, ge=2, hint="eta is the halving rate; 3 keeps the best third.")
-    slots = _int(spec, "slots", owner, None, ge=1,
+    slots = _int(spec, "slots", owner, None, ge=1, nullable=True,
                  hint="slots is the number of configurations trained together per data pass.")
     return SearchSpec(method=method, space=space, n_trials=n_trials, seed=seed,
                       early_stopping=_early_stopping(spec.get("early_stopping"), owner),
