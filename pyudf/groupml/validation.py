@@ -27,6 +27,19 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def finite_float(value: Any) -> float | None:
+    """``float(value)``, or None when that is NaN, infinite or overflows (a huge integer)."""
+    try:
+        out = float(value)
+    except OverflowError:
+        return None
+    return out if math.isfinite(out) else None
+
+
+def _bound(b: float) -> str:
+    return str(b) if isinstance(b, Integral) else f"{b:g}"
+
+
 def fail(name: str, owner: str, rule: str, value: Any, *, hint: str | None = None,
          cls: type = InvalidParameterError):
     """Raise ``cls`` with the standard message (and a generic hint when none is given)."""
@@ -43,20 +56,21 @@ def check_number(value: Any, name: str, owner: str, *, gt: float | None = None,
     if isinstance(value, bool) or not isinstance(value, Real):
         fail(name, owner, kind, value, hint=hint, cls=cls)
     if integer and not isinstance(value, Integral):
-        if float(value).is_integer():
+        as_float = finite_float(value)
+        if as_float is not None and as_float.is_integer():
             value = int(value)
         else:
             fail(name, owner, kind, value, hint=hint, cls=cls)
-    if not integer and not math.isfinite(float(value)):
+    if not integer and finite_float(value) is None:
         fail(name, owner, "a finite number", value, hint=hint, cls=cls)
     if gt is not None and not value > gt:
-        fail(name, owner, f"> {gt:g}", value, hint=hint, cls=cls)
+        fail(name, owner, f"> {_bound(gt)}", value, hint=hint, cls=cls)
     if ge is not None and not value >= ge:
-        fail(name, owner, f">= {ge:g}", value, hint=hint, cls=cls)
+        fail(name, owner, f">= {_bound(ge)}", value, hint=hint, cls=cls)
     if lt is not None and not value < lt:
-        fail(name, owner, f"< {lt:g}", value, hint=hint, cls=cls)
+        fail(name, owner, f"< {_bound(lt)}", value, hint=hint, cls=cls)
     if le is not None and not value <= le:
-        fail(name, owner, f"<= {le:g}", value, hint=hint, cls=cls)
+        fail(name, owner, f"<= {_bound(le)}", value, hint=hint, cls=cls)
     return int(value) if integer else float(value)
 
 

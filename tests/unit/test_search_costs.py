@@ -37,6 +37,12 @@ def test_budget_grid_random_tpe():
     assert b.early_stopping.startswith("bandit (epsilon 0.2, check every 3 epoch block(s) = 30 iterations)")
 
 
+def test_budget_with_a_huge_learner_max_iter():
+    # exact integer arithmetic: max_iter / epoch_iters as a float would overflow
+    b = search_budget(parse_search({"l2": [0, 1], "max_epochs": 7}), max_iter=10 ** 400)
+    assert (b.epochs_per_config, b.epochs) == (7, 14)
+
+
 def test_budget_hyperband_r81_eta3():
     b = search_budget(parse_search({"method": "hyperband", "max_epochs": 81, "eta": 3, "space": SPACE}))
     # Li et al. table for R = 81, eta = 3: n_i per bracket 81 27 9 3 1 | 34 11 3 1 | 15 5 1 | 8 2 | 5

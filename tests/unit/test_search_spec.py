@@ -5,6 +5,7 @@ import json
 import pytest
 
 from groupml.errors import SearchSpecError
+from groupml.fitting import UNLIMITED_EPOCHS
 from groupml.search import make_procedure, iter_grid, parse_search
 from groupml.search._space import Categorical, Fixed, IntRange, LogUniform, Uniform
 
@@ -132,6 +133,64 @@ def test_null_is_not_a_default_for_numeric_keys(key):
         "The 'partial_iters' value of search early_stopping must be an integer; got null"
     # slots is the one numeric key where null means something: the planner chooses
     assert parse_search({"lr": [1], "slots": None}).slots is None
+
+
+BIG = 10 ** 400      # a 401-digit JSON integer: float() of it overflows
+
+
+def test_ranges_must_be_finite_and_samplable():
+    assert err({"x": {"uniform": [0, BIG]}}).message == \
+        f"The 'x' value of search must be a range [lo, hi] of two finite numbers for uniform; got [0, {BIG}]"
+    assert err({"x": {"loguniform": [1, float("inf")]}}).message == \
+        "The 'x' value of search must be a range [lo, hi] of two finite numbers for loguniform; got [1, Infinity]"
+    assert err({"x": {"uniform": [-1e308, 1e308]}}).message == \
+        "The 'x' value of search must be a range [lo, hi] whose width hi - lo is finite for uniform; " \
+        "got [-1e+308, 1e+308]"
+    rule = "a range [lo, hi] with -2^63 <= lo <= hi < 2^63 for int"
+    assert err({"x": {"int": [0, 1e19]}}).message == f"The 'x' value of search must be {rule}; got [0, 1e+19]"
+    assert err({"x": {"int": [0, BIG]}}).message == f"The 'x' value of search must be {rule}; got [0, {BIG}]"
+    assert err({"x": {"int": [-2 ** 63 - 1, 0]}}).message.endswith(f"{rule}; got [-9223372036854775809, 0]")
+    # the extremes that are allowed can be sampled
+    spec = parse_search({"x": {"int": [-2 ** 63, 2 ** 63 - 1]}, "u": {"uniform": [-1e308, 0]}})
+    point = make_procedure(spec).ask(1)[0].params
+    assert -2 ** 63 <= point["x"] < 2 ** 63 and -1e308 <= point["u"] <= 0
+
+
+def test_values_must_be_finite():
+    assert err({"x": float("nan")}).message == \
+        "The 'x' value of search must be finite (not NaN or infinity); got NaN"
+    assert err({"x": [1, float("inf")]}).message == \
+        "The 'x' value of search must be a list of finite values (no NaN or infinity); got [1, Infinity]"
+    assert err({"m": {"choice": [{"x": -float("inf")}]}}).message == \
+        "The 'x' value of search must be finite (not NaN or infinity); got -Infinity"
+    # huge integers are exact JSON: the learner's own checks judge them
+    assert parse_search({"x": [BIG]}).space == (Categorical("x", (BIG,)),)
+
+
+def test_upper_bounds_of_budgets_and_seed():
+    assert err({"lr": [1], "n_trials": 100001}).message == \
+        "The 'n_trials' value of search must be <= 100000; got 100001"
+    assert err({"lr": [1], "max_epochs": 2 ** 30 + 1}).message == \
+        "The 'max_epochs' value of search must be <= 1073741824; got 1073741825"
+    assert err({"method": "hyperband", "x": {"uniform": [0, 1]}, "max_epochs": BIG}).message == \
+        f"The 'max_epochs' value of search must be <= 1073741824; got {BIG}"
+    assert err({"lr": [1], "epoch_iters": 10 ** 6 + 1}).message == \
+        "The 'epoch_iters' value of search must be <= 1000000; got 1000001"
+    assert err({"lr": [1], "seed": 2 ** 63}).message == \
+        "The 'seed' value of search must be <= 9223372036854775807; got 9223372036854775808"
+    assert err({"lr": [1], "slots": 100001}).message == \
+        "The 'slots' value of search must be <= 100000; got 100001"
+    assert err({"lr": [1], "early_stopping": {"epsilon": 1001}}).message == \
+        "The 'epsilon' value of search early_stopping must be <= 1000; got 1001"
+    assert err({"lr": [1], "early_stopping": {"epsilon": BIG}}).message == \
+        f"The 'epsilon' value of search early_stopping must be a finite number; got {BIG}"
+    # the limits themselves are fine, and so is the max_epochs plan_search writes into
+    # checkpointed specs of grid/random/tpe without max_epochs
+    spec = parse_search({"lr": [1], "n_trials": 100000, "max_epochs": UNLIMITED_EPOCHS, "epoch_iters": 10 ** 6,
+                         "seed": 2 ** 63 - 1, "slots": 100000, "early_stopping": {"epsilon": 1000,
+                                                                                 "partial_iters": BIG}})
+    assert parse_search(json.loads(json.dumps(spec.to_dict(), allow_nan=False))) == spec
+    assert spec.partial_epochs == BIG // 10 ** 6
 
 
 def test_grid_with_distributions_and_grid_too_large():

@@ -37,7 +37,7 @@ class SearchBudget:
 def search_budget(spec: SearchSpec, *, max_iter: int = 100) -> SearchBudget:
     """The work of ``spec``. ``max_iter`` (the learner's iteration cap) bounds the epochs of
     methods without an epoch cap: ceil(max_iter / epoch_iters) blocks per configuration."""
-    per_config = min(spec.max_epochs, max(1, math.ceil(max_iter / spec.epoch_iters)))
+    per_config = min(spec.max_epochs, max(1, -(-max_iter // spec.epoch_iters)))   # exact for huge max_iter
     es = None
     if spec.early_stopping is not None:
         es = (f"bandit (epsilon {spec.early_stopping.epsilon:g}, check every "

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import difflib
 import json
-import math
 from dataclasses import dataclass
-from numbers import Real
+from numbers import Integral, Real
 from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
 
 from ..errors import SearchSpecError
-from ..validation import check_choice, check_keys, check_number, fail
+from ..validation import check_choice, check_keys, check_number, fail, finite_float
 from . import _space
 from ._space import Categorical, Fixed, IntRange, LogUniform, Space, Uniform
 
@@ -19,6 +18,15 @@ RESERVED = ("method", "space", "n_trials", "seed", "early_stopping", "epoch_iter
             "max_epochs", "min_epochs", "eta", "slots")
 DIST_KEYS = ("uniform", "loguniform", "int", "choice")
 MAX_GRID = 10000
+# Upper bounds no search needs; they keep budgets, seeds and sampled values within what the
+# planner's floats, numpy and jsonb hold. MAX_EPOCHS is also fitting.UNLIMITED_EPOCHS, the
+# max_epochs that checkpointed grid/random/tpe specs without max_epochs carry.
+MAX_TRIALS = 100_000
+MAX_EPOCHS = 1 << 30
+MAX_EPOCH_ITERS = 1_000_000
+MAX_SEED = 2 ** 63 - 1
+MAX_EPSILON = 1000
+INT_LIMIT = 2 ** 63               # {"int": [lo, hi]}: -INT_LIMIT <= lo <= hi < INT_LIMIT (numpy int64)
 SCHEMA_HINT = "See SELECT groupml.help('search') for the search schema."
 
 
@@ -54,7 +62,7 @@ class SearchSpec:
         """Epoch blocks after which the bandit check happens (ceil(partial_iters / epoch_iters))."""
         if self.early_stopping is None:
             return None
-        return max(1, math.ceil(self.early_stopping.partial_iters / self.epoch_iters))
+        return max(1, -(-self.early_stopping.partial_iters // self.epoch_iters))
 
     def to_dict(self) -> Dict[str, Any]:
         """Canonical JSON form; ``parse_search(spec.to_dict()) == spec``. A space without
@@ -75,6 +83,11 @@ class SearchSpec:
 
 def _is_scalar(value: Any) -> bool:
     return value is None or isinstance(value, (str, bool, Real))
+
+
+def _is_finite(value: Any) -> bool:
+    """False for NaN and infinities (not JSON); integers of any size are exact JSON."""
+    return not isinstance(value, Real) or isinstance(value, Integral) or finite_float(value) is not None
 
 
 class _Json:
@@ -122,15 +135,25 @@ class _Parser:
         integer = kind == "int"
         rule = ("a range [lo, hi] of two integers" if integer else "a range [lo, hi] of two numbers")
         if (not isinstance(value, (list, tuple)) or len(value) != 2
-                or any(isinstance(v, bool) or not isinstance(v, Real) for v in value)
-                or any(not math.isfinite(float(v)) for v in value)
-                or (integer and any(not float(v).is_integer() for v in value))):
+                or any(isinstance(v, bool) or not isinstance(v, Real) for v in value)):
+            fail(name, self.owner, f"{rule} for {kind}", _show(value), cls=SearchSpecError,
+                 hint=f'Write it as {{"{kind}": [lo, hi]}}.')
+        if any(finite_float(v) is None and not (integer and isinstance(v, Integral)) for v in value):
+            fail(name, self.owner, f"a range [lo, hi] of two finite numbers for {kind}", _show(value),
+                 cls=SearchSpecError, hint="Both bounds must be finite numbers below 1.8e308 in magnitude.")
+        if integer and any(not isinstance(v, Integral) and not float(v).is_integer() for v in value):
             fail(name, self.owner, f"{rule} for {kind}", _show(value), cls=SearchSpecError,
                  hint=f'Write it as {{"{kind}": [lo, hi]}}.')
         lo, hi = (int(v) for v in value) if integer else (float(v) for v in value)
         if lo > hi:
             fail(name, self.owner, f"a range [lo, hi] with lo <= hi for {kind}", _show(value),
                  cls=SearchSpecError, hint="Swap the bounds.")
+        if integer and (lo < -INT_LIMIT or hi >= INT_LIMIT):
+            fail(name, self.owner, "a range [lo, hi] with -2^63 <= lo <= hi < 2^63 for int", _show(value),
+                 cls=SearchSpecError, hint="Integer ranges are drawn as 64-bit integers.")
+        if kind == "uniform" and finite_float(hi - lo) is None:
+            fail(name, self.owner, "a range [lo, hi] whose width hi - lo is finite for uniform", _show(value),
+                 cls=SearchSpecError, hint="Narrow the range: hi - lo must stay below 1.8e308.")
         if kind == "loguniform" and lo <= 0:
             fail(name, self.owner, "a range [lo, hi] with 0 < lo <= hi for loguniform", _show(value),
                  cls=SearchSpecError, hint='Use "uniform" for ranges that include 0 or negatives.')
@@ -146,6 +169,9 @@ class _Parser:
             if isinstance(item, Mapping):
                 out.append(self.space(item, f"{path}{name}[{i}]."))
             elif _is_scalar(item):
+                if not _is_finite(item):
+                    fail(name, self.owner, "a list of finite values (no NaN or infinity)", _show(items),
+                         cls=SearchSpecError, hint="NaN and infinity are not JSON numbers; give finite values.")
                 scalar_seen = True
                 out.append(item)
             else:
@@ -176,18 +202,22 @@ class _Parser:
             self._leaf(name, path)
             return {"uniform": Uniform, "loguniform": LogUniform, "int": IntRange}[kind](name, lo, hi)
         if _is_scalar(value):
+            if not _is_finite(value):
+                fail(name, self.owner, "finite (not NaN or infinity)", _show(value), cls=SearchSpecError,
+                     hint="NaN and infinity are not JSON numbers; give a finite value.")
             self._leaf(name, path)
             return Fixed(name, value)
         fail(name, self.owner, "a list, a scalar or a distribution object", _show(value),
              cls=SearchSpecError, hint=SCHEMA_HINT)
 
 
-def _int(spec: Mapping, key: str, owner: str, default: Any, *, ge: int, hint: str, nullable: bool = False):
+def _int(spec: Mapping, key: str, owner: str, default: Any, *, ge: int, hint: str,
+         le: Optional[int] = None, nullable: bool = False):
     """An integer key; JSON null only where it means something (slots: the planner chooses)."""
     value = spec.get(key, default)
     if value is None and nullable:
         return None
-    return check_number(value, key, owner, ge=ge, integer=True, cls=SearchSpecError, hint=hint)
+    return check_number(value, key, owner, ge=ge, le=le, integer=True, cls=SearchSpecError, hint=hint)
 
 
 def _early_stopping(raw: Any, owner: str) -> Optional[EarlyStopping]:
@@ -200,7 +230,7 @@ def _early_stopping(raw: Any, owner: str) -> Optional[EarlyStopping]:
     check_keys(raw, sub, ("method", "epsilon", "partial_iters"), hint=SCHEMA_HINT)
     method = check_choice(raw.get("method", "bandit"), "method", sub, ("bandit",), cls=SearchSpecError,
                           hint="Only TuPAQ's bandit action elimination is available.")
-    eps = check_number(raw.get("epsilon", 0.5), "epsilon", sub, ge=0, cls=SearchSpecError,
+    eps = check_number(raw.get("epsilon", 0.5), "epsilon", sub, ge=0, le=MAX_EPSILON, cls=SearchSpecError,
                        hint="epsilon is the slack: 0.5 keeps configs whose loss is within 50% of the best.")
     partial = check_number(raw.get("partial_iters", 10), "partial_iters", sub, ge=1, integer=True,
                            cls=SearchSpecError, hint="Solver iterations before the bandit check.")
@@ -247,13 +277,13 @@ def parse_search(spec: Any, *, param_names: Optional[Iterable[str]] = None,
             fail("space", owner, f"a grid of at most {MAX_GRID} points", size, cls=SearchSpecError,
                  hint='Use "method": "random" or "tpe" with "n_trials" to sample a large space.')
 
-    n_trials = check_number(spec.get("n_trials", 20), "n_trials", owner, gt=0, integer=True,
+    n_trials = check_number(spec.get("n_trials", 20), "n_trials", owner, gt=0, le=MAX_TRIALS, integer=True,
                             cls=SearchSpecError, hint="n_trials is the number of configurations to try.")
-    seed = check_number(spec.get("seed", 0), "seed", owner, ge=0, integer=True, cls=SearchSpecError,
-                        hint="Use a non-negative integer seed.")
-    epoch_iters = _int(spec, "epoch_iters", owner, 10, ge=1,
+    seed = check_number(spec.get("seed", 0), "seed", owner, ge=0, le=MAX_SEED, integer=True,
+                        cls=SearchSpecError, hint="Use a non-negative 64-bit integer seed.")
+    epoch_iters = _int(spec, "epoch_iters", owner, 10, ge=1, le=MAX_EPOCH_ITERS,
                        hint="epoch_iters is the number of solver iterations per block.")
-    max_epochs = _int(spec, "max_epochs", owner, 10, ge=1,
+    max_epochs = _int(spec, "max_epochs", owner, 10, ge=1, le=MAX_EPOCHS,
                       hint="max_epochs is the largest number of blocks one configuration may train.")
     min_epochs = _int(spec, "min_epochs", owner, 1, ge=1,
                       hint="min_epochs is the smallest block budget (first rung) of halving methods.")
@@ -261,7 +291,7 @@ def parse_search(spec: Any, *, param_names: Optional[Iterable[str]] = None,
         fail("min_epochs", owner, f"<= max_epochs ({max_epochs})", min_epochs, cls=SearchSpecError,
              hint="Lower min_epochs or raise max_epochs.")
     eta = _int(spec, "eta", owner, 3, ge=2, hint="eta is the halving rate; 3 keeps the best third.")
-    slots = _int(spec, "slots", owner, None, ge=1, nullable=True,
+    slots = _int(spec, "slots", owner, None, ge=1, le=MAX_TRIALS, nullable=True,
                  hint="slots is the number of configurations trained together per data pass.")
     return SearchSpec(method=method, space=space, n_trials=n_trials, seed=seed,
                       early_stopping=_early_stopping(spec.get("early_stopping"), owner),
