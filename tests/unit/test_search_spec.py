@@ -97,6 +97,16 @@ def test_empty_space_and_empty_list():
     assert err({"lr": {"choice": []}}).message == "The 'lr' value of search must be a non-empty list; got []"
 
 
+@pytest.mark.parametrize("method", ["random", "tpe", "successive_halving", "hyperband", "asha"])
+def test_sampling_methods_need_dimensions(method):
+    e = err({"method": method, "max_epochs": 81})
+    assert e.message == (f"The 'space' value of search must be a non-empty object of parameter dimensions "
+                         f"for method '{method}'; got {{}}")
+    assert "copies of one configuration" in e.hint and '"method"' in e.hint
+    # grid without dimensions is one configuration, the learner's defaults
+    assert parse_search({"method": "grid", "max_epochs": 81}) == parse_search({"max_epochs": 81})
+
+
 def test_ranges():
     assert err({"lr": {"uniform": [1, 0.1]}}).message == \
         "The 'lr' value of search must be a range [lo, hi] with lo <= hi for uniform; got [1, 0.1]"

@@ -265,6 +265,12 @@ def parse_search(spec: Any, *, param_names: Optional[Iterable[str]] = None,
     check_choice(method, "method", owner, METHODS, cls=SearchSpecError,
                  hint="grid enumerates lists; random/tpe sample n_trials configs; "
                       "successive_halving/hyperband/asha also stop weak configs early.")
+    if not space and method != "grid":
+        fail("space", owner, f"a non-empty object of parameter dimensions for method '{method}'", _show({}),
+             cls=SearchSpecError,
+             hint=f'Without dimensions \'{method}\' would train copies of one configuration; give the '
+                  f'parameters to search, e.g. "space": {{"l2": {{"loguniform": [1e-6, 1]}}}}, or leave '
+                  f'out "method" (grid) to train the learner\'s defaults once.')
     if method == "grid" and has_dist:
         dist = next(d.name for d in _walk(space) if isinstance(d, (Uniform, LogUniform, IntRange))
                     or (isinstance(d, Categorical) and not d.grid))
