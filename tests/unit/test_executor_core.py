@@ -107,6 +107,48 @@ def test_group_tasks_follow_the_strategy():
     assert len(grouped[0]["shards"]) >= 2
 
 
+class _Cfg:
+    def __init__(self, trial):
+        self.params, self.trial_id = {"l2": 0.0, "fit_intercept": True}, trial
+
+
+class _StuckPool:
+    """A worker whose task never reports (a hung connection, a dead thread)."""
+
+    def submit(self, w, request, theta, meta, fn="partial"):
+        from concurrent.futures import Future
+        return Future()
+
+
+def test_glm_pass_returns_promptly_after_an_abort_although_a_worker_never_reports():
+    import threading
+    import time
+
+    from groupml.executor.glm import ShardEvaluator, _Aborted
+
+    abort = threading.Event()
+    ev = ShardEvaluator(_StuckPool(), snapshot_id=1, group_no=0, group_key='{"g": 1}', family="logistic", d=2,
+                        shards=[(0, 0, 10, [[0, 0, 10]]), (1, 10, 10, [[0, 10, 10]])], abort=abort)
+    threading.Timer(0.2, abort.set).start()
+    t0 = time.monotonic()
+    with pytest.raises(_Aborted):
+        ev(np.zeros((3, 2)), [_Cfg(1), _Cfg(2)])
+    assert time.monotonic() - t0 < 2.0
+
+
+def test_closing_the_pool_fails_tasks_a_stuck_worker_still_holds():
+    from groupml.executor.pool import Task, WorkerLostError, WorkerPool
+
+    pool = WorkerPool([{"name": "w0", "dsn": "host=h"}], run_id=1)     # never started: no thread drains it
+    queued = pool.submit(0, "{}", b"", {"group_key": "g"})
+    running = Task(0, "{}", b"", {"group_key": "g"})
+    pool._running[0] = running                                           # as if its query ignored the cancel
+    pool.close()
+    for fut in (queued, running.future):
+        assert isinstance(fut.exception(timeout=0), WorkerLostError)
+    assert pool.submit(0, "{}", b"", {}).exception(timeout=0) is not None   # closed: refused at once
+
+
 def test_redact():
     assert redact("host=h password=pw user=u") == "host=h password=*** user=u"
     assert redact("postgresql://u:pw@h/db") == "postgresql://u:***@h/db"

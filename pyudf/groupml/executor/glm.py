@@ -145,11 +145,15 @@ class ShardEvaluator:
                 meta = {"group_key": self.group_key, "pass": self.pass_no, "shard": s, "row_start": start,
                         "n_rows": rows, "trials": trials}
                 futures.append(self.pool.submit(w, self._request(pieces, params, k, cw), th, meta))
+        from .patterns import await_result
+
         fsum = np.zeros(k)
         Gsum = np.zeros((d + 1, k))
         n_seen = 0
         for j, fut in enumerate(futures):           # fixed order: deterministic summation
-            out = np.frombuffer(fut.result(), dtype="<f8")
+            # poll the abort flag while waiting: a worker that never reports must not hold the
+            # driver (and the run's shutdown) forever
+            out = np.frombuffer(await_result(fut, self.abort), dtype="<f8")
             kk = 1 if self.mode == "configs" else k
             f = out[1:1 + kk]
             G = out[1 + kk:].reshape(d + 1, kk)

@@ -16,7 +16,7 @@ import queue
 import re
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from typing import Any, Dict, List, Optional
 
 from ..errors import GroupmlError, InvalidParameterError, PrerequisiteStateError
@@ -33,6 +33,18 @@ def redact(text: str) -> str:
 
 class WorkerLostError(GroupmlError):
     sqlstate = "08006"  # connection_failure
+
+
+def _settle(fut: Future, result=None, exc: Optional[BaseException] = None) -> None:
+    """Resolve a task's future unless it is already resolved (a task failed by ``close`` may
+    still report late)."""
+    try:
+        if exc is not None:
+            fut.set_exception(exc)
+        else:
+            fut.set_result(result)
+    except InvalidStateError:
+        pass
 
 
 def loopback_dsn(session) -> str:
@@ -110,6 +122,7 @@ class WorkerPool:
         self._threads: List[threading.Thread] = []
         self._submit_lock = threading.Lock()
         self._busy = [0] * len(endpoints)
+        self._running: List[Optional[Task]] = [None] * len(endpoints)
 
     def start(self) -> None:
         import psycopg
@@ -173,9 +186,10 @@ class WorkerPool:
             if task is None:
                 return
             if self.errors[i] is not None or self.closed:
-                task.future.set_exception(WorkerLostError(self.errors[i] or "the worker pool is closed"))
+                _settle(task.future, exc=WorkerLostError(self.errors[i] or "the worker pool is closed"))
                 continue
             self._busy[i] = 1
+            self._running[i] = task
             t0 = time.perf_counter() - self.t0
             try:
                 with conn.cursor(binary=True) as cur:
@@ -183,23 +197,45 @@ class WorkerPool:
                     out = bytes(cur.fetchone()[0])
             except psycopg.Error as exc:
                 self._busy[i] = 0
+                self._running[i] = None
                 msg = (f"worker {i} ('{self.endpoints[i]['name']}', backend pid {self.pids[i]}) failed: "
                        f"{redact(str(exc)).strip().splitlines()[0]}")
                 self.errors[i] = msg
-                task.future.set_exception(WorkerLostError(msg))
+                _settle(task.future, exc=WorkerLostError(msg))
                 continue
             t1 = time.perf_counter() - self.t0
             self._busy[i] = 0
+            self._running[i] = None
             if task.meta.get("group_key") is not None:     # not a group's task (a snapshot part): no schedule
                 with self._log_lock:
                     self.log.append(dict(task.meta, worker=i, started=t0, finished=t1, worker_pid=self.pids[i]))
-            task.future.set_result(out)
+            _settle(task.future, result=out)
 
     def take_log(self, group_key: str) -> List[Dict[str, Any]]:
         with self._log_lock:
             mine = [e for e in self.log if e["group_key"] == group_key]
             self.log = [e for e in self.log if e["group_key"] != group_key]
         return mine
+
+    def _fail_leftovers(self) -> None:
+        """After the join timeout: fail every task still queued on or running in a worker whose
+        thread did not stop (a query that ignored its cancel), so that nobody waits on it."""
+        def lost():
+            return WorkerLostError("the worker pool is closed")
+
+        with self._submit_lock:
+            for i, q in enumerate(self.queues):
+                task = self._running[i]
+                if task is not None:
+                    _settle(task.future, exc=lost())
+                while True:
+                    try:
+                        task = q.get_nowait()[2]
+                    except queue.Empty:
+                        break
+                    if task is not None:
+                        _settle(task.future, exc=lost())
+                q.put((9, 1 << 62, None))       # a thread that comes back still finds its stop
 
     def close(self) -> None:
         self.closed = True
@@ -213,6 +249,7 @@ class WorkerPool:
             q.put((9, 1 << 62, None))
         for t in self._threads:
             t.join(timeout=10)
+        self._fail_leftovers()
         for c in self.conns:
             if c is not None:
                 try:
