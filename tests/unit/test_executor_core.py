@@ -152,6 +152,12 @@ def test_closing_the_pool_fails_tasks_a_stuck_worker_still_holds():
 def test_redact():
     assert redact("host=h password=pw user=u") == "host=h password=*** user=u"
     assert redact("postgresql://u:pw@h/db") == "postgresql://u:***@h/db"
+    # unquoted libpq values may hold backslash-escaped spaces; quoted ones any escape
+    assert redact(r"host=h password=abc\ def user=u") == "host=h password=*** user=u"
+    assert redact(r"host=h password=a\\b\ c\'d user=u") == "host=h password=*** user=u"
+    assert redact(r"host=h password='a b\' c' user=u") == "host=h password=*** user=u"
+    assert redact("host=h PASSWORD = secret") == "host=h PASSWORD = ***"
+    assert redact("postgresql://u@h/db?password=secret") == "postgresql://u@h/db?password=***"
 
 
 def test_lightgbm_ranks_listen_on_their_workers_addresses():

@@ -21,7 +21,9 @@ from typing import Any, Dict, List, Optional
 
 from ..errors import GroupmlError, InvalidParameterError, PrerequisiteStateError
 
-_PW = [re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.I),
+# a libpq value is quoted ('...', backslash escapes inside) or unquoted, where a backslash
+# escapes the next character too (an escaped space does not end the value)
+_PW = [re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|(?:\\.|[^\s\\])+)", re.I),
        re.compile(r"(://[^:/@\s]*:)([^@\s]*)(@)")]
 
 
