@@ -99,6 +99,24 @@ def test_terms_and_eq2_optimum():
     assert choose_workers(m, 10, 10, 1, max_workers=3) == 3
 
 
+@pytest.mark.parametrize("coefficients", [None, {"fixed": 0.01, "per_worker": 2e-3, "compute": 1e-9,
+                                                 "memory": 5e-9, "elementwise": 4e-8, "network": 1e-6}])
+@pytest.mark.parametrize("n, d, k", [(1_000_000, 10, 4), (200_000, 50, 1), (50_000, 3, 16)])
+def test_eq2_optimum_is_the_argmin_of_the_models_own_time(coefficients, n, d, k):
+    # every term divided by w counts, the elementwise one included
+    from scipy.optimize import minimize_scalar
+
+    m = CostModel(coefficients)
+    c = np.array([m.coefficients[t] for t in TERMS])
+    best = minimize_scalar(lambda w: term_values(n, d, k, w) @ c, bounds=(0.5, 200), method="bounded",
+                           options={"xatol": 1e-7}).x
+    w_opt = m.continuous_optimal_workers(n, d, k)
+    assert w_opt == pytest.approx(best, rel=1e-4)
+    # t is convex in w: predict's best whole worker count is next to the continuous optimum
+    times = [m.predict(n, d, k, w) for w in range(1, 201)]
+    assert int(np.argmin(times)) + 1 in (math.floor(w_opt), math.ceil(w_opt))
+
+
 def test_choose_batch_size():
     fixed_only = CostModel({"fixed": 1, "per_worker": 0, "compute": 0, "memory": 0, "elementwise": 0, "network": 0})
     assert choose_batch_size(fixed_only, 1000, 10, 10) == 10          # one pass

@@ -141,10 +141,11 @@ class CostModel:
         return total
 
     def continuous_optimal_workers(self, n: int, d: int, k: int = 1) -> float:
-        """TuPAQ eq. (2) for this model: t(w) = A + B*w + C/w is least at sqrt(C / B)."""
+        """TuPAQ eq. (2) for this model: t(w) = A + B*w + C/w is least at sqrt(C / B), with C
+        every term divided by w (compute, memory and elementwise)."""
         c = self.coefficients
         B = c["per_worker"] + c["network"] * d * k
-        C = c["compute"] * n * d * k + c["memory"] * n * d
+        C = c["compute"] * n * d * k + c["memory"] * n * d + c["elementwise"] * n * k
         return math.inf if B == 0 else math.sqrt(C / B)
 
     # ---- state -------------------------------------------------------------------------
