@@ -5,8 +5,8 @@ import json
 import pytest
 
 from groupml.errors import InvalidParameterError
-from groupml.planner import (CostModel, UnitCosts, Workload, choose_strategy, estimate_dp,
-                             estimate_grouped, estimate_gtp, estimate_mtp, unit_costs_from_model)
+from groupml.planner import (CostModel, UnitCosts, Workload, choose_strategy, constrained_wrap_around,
+                             estimate_dp, estimate_grouped, estimate_gtp, estimate_mtp, unit_costs_from_model)
 
 ZERO = dict(compute_per_row=0, memory_per_row=0, update=0, load_per_row=0, disk_per_row=0,
             sync_per_step=0, model_transfer=0, task_startup=0, epoch_barrier=0)
@@ -71,6 +71,39 @@ def test_whole_groups_above_the_pass_task_bound_pay_a_task_per_pass():
     assert seq.whole_group_tasks(6) == 1
     with pytest.raises(InvalidParameterError, match="pass_task_rows"):
         Workload(SIZES, n_configs=2, epochs=3, pass_task_rows=-1)
+
+
+def test_mlp_and_lightgbm_pay_a_task_start_per_whole_group():
+    # the executor runs every unsplit MLP / LightGBM group as one 'fit' task: 400 groups of 50
+    # rows on 4 workers are 100 task starts per worker under grouped as under GTP
+    sizes = {i: 50 for i in range(400)}
+    start = costs(task_startup=0.5)
+    for pattern, extra in (("sequential", {"batch_size": 64}), ("sampling", {})):
+        w = Workload(sizes, n_configs=4, epochs=5, pattern=pattern, **extra)
+        gl = estimate_grouped(w, 4, start)
+        assert gl.details["split_groups"] == 0
+        assert gl.per_worker == [50.0] * 4 == estimate_gtp(w, 4, start).per_worker, pattern
+        plan = choose_strategy(sizes, 4, 5, 4, start, pattern=pattern, **extra)
+        assert plan.makespan == pytest.approx(50.0), pattern
+    # a split LightGBM group: a rank per config on each holder; the whole group one task
+    w = Workload({"a": 6, "b": 2}, n_configs=2, epochs=3, pattern="sampling")
+    pl = constrained_wrap_around({"a": 6, "b": 2}, 2)            # a: 3 rows on each worker, b on worker 0
+    assert pl.shard_counts() == {"a": 2, "b": 1} and pl.loads() == [5, 3]
+    assert estimate_grouped(w, 2, costs(task_startup=1), pl).per_worker == [2 + 1.0, 2.0]
+
+
+def test_dp_task_starts_follow_the_executor():
+    start = costs(task_startup=1)
+    # LightGBM: a data-parallel job per config and group, a rank on every holder; a group of
+    # one row is one shard, its whole search one task (on worker 0)
+    w = Workload({"a": 6, "b": 2, "c": 1}, n_configs=2, epochs=3, pattern="sampling")
+    assert estimate_dp(w, 2, start).per_worker == [2 + 2 + 1.0, 2 + 2.0]
+    # MLP: a statistics task and a task per mini-batch round (all configs step together)
+    w = Workload({"a": 10, "b": 2}, n_configs=2, epochs=1, pattern="sequential", batch_size=4)
+    assert estimate_dp(w, 2, start).per_worker == [(1 + 3) + (1 + 1.0)] * 2
+    # GLMs: a task per pass on every holder; a one-row group runs whole
+    w = Workload({"a": 6, "b": 2, "c": 1}, n_configs=2, epochs=3)
+    assert estimate_dp(w, 2, start).per_worker == [3 + 3 + 1.0, 3 + 3.0]
 
 
 def test_pass_task_rows_matches_the_executor_rule():

@@ -34,7 +34,7 @@ class UnitCosts:
     disk_per_row     re-reading one row of a local copy (f_disk(1), MTP only)
     sync_per_step    one synchronous aggregation round across workers (DP)
     model_transfer   shipping one model or partial gradient between workers (GAP)
-    task_startup     starting one task on a worker (TP; once per worker otherwise)
+    task_startup     starting one task on a worker (charged per task the executor starts)
     epoch_barrier    one end-of-epoch barrier (grouped learning's f_sync)
     worker_startup   readying one worker backend for a run (connection, first import of
                      the training code); paid once by every worker whatever the strategy
@@ -207,15 +207,30 @@ def estimate_mtp(workload: Workload, n_workers: int, costs: UnitCosts) -> Strate
 def estimate_dp(workload: Workload, n_workers: int, costs: UnitCosts) -> StrategyEstimate:
     """DP: every group is cut across all workers; every config of every group runs on
     all workers at once, one synchronous aggregation round per update step, so each
-    step lasts as long as the largest shard."""
+    step lasts as long as the largest shard.  Every holder of a group starts the group's
+    tasks: a task per pass (GLMs), a rank per config (LightGBM), a statistics task and a task
+    per mini-batch round (MLP); a group of one shard is one task (its whole search)."""
     p = check_workers(n_workers)
     w, s, h = workload, workload.n_configs, workload.epochs
     pl = even_split(w.group_sizes, p)
     sync = costs.sync_per_step if p > 1 else 0.0
     parts = {k: [0.0] * p for k in ("compute", "load", "sync", "startup")}
     for k in range(p):
-        parts["startup"][k] = costs.worker_startup + costs.task_startup
+        parts["startup"][k] = costs.worker_startup
         parts["load"][k] = costs.load_per_row * sum(sh.rows for sh in pl.workers[k])
+    # task starts per group, on every holder, as the executor runs them
+    for key, holders in pl.shard_index().items():
+        rows = w.group_sizes[key]
+        if w.pattern == "sequential":    # a stats task, then a task per round (one step of all configs)
+            n_tasks = 1 + h * w.steps(rows)
+        elif len(holders) == 1:          # one shard: the whole search is one task (GLMs: pass_task_rows)
+            n_tasks = w.whole_group_tasks(rows)
+        elif w.pattern == "sampling":    # LightGBM's data-parallel mode: a rank job per config
+            n_tasks = s
+        else:                            # GLMs: a task per pass
+            n_tasks = h
+        for k, _ in holders:
+            parts["startup"][k] += n_tasks * costs.task_startup
     for key in group_order(w.group_sizes):
         rows = w.group_sizes[key]
         biggest = math.ceil(rows / p)
@@ -270,9 +285,10 @@ def estimate_grouped(workload: Workload, n_workers: int, costs: UnitCosts,
     pl = placement
     parts = {k: [0.0] * p for k in ("compute", "load", "transfer", "sync", "startup")}
     for k, shards in enumerate(pl.workers):
-        # GLMs: task costs per group below (a whole group is one task, a split one a task per
-        # pass on every holder); other patterns: one task start per worker
-        parts["startup"][k] = costs.worker_startup + (0.0 if w.pattern == "algebraic" else costs.task_startup)
+        # task starts per group below: a whole group is one task (its whole search; for GLMs
+        # above pass_task_rows a task per pass), a split one a task per pass on every holder
+        # (GLMs), per hop (MLP) or a rank per config on every holder (LightGBM)
+        parts["startup"][k] = costs.worker_startup
         parts["sync"][k] = h * costs.epoch_barrier if p > 1 else 0.0
         for sh in shards:
             parts["load"][k] += costs.load_per_row * sh.rows
@@ -290,6 +306,8 @@ def estimate_grouped(workload: Workload, n_workers: int, costs: UnitCosts,
             n_tasks = h if len(holders) > 1 else w.whole_group_tasks(w.group_sizes[key])
             for k, _ in holders:
                 parts["startup"][k] += n_tasks * costs.task_startup
+        elif len(holders) == 1:
+            parts["startup"][holders[0][0]] += costs.task_startup
         hops = len(holders) - 1
         if hops:
             if w.pattern == "sequential":      # every visit is a task of its own
