@@ -6,7 +6,8 @@ import pytest
 
 from groupml.errors import InvalidParameterError
 from groupml.planner import (CostModel, UnitCosts, Workload, choose_strategy, constrained_wrap_around,
-                             estimate_dp, estimate_grouped, estimate_gtp, estimate_mtp, unit_costs_from_model)
+                             estimate_dp, estimate_grouped, estimate_gtp, estimate_mtp, unit_costs_from_model,
+                             wrap_around)
 
 ZERO = dict(compute_per_row=0, memory_per_row=0, update=0, load_per_row=0, disk_per_row=0,
             sync_per_step=0, model_transfer=0, task_startup=0, epoch_barrier=0)
@@ -25,8 +26,10 @@ def test_hand_computed_compute_only():
     c = costs(compute_per_row=1)
     gtp = estimate_gtp(w, 2, c)        # worker 0: a (2*3*6); worker 1: b, c
     assert gtp.per_worker == [36.0, 24.0] and gtp.makespan == 36.0
-    gl = estimate_grouped(w, 2, c)     # capacity 5 rows each: 2*3*5
+    gl = estimate_grouped(w, 2, c, wrap_around_placement(SIZES, 2, "size"))    # capacity 5 rows each: 2*3*5
     assert gl.per_worker == [30.0, 30.0]
+    # GLMs run constrained wrap-around: a (6 rows < 1.5 * 5) stays whole, as under GTP
+    assert estimate_grouped(w, 2, c).per_worker == [36.0, 24.0]
     dp = estimate_dp(w, 2, c)          # ceil(6/2) + ceil(2/2) + ceil(2/2) = 5 rows per step set
     assert dp.per_worker == [30.0, 30.0]
     mtp = estimate_mtp(w, 2, c)        # tasks a,a (18) b,b,c,c (6) -> 18+6+6 each
@@ -38,7 +41,7 @@ def test_hand_computed_communication_terms():
     # DP: one sync round per config, epoch and group: 2*3*3 = 18 s on every worker
     assert estimate_dp(w, 2, costs(compute_per_row=1, sync_per_step=1)).per_worker == [48.0, 48.0]
     # grouped: group a is split over 2 workers -> 2 transfers per config and epoch = 12 s, shared
-    gl = estimate_grouped(w, 2, costs(compute_per_row=1, model_transfer=1))
+    gl = estimate_grouped(w, 2, costs(compute_per_row=1, model_transfer=1), wrap_around_placement(SIZES, 2, "size"))
     assert gl.per_worker == [36.0, 36.0] and gl.breakdown["transfer"] == 12.0
     # MTP: every worker copies a, and b and c to one... load 1 s/row, disk reload 0.5 s/row
     m = estimate_mtp(w, 2, costs(load_per_row=1, disk_per_row=0.5))
@@ -212,22 +215,27 @@ def test_unit_costs_from_calibrated_model():
 
 
 def test_long_tail_spreads_per_group_overhead():
-    # 3 big groups and 300 tiny ones; each group costs a fixed update per config and epoch.
-    # keys interleave big and tiny groups in key order: k000..k050, k050x, k051, ...
+    # 3 big groups and 300 tiny ones; each group costs a fixed update per config and epoch
+    # (one mini-batch). keys interleave big and tiny groups in key order: k000..k050, k050x, ...
     sizes = {**{f"k{i}50x": 3000 for i in range(3)}, **{f"k{i:03d}": 10 for i in range(300)}}
-    w = Workload(sizes, n_configs=2, epochs=2)
+    w = Workload(sizes, n_configs=2, epochs=2, pattern="sequential", batch_size=10_000)
     c = costs(compute_per_row=1e-3, update=0.05)
-    by_size = estimate_grouped(w, 4, c, wrap_around_placement(sizes, 4, "size"))
+    by_size = estimate_grouped(w, 4, c, wrap_around(sizes, 4, order="size"))
     best = estimate_grouped(w, 4, c)
     # largest-first leaves all 300 tiny groups (and their updates) to the last worker
     assert by_size.per_worker[-1] > 2 * min(by_size.per_worker)
     assert best.makespan < 0.7 * by_size.makespan
     assert best.placement.params["order"] == "key"
     assert best.makespan <= estimate_gtp(w, 4, c).makespan * 1.05
+    # GLMs: the estimate is of the placement the executor runs, constrained wrap-around, which
+    # balances rows only (here the same groups on the same workers as GTP)
+    glm = Workload(sizes, n_configs=2, epochs=2)
+    est = estimate_grouped(glm, 4, c)
+    assert est.placement.algorithm == "constrained_wrap_around"
+    assert est.per_worker == pytest.approx(estimate_gtp(glm, 4, c).per_worker)
 
 
 def wrap_around_placement(sizes, p, order):
-    from groupml.planner import wrap_around
     return wrap_around(sizes, p, group_isolation=False, order=order)
 
 
@@ -268,6 +276,25 @@ def test_grouped_keeps_groups_whole_when_a_split_costs_more():
         gl = estimate_grouped(big, 2, c)
         assert gl.details["split_groups"] == 1, pattern
         assert gl.makespan < 0.8 * estimate_gtp(big, 2, c).makespan
-    # the algebraic pattern keeps Kingpin's wrap-around (a split costs two small transfers)
+    # the algebraic pattern: constrained wrap-around, as the executor runs it (no group of the
+    # tail reaches 1.5 n/p rows; the dominant one is cut in equal shards)
     w = Workload(tail, n_configs=2, epochs=3)
-    assert estimate_grouped(w, 2, costs(compute_per_row=1e-6, task_startup=1e-2)).details["split_groups"] == 1
+    assert estimate_grouped(w, 2, costs(compute_per_row=1e-6, task_startup=1e-2)).details["split_groups"] == 0
+    w = Workload({"a": 2_000_000, "b": 1000}, n_configs=2, epochs=3)
+    gl = estimate_grouped(w, 2, costs(compute_per_row=1e-6, task_startup=1e-2))
+    assert gl.placement.algorithm == "constrained_wrap_around" and gl.details["split_groups"] == 1
+
+
+@pytest.mark.parametrize("sizes, p", [({i: 100_000 for i in range(10)}, 3), ({"A": 5, "B": 3, "C": 3, "D": 1}, 4),
+                                      ({"big": 1000, "s1": 400, "s2": 400, "s3": 200}, 2),
+                                      ({**{i: 10 for i in range(50)}, 99: 5000}, 4)])
+def test_glm_grouped_estimate_is_of_the_placement_the_executor_runs(sizes, p):
+    from groupml.executor.plan import make_plan, placement_for
+
+    for strategy in ("auto", "grouped"):
+        plan = make_plan(sizes, 4, 10, p, strategy)
+        estimated = plan.estimates["grouped"].placement
+        for given in (plan, None):          # options.placement 'auto' / 'wrap_around'
+            assert placement_for("grouped", sizes, p, "algebraic", plan=given).to_dict() == estimated.to_dict()
+        if plan.strategy == "grouped":
+            assert plan.placement.to_dict() == estimated.to_dict()

@@ -69,7 +69,10 @@ def placement_for(strategy: str, group_sizes: Dict[int, int], workers: int, patt
     """The placement the executor runs for a strategy (grouped: constrained wrap-around, Alg. 2;
     for the sequential pattern wrap-around with group isolation, Alg. 1).  For the sequential
     and sampling patterns grouped runs the placement its estimate chose (``plan``): the cheaper
-    of wrap-around and whole groups, since a split costs hop tasks or a distributed job there."""
+    of wrap-around and whole groups, since a split costs hop tasks or a distributed job there.
+    GLMs always run constrained wrap-around, a function of the group sizes alone (a resumed
+    group keeps its shards); the planner's grouped estimate is of that same placement
+    (:func:`groupml.planner.grouped_placement`)."""
     if (strategy == "grouped" and pattern != "algebraic" and plan is not None
             and plan.strategy == "grouped" and plan.placement is not None):
         return plan.placement

@@ -246,12 +246,13 @@ def grouped_placement(workload: Workload, n_workers: int, *, order: str = "size"
                       **kwargs) -> Placement:
     """The placement grouped learning uses for the workload's access pattern:
     sequential -> wrap-around with group isolation (Alg. 1 as published);
-    algebraic -> wrap-around at capacity ceil(n/p) (shards of a group may run at once);
-    sampling -> constrained wrap-around (Alg. 2: equal shards for LightGBM)."""
+    sampling -> constrained wrap-around (Alg. 2: equal shards for LightGBM);
+    algebraic -> constrained wrap-around too, the placement the executor runs for GLMs: it
+    depends on the group sizes alone (a resumed group continues over the same shards, so its
+    partial sums add up in the same order) and cuts only groups of 1.5 n/p rows or more (a
+    split GLM group runs a task per pass instead of one task for its whole search)."""
     if workload.pattern == "sequential":
         return wrap_around(workload.group_sizes, n_workers, group_isolation=True, order=order)
-    if workload.pattern == "algebraic":
-        return wrap_around(workload.group_sizes, n_workers, group_isolation=False, order=order)
     return constrained_wrap_around(workload.group_sizes, n_workers, **kwargs)
 
 
@@ -262,12 +263,14 @@ def estimate_grouped(workload: Workload, n_workers: int, costs: UnitCosts,
     its holders (2(k-1) transfers per config and epoch for algebraic/sampling, k-1 hops
     for sequential); one barrier per epoch.  Under group isolation (sequential) a group's
     configs run one at a time, so the largest group bounds the makespan from below.
-    Without an explicit placement, wrap-around is tried in size order and in key
-    order and the cheaper estimate is kept."""
+    Without an explicit placement the estimate is of :func:`grouped_placement`, the one the
+    executor runs; for the sequential and sampling patterns also of whole groups (and for
+    sequential of wrap-around in key order), the cheapest kept -- the executor runs the
+    plan's placement there."""
     p = check_workers(n_workers)
     if placement is None:
         options = [grouped_placement(workload, p)]
-        if workload.pattern != "sampling":
+        if workload.pattern == "sequential":
             # the row guarantees hold in any visiting order
             options.append(grouped_placement(workload, p, order="key"))
         if workload.pattern != "algebraic":
