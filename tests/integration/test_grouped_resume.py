@@ -178,9 +178,13 @@ def test_glm_group_continues_after_its_last_committed_epoch_block(dsn, db):
     assert sorted({e["pass"] for e in log}) == list(range(passes))
     assert max(e["shard"] for e in log) >= 1                       # the group is split over both workers
 
+    plan = db.execute("SELECT strategy, plan FROM groupml.grouped_runs WHERE run_id = %s", [run_id]).fetchone()
     again, notices = resume(dsn, *args, run_id)
     assert again == run_id
     assert any(f"group {gkey} resumes after its committed epoch block {block}" in n for n in notices), notices
+    # the first attempt's plan (unit costs measured since, its own tasks included, do not re-plan it)
+    assert any(f"resumes with the plan of its first attempt: {plan[0]}" in n for n in notices), notices
+    assert db.execute("SELECT strategy, plan FROM groupml.grouped_runs WHERE run_id = %s", [run_id]).fetchone() == plan
     after = epochs(db, run_id, gkey)
     for k, v in before.items():
         assert after[k] == v                                 # not redone: same rows, same commit times

@@ -210,3 +210,20 @@ def test_parallel_snapshot_parts_are_balanced_and_keys_match_by_value():
     assert can_build_in_parallel(["country"], {"country": "text"})
     assert not can_build_in_parallel([], {})
     assert not can_build_in_parallel(["c"], {"c": "integer[]"})
+
+
+def test_a_resumed_run_keeps_its_first_attempts_plan():
+    from groupml.executor.plan import placement_for, resumed_plan
+
+    sizes = {0: 900, 1: 300, 2: 200, 3: 100}
+    first = placement_for("gtp", sizes, 2)
+    prev = {"placement": first.to_dict(), "explanation": "..."}
+    again = resumed_plan("gtp", prev, sizes, 2, "auto")
+    assert again is not None and again[0] == "gtp" and again[1].to_dict() == first.to_dict()
+    assert resumed_plan("gtp", prev, sizes, 2, "gtp")[0] == "gtp"
+    # nothing planned yet, another explicit strategy, another worker count, other groups: plan anew
+    assert resumed_plan("auto", {}, sizes, 2, "auto") is None
+    assert resumed_plan("gtp", prev, sizes, 2, "mtp") is None
+    assert resumed_plan("gtp", prev, sizes, 3, "auto") is None
+    assert resumed_plan("gtp", prev, {0: 900, 1: 300}, 2, "auto") is None
+    assert resumed_plan("gtp", {"placement": {"algorithm": "x"}}, sizes, 2, "auto") is None

@@ -231,6 +231,19 @@ def test_asha_same_block_arrivals_are_ranked_together():
     assert dec == {0: S, 1: C, 2: S}
 
 
+def test_asha_counts_trials_a_wrapper_stopped_ranked_last():
+    # the bandit eliminates 3, 4 and 5 before rung 0 (1 epoch); they count there, ranked
+    # last, as in SH and Hyperband: m = 6 keeps 2, so 0 and 1 are promoted, 2 is not
+    proc = asha()
+    proc.ask(6)
+    for tid, loss in ((3, 5.0), (4, 6.0), (5, 7.0)):
+        proc.stopped(tid, 1, loss, "bandit")
+    dec = proc.tell_block([Report(0, 1, 1.0), Report(1, 1, 1.1), Report(2, 1, 1.2)])
+    assert dec == {0: C, 1: C, 2: S}
+    assert proc.reason(2) == "not promoted at rung 0 (1 epochs): rank 3 of 6"
+    assert type(proc).from_state(json.loads(json.dumps(proc.state_dict()))).state_dict() == proc.state_dict()
+
+
 # ---------------------------------------------------------------------------- bandit
 def test_bandit_rule_forms():
     # TuPAQ Alg. 3: keep iff quality(m) * (1 + eps) > quality(best), quality = 1 / loss

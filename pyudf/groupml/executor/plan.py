@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..planner import (Calibration, Placement, UnitCosts, choose_strategy, constrained_wrap_around, even_split,
                        whole_groups)
@@ -84,6 +84,30 @@ def placement_for(strategy: str, group_sizes: Dict[int, int], workers: int, patt
     if strategy == "dp":
         return even_split(group_sizes, workers)
     return whole_groups(group_sizes, workers)
+
+
+def resumed_plan(prev_strategy: Optional[str], prev_plan: Optional[Mapping[str, Any]], group_sizes: Dict[int, int],
+                 workers: int, strategy: str) -> Optional[Tuple[str, Placement]]:
+    """(strategy, placement) of a run's earlier attempt, to run again on resume; None when there
+    is none or it does not fit this call (another worker count, another explicit strategy, a
+    placement that does not cover the snapshot's groups). The plan is a function of unit costs
+    measured from runs -- the interrupted attempt's own tasks included -- so planning again
+    could move groups to other shards and their checkpoints would no longer apply."""
+    from ..errors import GroupmlError
+    from ..planner import check_placement
+
+    if not prev_strategy or not prev_plan or not prev_plan.get("placement"):
+        return None
+    if strategy != "auto" and strategy != prev_strategy:
+        return None
+    try:
+        placement = Placement.from_dict(prev_plan["placement"])
+        if placement.n_workers != workers:
+            return None
+        check_placement(placement, group_sizes)
+    except (GroupmlError, KeyError, TypeError, ValueError):
+        return None
+    return prev_strategy, placement
 
 
 def group_tasks(strategy: str, placement: Placement, groups: List[Dict[str, Any]], workers: int,

@@ -24,7 +24,7 @@ from ..validation import check_bool, check_choice, check_number
 from .checkpoint import decode, encode, fingerprint
 from .glm import ShardEvaluator, _Aborted, fit_sharded_group
 from .invariants import schedule_violations
-from .plan import group_tasks, make_plan, pass_task_rows, placement_for, workload_of
+from .plan import group_tasks, make_plan, pass_task_rows, placement_for, resumed_plan, workload_of
 from .pool import WorkerLostError, WorkerPool, resolve_endpoints
 from .snapshot import (DEFAULT_BLOCK_ROWS, build_snapshot, can_build_in_parallel, check_snapshot, delete_snapshot,
                        drop_snapshot, load_validation, snapshot_groups, snapshot_intact)
@@ -125,23 +125,34 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
     whole_max_rows = pass_task_rows(exec_options, d, wl["n_configs"], wl["epochs"])
     plan = make_plan(sizes, wl["n_configs"], wl["epochs"], workers, strategy, pattern=pattern, blocks=wl["blocks"],
                      calibration=cal, pass_task_rows=whole_max_rows)
-    chosen = plan.strategy
-    placement = placement_for(chosen, sizes, workers, pattern,
-                              plan=plan if exec_options["placement"] == "auto" else None)
+    prev = session.query("SELECT strategy, plan::text AS plan FROM groupml.grouped_runs WHERE run_id = $1",
+                         [run_id], ["bigint"])
+    again = resumed_plan(prev[0]["strategy"], json.loads(prev[0]["plan"]) if prev and prev[0]["plan"] else None,
+                         sizes, workers, strategy) if prev else None
+    if again is not None:          # a resumed run keeps its first attempt's plan (and its record)
+        chosen, placement = again
+        session.notice(f"groupml: run {run_id}: resumes with the plan of its first attempt: {chosen} on {workers} "
+                       f"worker(s), {pattern} pattern")
+    else:
+        chosen = plan.strategy
+        placement = placement_for(chosen, sizes, workers, pattern,
+                                  plan=plan if exec_options["placement"] == "auto" else None)
     from ..planner import check_placement
     check_placement(placement, sizes)
     tasks = group_tasks(chosen, placement, groups, workers, pattern)
     keys = {g["group_no"]: g["gkey"] for g in groups}
-    session.query("UPDATE groupml.runs SET n_groups = $2, estimated_seconds = $3 WHERE run_id = $1",
-                  [run_id, len(groups), plan.makespan], ["bigint", "integer", "float8"])
-    session.query("UPDATE groupml.grouped_runs SET strategy = $2, plan = $3::jsonb, last_event = $4, "
-                  "updated_at = clock_timestamp() WHERE run_id = $1",
-                  [run_id, chosen, json.dumps({"explanation": plan.explanation, "pattern": pattern, "makespan": plan.makespan,
-                                               "per_worker": plan.per_worker,
-                                               "placement": placement.to_dict(), "workload": wl,
-                                               "unit_costs": cal.to_dict()}), "planned"],
-                  ["bigint", "text", "text", "text"])
-    session.notice(f"groupml: run {run_id}: {chosen} on {workers} worker(s), {pattern} pattern: {plan.explanation}")
+    if again is None:
+        session.query("UPDATE groupml.runs SET n_groups = $2, estimated_seconds = $3 WHERE run_id = $1",
+                      [run_id, len(groups), plan.makespan], ["bigint", "integer", "float8"])
+        session.query("UPDATE groupml.grouped_runs SET strategy = $2, plan = $3::jsonb, last_event = $4, "
+                      "updated_at = clock_timestamp() WHERE run_id = $1",
+                      [run_id, chosen, json.dumps({"explanation": plan.explanation, "pattern": pattern,
+                                                   "makespan": plan.makespan, "per_worker": plan.per_worker,
+                                                   "placement": placement.to_dict(), "workload": wl,
+                                                   "unit_costs": cal.to_dict()}), "planned"],
+                      ["bigint", "text", "text", "text"])
+        session.notice(f"groupml: run {run_id}: {chosen} on {workers} worker(s), {pattern} pattern: "
+                       f"{plan.explanation}")
     done = {r["k"] for r in session.query("SELECT group_key::text AS k FROM groupml.models WHERE run_id = $1",
                                           [run_id], ["bigint"])}
     pending = [g for g in groups if g["gkey"] not in done]

@@ -298,7 +298,8 @@ class ASHA(SearchProcedure):
                 rec["state"], rec["reason"] = "done", "budget"
                 out[r.trial_id] = Decision.STOP
                 continue
-            ranked = sorted(self._results[k], key=lambda ts: (ts[1], ts[0]))
+            # a trial stopped by a wrapper (the bandit) counts at its rung, ranked last (None)
+            ranked = sorted(self._results[k], key=lambda ts: (ts[1] is None, ts[1] or 0.0, ts[0]))
             rank = [t for t, _ in ranked].index(r.trial_id)
             if rank < max(1, len(ranked) // self.spec.eta):
                 rec["rung"] = k + 1
@@ -315,6 +316,9 @@ class ASHA(SearchProcedure):
             rec["state"], rec["reason"], rec["epoch"] = "done", reason, epoch
             if score is not None:
                 rec["score"] = float(score)
+            results = self._results[rec["rung"]]
+            if all(t != trial_id for t, _ in results):
+                results.append([trial_id, None])    # ranks last at its rung, as in SH and Hyperband
 
     def finished(self):
         return self._next_id >= self.spec.n_trials and not self.running()
