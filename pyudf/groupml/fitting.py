@@ -127,7 +127,30 @@ def plan_search(family, search: dict):
     if spec.method in ("grid", "random"):
         for trial in make_procedure(spec).ask(1 << 30):
             family.validate_params(trial.params)
+    else:
+        _check_sampled_space(family, spec)
     return spec
+
+
+def _check_sampled_space(family, spec, n_samples: int = 64) -> None:
+    """TPE and the halving methods draw their configs as they go: check every range's ends and
+    every plain choice against the learner up front (an ``l2`` range reaching below 0 fails
+    here, not after part of the search trained), then a random sample of the space (nested
+    choices)."""
+    from .search import _space, make_procedure
+
+    for dim in spec.space:
+        if isinstance(dim, _space.DISTRIBUTIONS):
+            values = [dim.low, dim.high]
+        elif isinstance(dim, _space.Categorical):
+            values = [v for v in dim.items if not _space.is_subspace(v)]
+        else:
+            values = [dim.value]
+        for v in values:
+            family.validate_params({dim.name: v})
+    probe = dataclasses.replace(spec, method="random", n_trials=n_samples, early_stopping=None)
+    for trial in make_procedure(probe).ask(n_samples):
+        family.validate_params(trial.params)
 
 
 MAX_SLOTS = 256

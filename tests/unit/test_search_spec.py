@@ -219,3 +219,23 @@ def test_early_stopping_defaults():
     assert (spec.early_stopping.epsilon, spec.early_stopping.partial_iters) == (0.5, 10)
     assert spec.partial_epochs == 3
     assert parse_search({"lr": [1], "early_stopping": None}).early_stopping is None
+
+
+def test_sampling_methods_check_the_space_against_the_learner_up_front():
+    # TPE and the halving methods draw configs as they go: a range reaching outside what the
+    # learner accepts fails before anything trains, with the offending end in the message
+    from groupml.errors import InvalidParameterError
+    from groupml.fitting import plan_search
+    from groupml.learners import get_learner_family
+
+    fam = get_learner_family("logistic")
+    assert plan_search(fam, {"method": "tpe", "n_trials": 5,
+                             "space": {"l2": {"uniform": [0, 1]}, "lr": {"loguniform": [1e-3, 1]}}}).method == "tpe"
+    with pytest.raises(InvalidParameterError, match=r"The 'l2' value of model 'logistic' must be >= 0; got -1.0"):
+        plan_search(fam, {"method": "tpe", "n_trials": 5, "space": {"l2": {"uniform": [-1, 1]}}})
+    with pytest.raises(InvalidParameterError, match=r"The 'solver' value of model 'logistic' must be one of"):
+        plan_search(fam, {"method": "hyperband", "max_epochs": 27,
+                          "space": {"solver": {"choice": ["lbfgs", "nope"]}}})
+    with pytest.raises(InvalidParameterError, match=r"The 'l2' value of model 'logistic' must be >= 0"):
+        plan_search(fam, {"method": "asha", "n_trials": 4, "max_epochs": 9,
+                          "space": {"x": {"choice": [{"l2": 0.1}, {"l2": -2.0}]}}})
