@@ -258,7 +258,8 @@ def _two_ranks_under_alarms(hold):
                                "hold" if hold else "none"],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True)
              for r in range(2)]
-    return [p.communicate(timeout=120)[0].strip().splitlines()[-1] for p in procs]
+    outs = [p.communicate(timeout=120)[0].strip().splitlines() for p in procs]
+    return [o[-1] if o else f"no output (exit {p.returncode})" for o, p in zip(outs, procs)]
 
 
 def test_a_rank_survives_the_stray_alarms_of_a_backend():
