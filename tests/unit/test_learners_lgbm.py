@@ -284,3 +284,65 @@ def test_a_rank_survives_the_stray_alarms_of_a_backend():
         if any("Interrupted system call" in o for o in outs):
             break
     assert any("Interrupted system call" in o for o in outs), seen
+
+
+def _trees(text):
+    return text[text.index("Tree=0"):text.index("end of trees")]
+
+
+def test_ranks_in_a_child_process_train_and_a_cancel_kills_the_child():
+    # a worker backend runs its ranks in a long-lived child it can kill: LightGBM's network
+    # code can spin forever when a peer dies, out of reach of any cancel inside the backend
+    import os
+    import threading
+    import time
+
+    from groupml.learners import _lgbm
+    from groupml.learners._lgbm import RankProcess, _encode_job, train_lightgbm_rank_isolated
+
+    X, y = _data(2000)
+    machines = [f"127.0.0.1:{p}" for p in free_ports(2)]
+    texts, procs = {}, {}
+
+    def rank(r):
+        procs[r] = RankProcess()
+        texts[r] = procs[r].run(_encode_job("lightgbm", X[r::2], y[r::2], FAST, 10, machines, r, 1))
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in (0, 1)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(120)
+    assert _trees(texts[0]) == _trees(texts[1])
+    for r in (0, 1):     # the child stays up for the next job, and is killed on close
+        assert procs[r].alive()
+        procs[r].close()
+        assert not procs[r].alive()
+    # a peer that never comes: the cancel (interrupt_check raising) kills the waiting child
+    calls = []
+
+    def check():
+        calls.append(1)
+        if len(calls) > 3:
+            raise KeyboardInterrupt("cancel")
+
+    lonely = [f"127.0.0.1:{p}" for p in free_ports(2)]
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        train_lightgbm_rank_isolated("lightgbm", X, y, FAST, 10, lonely, 0, interrupt_check=check)
+    assert time.monotonic() - started < 30
+    assert _lgbm._RANK_PROCESS is None                     # killed; the next job starts another
+    pid = os.getpid()
+    children = [p for p in os.listdir("/proc") if p.isdigit() and os.path.exists(f"/proc/{p}/stat")
+                and open(f"/proc/{p}/stat").read().split(") ")[-1].split()[1] == str(pid)]
+    assert all("_rank_server_main" not in open(f"/proc/{c}/cmdline").read() for c in children)
+    # one rank alone is a whole job: the next call starts a new child and trains
+    text = train_lightgbm_rank_isolated("lightgbm", X, y, FAST, 10, [f"127.0.0.1:{free_ports(1)[0]}"], 0)
+    assert "Tree=0" in text and _lgbm._RANK_PROCESS.alive()
+    _lgbm._RANK_PROCESS.close()
+    _lgbm._RANK_PROCESS = None
+    # a failing job is reported with LightGBM's message and leaves the child up
+    with pytest.raises(PrerequisiteStateError, match="Distributed LightGBM failed"):
+        train_lightgbm_rank_isolated("lightgbm", X, y, FAST, 10, ["127.0.0.1:1", "127.0.0.1:2"], 5)
+    _lgbm._RANK_PROCESS.close()
+    _lgbm._RANK_PROCESS = None

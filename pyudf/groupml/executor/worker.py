@@ -284,9 +284,10 @@ def gap_task(session, request: Mapping[str, Any], blob: Optional[bytes]) -> byte
         from ..learners import train_lightgbm
         return train_lightgbm(req["family"], X, y, req["params"], int(req["rounds"])).encode("utf-8")
     if op == "lgbm_rank":
-        from ..learners._lgbm import train_lightgbm_rank
-        text = train_lightgbm_rank(req["family"], X, y, req["params"], int(req["rounds"]), req["machines"],
-                                   int(req["rank"]), timeout_minutes=int(req["timeout_minutes"]))
+        from ..learners._lgbm import train_lightgbm_rank_isolated
+        text = train_lightgbm_rank_isolated(req["family"], X, y, req["params"], int(req["rounds"]), req["machines"],
+                                            int(req["rank"]), timeout_minutes=int(req["timeout_minutes"]),
+                                            interrupt_check=session.check_cancel)
         return text.encode("utf-8")
     from .patterns import local_fit
     from .snapshot import load_validation

@@ -9,7 +9,8 @@
 * :func:`train_lightgbm_distributed`: a group split across workers is trained with
   LightGBM's own data-parallel mode (``tree_learner='data'``, ``pre_partition``): one
   OS process per shard on loopback, histograms exchanged by LightGBM itself.
-  :func:`train_lightgbm_rank` is what one worker runs (a worker backend can call it).
+  :func:`train_lightgbm_rank` is what one rank runs; a worker backend runs it in a child
+  process it can kill (:class:`RankProcess`, :func:`train_lightgbm_rank_isolated`).
 
 Determinism: ``deterministic=True``, ``force_row_wise=True`` (no timing-based choice),
 a fixed ``num_threads`` (:data:`NUM_THREADS`) and every random seed derived from ``seed``.
@@ -418,6 +419,154 @@ def _worker_main() -> int:
         sys.stdout.buffer.write(text.encode("utf-8"))
     sys.stdout.flush()
     return 0
+
+
+# ---------------------------------------------------------------- ranks in a child process
+# A rank inside a PostgreSQL backend cannot be stopped while it is in LightGBM's C code: when a
+# peer dies while the network is set up, LightGBM's listener thread loops on a recv that keeps
+# returning 0 (end of stream), forever and at full CPU, and neither LightGBM's time_out nor a
+# cancel or pg_terminate_backend reaches it. So a worker backend runs its ranks in a child
+# process it can kill: one long-lived child per backend (the imports are paid once) that
+# reads jobs from a pipe and answers on another; a cancel, or a child that dies, costs a new
+# child for the next job.
+
+def _read_exact(fd: int, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = os.read(fd, n - len(buf))
+        if not chunk:
+            raise EOFError("the rank process closed its pipe")
+        buf += chunk
+    return buf
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _frame(payload: bytes) -> bytes:
+    return len(payload).to_bytes(8, "big") + payload
+
+
+def _rank_server_main(job_fd: int, result_fd: int) -> int:
+    """The child's loop: a framed job in (``_encode_job``), a framed answer out:
+    ``b"T" + model text`` or ``b"E" + the error message``."""
+    while True:
+        try:
+            size = int.from_bytes(_read_exact(job_fd, 8), "big")
+        except EOFError:
+            return 0
+        header, body = _container.unpack(_read_exact(job_fd, size), "distributed LightGBM job")
+        try:
+            with np.load(io.BytesIO(body), allow_pickle=False) as npz:
+                X, y = npz["X"], npz["y"]
+            text = train_lightgbm_rank(header["family"], X, y, header["params"], header["rounds"],
+                                       header["machines"], header["rank"],
+                                       timeout_minutes=header["timeout_minutes"])
+            answer = b"T" + text.encode("utf-8")
+        except Exception as exc:  # reported to the backend, which raises it there
+            answer = b"E" + str(exc).encode("utf-8", "replace")
+        _write_all(result_fd, _frame(answer))
+
+
+_RANK_SERVER_BOOT = (
+    "import sys\n"
+    "for m in ('sklearn', 'pandas', 'dask', 'pyarrow', 'cffi', 'matplotlib', 'graphviz'):\n"
+    "    sys.modules[m] = None\n"
+    "from groupml.learners._lgbm import _rank_server_main\n"
+    "sys.exit(_rank_server_main(int(sys.argv[1]), int(sys.argv[2])))\n"
+)
+
+
+class RankProcess:
+    """The long-lived child that runs this process's LightGBM ranks (see above)."""
+
+    def __init__(self):
+        import tempfile
+
+        job_r, self._job_w = os.pipe()
+        self._res_r, res_w = os.pipe()
+        self._err = tempfile.TemporaryFile()      # a file, not a pipe nobody drains between jobs
+        try:
+            self.proc = subprocess.Popen([_python_executable(), "-c", _RANK_SERVER_BOOT, str(job_r), str(res_w)],
+                                         pass_fds=(job_r, res_w), stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=self._err, env=_child_env())
+        finally:
+            os.close(job_r)
+            os.close(res_w)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def run(self, job: bytes, interrupt_check: Optional[Callable[[], None]] = None, poll_s: float = 0.2) -> str:
+        """Send one job and wait for its answer, calling ``interrupt_check`` every ``poll_s``
+        seconds; whatever it raises (a cancel) kills the child first."""
+        import select
+
+        try:
+            _write_all(self._job_w, _frame(job))
+            while not select.select([self._res_r], [], [], poll_s)[0]:
+                if interrupt_check is not None:
+                    interrupt_check()
+            size = int.from_bytes(_read_exact(self._res_r, 8), "big")
+            answer = _read_exact(self._res_r, size)
+        except EOFError:
+            err = self._stderr()
+            self.close()
+            raise PrerequisiteStateError(f"The LightGBM rank process exited: {_last_line(err)}",
+                                         hint="Retry; the next job starts a new rank process.") from None
+        except BaseException:
+            self.close()
+            raise
+        if answer[:1] != b"T":
+            raise PrerequisiteStateError(f"Distributed LightGBM failed: {answer[1:].decode('utf-8', 'replace')}",
+                                         hint="Check that the loopback ports are usable and retry.")
+        return answer[1:].decode("utf-8")
+
+    def _stderr(self) -> bytes:
+        try:
+            self._err.seek(0)
+            return self._err.read() or b""
+        except (OSError, ValueError):
+            return b""
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+        for fd in (self._job_w, self._res_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._job_w = self._res_r = -1
+        self._err.close()
+
+
+_RANK_PROCESS: Optional[RankProcess] = None
+
+
+def train_lightgbm_rank_isolated(family, X, y, params: Mapping[str, Any], num_boost_round: int,
+                                 machines: Sequence[str], rank: int, *, timeout_minutes: int = 1,
+                                 interrupt_check: Optional[Callable[[], None]] = None) -> str:
+    """:func:`train_lightgbm_rank` in this process's rank child (started on first use, started
+    again after a cancel or a crash); ``interrupt_check`` runs while it trains."""
+    global _RANK_PROCESS
+    fam = _family(family)
+    X, y = as_data(X, y, f"shard {rank}")
+    y = fam.prepare_labels(y, f"shard {rank}")
+    job = _encode_job(fam.name, X, y, fam.validate_params(params), num_boost_round, machines, rank,
+                      timeout_minutes)
+    if _RANK_PROCESS is None or not _RANK_PROCESS.alive():
+        _RANK_PROCESS = RankProcess()
+    server = _RANK_PROCESS
+    try:
+        return server.run(job, interrupt_check)
+    finally:
+        if not server.alive():
+            _RANK_PROCESS = None
 
 
 # A worker needs numpy and lightgbm only: hiding the optional packages lightgbm probes at
