@@ -258,7 +258,14 @@ def _two_ranks_under_alarms(hold):
                                "hold" if hold else "none"],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True)
              for r in range(2)]
-    outs = [p.communicate(timeout=120)[0].strip().splitlines() for p in procs]
+    outs = []
+    for p in procs:
+        try:
+            outs.append(p.communicate(timeout=60)[0].strip().splitlines())
+        except subprocess.TimeoutExpired:   # a survivor of a failed peer can spin forever in LightGBM
+            p.kill()
+            p.communicate()
+            outs.append(["timed out"])
     return [o[-1] if o else f"no output (exit {p.returncode})" for o, p in zip(outs, procs)]
 
 
