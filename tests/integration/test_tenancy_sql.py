@@ -213,10 +213,10 @@ def test_mlp_and_lightgbm_candidates(cluster, db, dbname, roles):
         # LightGBM: 7 leaves count as 8 of 31
         'lightgbm:{"num_boost_round":20,"num_leaves":7}': 600 * 4 * 20 * 8 / 31 * 0.35,
         'lightgbm:{"num_boost_round":40,"num_leaves":7}': 600 * 4 * 40 * 8 / 31 * 0.35,
-        # weights (3 + 1) x 8 + (8 + 1) x 1 = 41; 600 rows x 3 epochs x (41 x 0.02 + 7700 / 32)
-        'mlp:{"batch_size":32,"epochs":3,"layers":[8]}': 600 * 3 * (41 * 0.02 + 7700 / 32),
+        # weights (3 + 1) x 8 + (8 + 1) x 1 = 41; 600 rows x 3 epochs x (41 x 0.013 + 4900 / 32)
+        'mlp:{"batch_size":32,"epochs":3,"layers":[8]}': 600 * 3 * (41 * 0.013 + 4900 / 32),
         # (3 + 1) x 4 + (4 + 1) x 3 + (3 + 1) x 1 = 35 weights, default batch_size 64
-        'mlp:{"epochs":2,"layers":[4,3]}': 600 * 2 * (35 * 0.02 + 7700 / 64)})
+        'mlp:{"epochs":2,"layers":[4,3]}': 600 * 2 * (35 * 0.013 + 4900 / 64)})
     db.execute("CALL groupml.run_scheduler(policy => 'hybrid')")
     rows = db.execute("SELECT candidate, status, quality, cost_seconds FROM groupml.scheduler_log "
                       "WHERE job_id = %s ORDER BY step", [job]).fetchall()

@@ -50,7 +50,7 @@ groupml.submit_job(tenant text, source regclass, features text[], label text, ca
   Estimated cost of a candidate, one unit for all families (the scheduler only uses ratios):
   GLMs rows x (features + 1) x factor (logistic 1, svm 1, linear 0.5) x max_iter / 100;
   LightGBM rows x (features + 1) x num_boost_round x max(8, num_leaves) / 31 x 0.35; MLP rows x epochs x
-  (weights x 0.02 + 7700 / batch_size).
+  (weights x 0.013 + 4900 / batch_size).
   Errors (nothing is written): unknown tenant (42704), source unreadable by the tenant's role
   (42501), unknown column (42703), non-numeric column (42804), empty or malformed candidates (22023).
 """

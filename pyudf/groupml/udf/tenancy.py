@@ -41,13 +41,15 @@ FAMILY_COST = {"logistic": 1.0, "svm": 1.0, "linear": 0.5}
 # The other families in the same unit, measured with fit_group on one thread (2,000-16,000
 # rows, 10-60 features; docs/multitenant.md): a GLM unit took 55-90 ns (gradient descent,
 # 1500 iterations), a LightGBM row x (features + 1) x round 10-26 ns at 31 leaves, an MLP optimizer step
-# about 0.5 ms whatever the layer widths at these sizes (PyTorch's per-step overhead).
+# about 0.5 ms whatever the layer widths at these sizes (PyTorch's per-step overhead); the MLP
+# constants were then scaled by 1/1.56, the measured speed-up of fit_group's MLP when its steps
+# stopped using autograd (six sizes, 1.2-2.2x).
 #: LightGBM: cost units per row x (features + 1) x boosting round of a 31-leaf tree (a round
 #: costs in proportion to its leaves, at least 8: 7, 15, 31 and 63 leaves measured).
 LGBM_ROUND_COST = 0.35
 #: MLP: cost units per row x weight x epoch, and per optimizer step (rows x epochs / batch_size).
-MLP_WEIGHT_COST = 0.02
-MLP_STEP_COST = 7700.0
+MLP_WEIGHT_COST = 0.013
+MLP_STEP_COST = 4900.0
 #: Validation metric per task: the job's quality, higher is better.
 TASK_METRIC = {"classification": "accuracy", "regression": "r2"}
 #: Both metrics are at most 1: EIRATE's expected improvement is of the quality clipped there
