@@ -149,6 +149,54 @@ def test_closing_the_pool_fails_tasks_a_stuck_worker_still_holds():
     assert pool.submit(0, "{}", b"", {}).exception(timeout=0) is not None   # closed: refused at once
 
 
+def test_a_worker_failing_outside_psycopg_fails_its_tasks_instead_of_dying_silently():
+    # any exception in a worker's thread (here: a task that returned NULL, and one whose
+    # driver raised TypeError) ends that worker with an error on the task, and the tasks
+    # queued behind it are refused, so no driver waits for a thread that is gone
+    import threading
+
+    from groupml.executor.pool import WorkerLostError, WorkerPool
+
+    class _Cursor:
+        def __init__(self, behaviour):
+            self.behaviour = behaviour
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def execute(self, sql, params):
+            if self.behaviour == "typeerror":
+                raise TypeError("unexpected")
+
+        def fetchone(self):
+            return (None,)
+
+    class _Conn:
+        def __init__(self, behaviour):
+            self.behaviour = behaviour
+
+        def cursor(self, binary=False):
+            return _Cursor(self.behaviour)
+
+    for behaviour, text in (("null", "the task returned no result"), ("typeerror", "TypeError: unexpected")):
+        pool = WorkerPool([{"name": "w0", "dsn": "host=h password=secret"}], run_id=1)
+        pool.conns[0], pool.pids[0] = _Conn(behaviour), 4242
+        first = pool.submit(0, "{}", b"", {"group_key": "g"})
+        second = pool.submit(0, "{}", b"", {"group_key": "g"})
+        t = threading.Thread(target=pool._loop, args=(0,), daemon=True)
+        t.start()
+        exc = first.exception(timeout=5)
+        assert isinstance(exc, WorkerLostError) and exc.message == \
+            f"worker 0 ('w0', backend pid 4242) failed: {text}"
+        assert isinstance(second.exception(timeout=5), WorkerLostError)
+        pool.queues[0].put((9, 1 << 62, None))
+        t.join(5)
+        assert not t.is_alive()
+
+
 def test_redact():
     assert redact("host=h password=pw user=u") == "host=h password=*** user=u"
     assert redact("postgresql://u:pw@h/db") == "postgresql://u:***@h/db"

@@ -196,12 +196,16 @@ class WorkerPool:
             try:
                 with conn.cursor(binary=True) as cur:
                     cur.execute(task.sql, [task.request, task.theta])
-                    out = bytes(cur.fetchone()[0])
-            except psycopg.Error as exc:
+                    row = cur.fetchone()
+                if row is None or row[0] is None:
+                    raise WorkerLostError("the task returned no result")
+                out = bytes(row[0])
+            except Exception as exc:  # noqa: BLE001 - any failure ends this worker, never the thread silently
                 self._busy[i] = 0
                 self._running[i] = None
-                msg = (f"worker {i} ('{self.endpoints[i]['name']}', backend pid {self.pids[i]}) failed: "
-                       f"{redact(str(exc)).strip().splitlines()[0]}")
+                text = str(exc) if isinstance(exc, (psycopg.Error, WorkerLostError)) else f"{type(exc).__name__}: {exc}"
+                lines = redact(text).strip().splitlines() or ["(no message)"]
+                msg = f"worker {i} ('{self.endpoints[i]['name']}', backend pid {self.pids[i]}) failed: {lines[0]}"
                 self.errors[i] = msg
                 _settle(task.future, exc=WorkerLostError(msg))
                 continue
