@@ -83,3 +83,23 @@ def test_corrupt_model_bytes_are_rejected_not_unpickled(db, models):
                                      "1,1,0,1,'[]'::jsonb,NULL,%s)::groupml.fit, ARRAY[1.0])", [evil])
     assert state == "22P03"
     assert msg.startswith("groupml: ")
+
+
+def test_a_damaged_lightgbm_model_is_refused_without_crashing_the_server(db):
+    # LightGBM's loader aborts the process on truncated or altered model text: the backend
+    # would die and the postmaster restart every session. The model's checksum refuses it first.
+    db.execute("CREATE TABLE lg AS SELECT i, (i % 7)::float8 AS x, (i % 3)::float8 AS z, (i % 7 > 3) AS y "
+               "FROM generate_series(1, 300) i")
+    db.execute("CREATE TABLE lgfit AS SELECT groupml.learn_over_groups(ARRAY[x, z], y, 'lightgbm', "
+               "'{\"num_boost_round\": [5]}') AS fit FROM lg")
+    good = bytes(db.execute("SELECT (fit).model FROM lgfit").fetchone()[0])
+    pid = db.execute("SELECT pg_backend_pid()").fetchone()[0]
+    for cut in (len(good) // 4, len(good) // 2, len(good) - 7):
+        for damaged in (good[:cut], good[:cut] + bytes([good[cut] ^ 0x20]) + good[cut + 1:]):
+            state, msg, hint = sql_error(
+                db, "SELECT groupml.predict(ROW((fit).status, (fit).family, (fit).params, (fit).metric, (fit).score, "
+                    "(fit).metrics, (fit).n_train, (fit).n_validation, (fit).n_skipped, (fit).n_features, "
+                    "(fit).trials, (fit).message, %s)::groupml.fit, ARRAY[1.0, 2.0]) FROM lgfit", [damaged])
+            assert state == "22P03" and msg.startswith("groupml: "), (cut, state, msg)
+    assert db.execute("SELECT pg_backend_pid()").fetchone()[0] == pid          # the same backend, alive
+    assert db.execute("SELECT groupml.predict(fit, ARRAY[1.0, 2.0]) FROM lgfit").fetchone()[0] in (0.0, 1.0)

@@ -267,19 +267,25 @@ def test_pickled_objects_in_a_model_are_refused(capsys):
     torch.save({"out.weight": _Evil()}, buf)
     header = {"family": "mlp", "params": {"layers": []}, "n_features": 2}
     with pytest.raises(ModelFormatError):
-        load_model(pack_model("mlp", _container.pack(header, buf.getvalue())))
+        load_model(pack_model("mlp", _signed(header, buf.getvalue())))
     assert "pickle code ran" not in capsys.readouterr().out
+    # (the checksum is right in these payloads: the checks behind it are what is tested)
     # non-finite weights and wrong shapes are refused too
-    model = MLPModel.from_payload(_container.pack(header, _state_bytes({"layers": []}, 2)))
+    model = MLPModel.from_payload(_signed(header, _state_bytes({"layers": []}, 2)))
     sd = model.net.state_dict()
     sd["out.weight"] = torch.full_like(sd["out.weight"], float("nan"))
     buf = io.BytesIO()
     torch.save(sd, buf)
     with pytest.raises(ModelFormatError):
-        load_model(pack_model("mlp", _container.pack(header, buf.getvalue())))
+        load_model(pack_model("mlp", _signed(header, buf.getvalue())))
     with pytest.raises(ModelFormatError):
-        load_model(pack_model("mlp", _container.pack({**header, "n_features": 3},
+        load_model(pack_model("mlp", _signed({**header, "n_features": 3},
                                                      _state_bytes({"layers": []}, 2))))
+
+
+def _signed(header, body):
+    from groupml.learners._model import body_digest
+    return _container.pack({**header, "sha256": body_digest(body)}, body)
 
 
 def _state_bytes(params, d):

@@ -39,7 +39,7 @@ from . import _container
 from ._extfamilies import EXTRA_FAMILIES, LearnerFamily
 from ._metrics import validation_loss, validation_metrics
 from ._data import as_data, check_iterations, choose_metric, train_val
-from ._model import ContainerModel, register_loader
+from ._model import ContainerModel, check_body_digest, register_loader
 
 NUM_THREADS = 1
 MAX_MODEL_TEXT = 1 << 30
@@ -132,6 +132,7 @@ class LightGBMModel(ContainerModel):
         params = fam.validate_params(header["params"])
         if len(body) > MAX_MODEL_TEXT or not body.startswith(b"tree\n"):
             raise _container.bad("lightgbm model", "the body is not LightGBM model text")
+        check_body_digest(header, body, "lightgbm model")
         model = cls(fam.name, params, body.decode("utf-8"))
         if model.n_features != header.get("n_features"):
             raise _container.bad("lightgbm model", "n_features does not match the trees")

@@ -33,7 +33,7 @@ from ._data import check_iterations, choose_metric, train_val
 from . import _container
 from ._extfamilies import EXTRA_FAMILIES, LearnerFamily
 from ._metrics import validation_loss, validation_metrics
-from ._model import ContainerModel, register_loader
+from ._model import ContainerModel, check_body_digest, register_loader
 
 TORCH_THREADS = 1
 STATE_FORMAT = "groupml-mlp-state-1"
@@ -379,6 +379,7 @@ class MLPModel(ContainerModel):
         d = header.get("n_features")
         if isinstance(d, bool) or not isinstance(d, int) or d < 1:
             raise _container.bad("mlp model", "n_features")
+        check_body_digest(header, body, "mlp model")
         state = _torch_load(body)
         torch = torch_module()
         if not isinstance(state, dict) or not all(torch.is_tensor(v) for v in state.values()):

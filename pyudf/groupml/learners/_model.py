@@ -148,8 +148,25 @@ class ContainerModel:
 
     def to_bytes(self) -> bytes:
         from . import _container
-        header = {"family": self.family, "params": self.params, "n_features": self.n_features}
-        return pack_model(self.kind, _container.pack(header, self._body()))
+        body = self._body()
+        header = {"family": self.family, "params": self.params, "n_features": self.n_features,
+                  "sha256": body_digest(body)}
+        return pack_model(self.kind, _container.pack(header, body))
+
+
+def body_digest(body: bytes) -> str:
+    """SHA-256 of a model body, kept in the model's header and checked before the body is parsed."""
+    import hashlib
+    return hashlib.sha256(body).hexdigest()
+
+
+def check_body_digest(header: Mapping[str, Any], body: bytes, what: str) -> None:
+    """A body that is not byte for byte the one that was saved is refused before any parser sees
+    it: LightGBM's model loader aborts the whole process (and with it the PostgreSQL server's
+    backends) on truncated or altered model text instead of raising."""
+    if header.get("sha256") != body_digest(body):
+        raise ModelFormatError(f"The {what} is damaged: its body does not match the checksum saved with it",
+                               hint=_HINT)
 
 
 class GLMModel:
