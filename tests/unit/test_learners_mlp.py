@@ -463,3 +463,14 @@ def test_hand_derived_step_equals_autograd(activation, dropout, regression):
     for got, want in zip([q.grad for q in net.parameters()], ref):
         assert got.shape == want.shape
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-7)
+
+
+def test_values_beyond_float32_are_refused_before_training():
+    # an MLP trains in float32: labels of 1e300 overflowed inside torch (a RuntimeError)
+    from groupml.fitting import fit_group
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 2))
+    with pytest.raises(DataError, match=r"The labels of an MLP must lie within \+-1e\+30 \(it trains in float32\)"):
+        fit_group(X, X[:, 0] * 1e300, "mlp_regressor", {"epochs": [1]}, {})
+    with pytest.raises(DataError, match=r"The features of an MLP must lie within"):
+        fit_group(X * 1e31, (X[:, 0] > 0).astype(float), "mlp", {"epochs": [1]}, {})

@@ -27,7 +27,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from ..errors import (FeatureNotSupportedError, InvalidParameterError, PrerequisiteStateError,
+from ..errors import (DataError, FeatureNotSupportedError, InvalidParameterError, PrerequisiteStateError,
                       UndefinedObjectError)
 from ._data import check_iterations, choose_metric, train_val
 from . import _container
@@ -117,8 +117,20 @@ def net_class():
 
 
 # ------------------------------------------------------------------ data and statistics
+#: Largest feature or label magnitude an MLP trains on: it trains in float32 (max 3.4e38), and
+#: the squares of its standardisation statistics must stay finite.
+MLP_MAX_ABS = 1e30
+
+
 def partial_stats(X: np.ndarray, y: np.ndarray) -> Dict[str, Any]:
-    """Algebraic (mergeable) moments of one shard: row count, sums and sums of squares."""
+    """Algebraic (mergeable) moments of one shard: row count, sums and sums of squares.
+    Every MLP path computes these on its training rows first, so they check the value range."""
+    for what, v in (("features", X), ("labels", y)):
+        top = float(np.max(np.abs(v))) if v.size else 0.0
+        if top > MLP_MAX_ABS:
+            raise DataError(f"The {what} of an MLP must lie within +-{MLP_MAX_ABS:g} (it trains in float32); "
+                            f"got a value of magnitude {top:g}",
+                            hint="Rescale the column, e.g. divide it by a power of ten or take its logarithm.")
     return {"n": int(X.shape[0]), "sx": X.sum(axis=0), "sxx": np.einsum("ij,ij->j", X, X),
             "sy": float(y.sum()), "syy": float(y @ y)}
 
