@@ -99,7 +99,7 @@ def parse_options(options: dict, family) -> dict:
         "validation_fraction": check_number(options.get("validation_fraction", 0.2), "validation_fraction",
                                             OPTIONS_OWNER, gt=0, lt=1,
                                             hint="Use a fraction such as 0.2 (20% of each group's rows)."),
-        "seed": check_number(options.get("seed", 0), "seed", OPTIONS_OWNER, ge=0, integer=True),
+        "seed": check_number(options.get("seed", 0), "seed", OPTIONS_OWNER, ge=0, le=2 ** 63 - 1, integer=True),
         "metric": options.get("metric"),
         "progress": check_bool(options.get("progress", False), "progress", OPTIONS_OWNER),
         "threads": check_number(options.get("threads", default_threads()), "threads", OPTIONS_OWNER, ge=1,

@@ -474,3 +474,13 @@ def test_values_beyond_float32_are_refused_before_training():
         fit_group(X, X[:, 0] * 1e300, "mlp_regressor", {"epochs": [1]}, {})
     with pytest.raises(DataError, match=r"The features of an MLP must lie within"):
         fit_group(X * 1e31, (X[:, 0] > 0).astype(float), "mlp", {"epochs": [1]}, {})
+
+
+def test_network_size_is_capped():
+    # widths of 65,536 each passed the per-layer check, and two of them asked torch for 17 GB
+    from groupml.learners._mlp import _build
+    fam = get_learner_family("mlp")
+    with pytest.raises(InvalidParameterError, match=r"must be hidden layers with at most 10,000,000 weights"):
+        fam.validate_params({"layers": "65536,65536"})
+    with pytest.raises(InvalidParameterError, match=r"at most 50,000,000 weights with 1600 features"):
+        _build(fam.validate_params({"layers": "65536"}), 1600)

@@ -57,13 +57,13 @@ def split_options(options: Dict[str, Any]):
                                                                          integer=True,
                                                                          hint="Pass a snapshot_id of groupml.snapshots."),
         "worker_memory_mb": check_number(ex.get("worker_memory_mb", 512), "worker_memory_mb", OWNER, ge=0,
-                                         hint="Megabytes of shard rows each worker keeps in memory for the run "
+                                         le=1 << 24, hint="Megabytes of shard rows each worker keeps in memory for the run "
                                               "(beyond it, shards are re-read every pass); default 512."),
         "block_rows": check_number(ex.get("block_rows", DEFAULT_BLOCK_ROWS), "block_rows", OWNER, ge=16,
-                                   integer=True, hint="Rows per packed snapshot block; default 8192."),
-        "lock_timeout_ms": check_number(ex.get("lock_timeout_ms", 10000), "lock_timeout_ms", OWNER, ge=1,
+                                   le=1 << 20, integer=True, hint="Rows per packed snapshot block; default 8192."),
+        "lock_timeout_ms": check_number(ex.get("lock_timeout_ms", 10000), "lock_timeout_ms", OWNER, ge=1, le=1 << 30,
                                         integer=True, hint="Lock timeout of worker connections in ms."),
-        "drivers": None if ex.get("drivers") is None else check_number(ex["drivers"], "drivers", OWNER, ge=1,
+        "drivers": None if ex.get("drivers") is None else check_number(ex["drivers"], "drivers", OWNER, ge=1, le=1024,
                                                                        integer=True,
                                                                        hint="Groups trained concurrently."),
         "flexible_hops": check_bool(ex.get("flexible_hops", True), "flexible_hops", OWNER,

@@ -27,6 +27,9 @@ CLASSIFICATION_METRICS = ("logloss", "accuracy", "auc")
 REGRESSION_METRICS = ("rmse", "mse", "mae", "r2")
 MAX_LAYERS = 16
 MAX_WIDTH = 65536
+#: Weights between hidden layers (widths multiplied pairwise, summed): an in-database MLP of at
+#: most 10 million of them (40 MB in float32, about four times that with gradients and Adam).
+MAX_HIDDEN_WEIGHTS = 10_000_000
 
 
 class LearnerFamily:
@@ -150,6 +153,10 @@ class MLPFamily(LearnerFamily):
                                       hint="Every hidden layer needs at least one unit, e.g. "
                                            "[64, 32].")
                          for h in layers]
+        hidden = sum(a * b for a, b in zip(out["layers"][:-1], out["layers"][1:]))
+        if hidden > MAX_HIDDEN_WEIGHTS:
+            fail("layers", owner, f"hidden layers with at most {MAX_HIDDEN_WEIGHTS:,} weights between them",
+                 out["layers"], hint=f"{hidden:,} weights would not fit a backend's memory; use narrower layers.")
         check_choice(out["activation"], "activation", owner, ("relu", "tanh", "gelu"))
         out["dropout"] = check_number(out["dropout"], "dropout", owner, ge=0, lt=1,
                                       hint="dropout is the probability of zeroing a hidden unit "

@@ -172,7 +172,18 @@ class MLPRun:
         return self.family.kind == "regression"
 
 
+#: Every weight of one MLP, the input layer included (n_features grows it): 50 million at most.
+MAX_WEIGHTS = 50_000_000
+
+
 def _build(params: Mapping[str, Any], n_features: int):
+    widths = [int(n_features)] + list(params["layers"]) + [1]
+    weights = sum((a + 1) * b for a, b in zip(widths[:-1], widths[1:]))
+    if weights > MAX_WEIGHTS:
+        raise InvalidParameterError(
+            f"The 'layers' value of model 'mlp' must give a network of at most {MAX_WEIGHTS:,} weights with "
+            f"{n_features} features; got {params['layers']} ({weights:,} weights)",
+            hint="Use a narrower first hidden layer.")
     torch = torch_module()
     net = net_class()(n_features, params["layers"], params["activation"], params["dropout"])
     if params["optimizer"] == "adam":
