@@ -339,6 +339,16 @@ def test_bad_input_writes_nothing(cluster, dbname, db, clicks):
         ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', '{}', "
          "'{\"whole_group_max_work\": -1}', workers => 2)", "22023",
          "groupml: The 'whole_group_max_work' value of train_groups options must be >= 0; got -1"),
+        ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', '{}', "
+         "'{\"worker_memory_mb\": 1e308}', workers => 2)", "22023",
+         "groupml: The 'worker_memory_mb' value of train_groups options must be <= 16777216"),
+        ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', '{}', "
+         "'{\"block_rows\": 1e308}', workers => 2)", "22023",
+         "groupml: The 'block_rows' value of train_groups options must be <= 1048576"),
+        ("CALL groupml.train_groups(NULL, ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', workers => 2)",
+         "22023", "groupml: The 'source' value of train_groups must name a table or view; got null"),
+        ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', NULL, workers => 2)",
+         "22023", "groupml: The 'model' value must name a model family; got null"),
     ]
     for stmt, state, msg in cases:
         got = sql_error(db, stmt)

@@ -104,6 +104,14 @@ def test_trial_info_of_null_and_failed_fits(db):
     row = db.execute("SELECT count(*) FROM groupml.trial_info(ROW('no_rows', 'logistic', NULL, NULL, NULL, NULL, "
                      "0, 0, 3, NULL, NULL, 'x', NULL)::groupml.fit)").fetchone()
     assert row[0] == 0
+    # a fit built by hand with malformed trials: a clear 22023, not a Python TypeError
+    for trials, why in (('[1, 2]', "trial 0 is not an object"), ('"x"', "expected a JSON array; got str"),
+                        ('{"trials": []}', "expected a JSON array; got dict"),
+                        ('[{"score": "x"}]', "'score' of trial 0 must be int or float; got \"x\"")):
+        st, msg, hint = sql_error(db, "SELECT * FROM groupml.trial_info(ROW('ok', 'logistic', '{}', 'accuracy', 1, "
+                                      "'{}', 1, 1, 0, 3, %s::jsonb, '', NULL)::groupml.fit)", [trials])
+        assert (st, msg) == ("22023", f"groupml: The 'fit' value of trial_info has malformed trials: {why}"), msg
+        assert "learn_over_groups" in hint
 
 
 def test_run_trial_info_view_after_train_groups(db, clicks):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
-from ..errors import UndefinedObjectError
+from ..errors import InvalidParameterError, UndefinedObjectError
 from ._extfamilies import EXTRA_FAMILIES, LearnerFamily
 from ._families import FAMILIES, GLMFamily
 
@@ -37,6 +37,9 @@ def get_learner_family(name: Any):
     """The family object of any learner; unknown -> UndefinedObjectError."""
     if isinstance(name, (GLMFamily, LearnerFamily)):
         return name
+    if name is None:
+        raise InvalidParameterError("The 'model' value must name a model family; got null",
+                                    hint=f"Known model families are {', '.join(sorted(LEARNER_FAMILIES))}.")
     fam = LEARNER_FAMILIES.get(name) if isinstance(name, str) else None
     if fam is None:
         raise UndefinedObjectError(

@@ -23,7 +23,7 @@ from typing import Any, Dict, Mapping, Tuple
 
 import numpy as np
 
-from ..errors import DataError, SearchSpecError, UndefinedObjectError
+from ..errors import DataError, InvalidParameterError, SearchSpecError, UndefinedObjectError
 from ..validation import check_bool, check_choice, check_number, fail
 
 SOLVERS = ("auto", "lbfgs", "gd", "sgd")
@@ -349,6 +349,9 @@ def get_family(name: Any) -> GLMFamily:
     """Return the family object for ``name``; unknown -> UndefinedObjectError."""
     if isinstance(name, GLMFamily):
         return name
+    if name is None:
+        raise InvalidParameterError("The 'model' value must name a model family; got null",
+                                    hint=f"Known model families are {', '.join(sorted(FAMILIES))}.")
     fam = FAMILIES.get(name) if isinstance(name, str) else None
     if fam is None:
         raise UndefinedObjectError(

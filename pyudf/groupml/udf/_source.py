@@ -49,6 +49,9 @@ def check_columns(cols: Dict[str, str], names, what: str, source: str, *, numeri
 
 def check_select_privilege(session, source, owner: str, role: str | None = None) -> None:
     """The calling role (or ``role``) must be able to SELECT from ``source``."""
+    if source is None:
+        raise InvalidParameterError(f"The 'source' value of {owner} must name a table or view; got null",
+                                    hint="Pass the relation's name, e.g. 'clicks' or 'myschema.clicks'.")
     if role is None:
         ok = session.query("SELECT pg_catalog.has_table_privilege($1::regclass, 'SELECT') AS ok",
                            [source], ["text"])[0]["ok"]

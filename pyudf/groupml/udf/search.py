@@ -256,6 +256,33 @@ def explain_search(source, features, label, model, search, group_by, options):
 
 
 # ----------------------------------------------------------------------------- trial_info
+_TRIAL_FIELDS = {"trial_id": (int,), "score": (int, float), "epochs": (int,), "iterations": (int,),
+                 "status": (str,), "stop_reason": (str,), "passes": (int,), "seconds": (int, float)}
+
+
+def _check_trials(trials: Any) -> None:
+    """A fit's trials as learn_over_groups writes them: an array of objects whose fields have
+    their types (or are null); anything else -- a fit built by hand -- is a clear 22023."""
+    def bad(why: str):
+        return InvalidParameterError(f"The 'fit' value of trial_info has malformed trials: {why}",
+                                     hint="Pass a fit returned by learn_over_groups (or read groupml.trials).")
+
+    if not isinstance(trials, list):
+        raise bad(f"expected a JSON array; got {type(trials).__name__}")
+    for i, t in enumerate(trials):
+        if not isinstance(t, dict):
+            raise bad(f"trial {i} is not an object")
+        for key, types in _TRIAL_FIELDS.items():
+            v = t.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, types)):
+                raise bad(f"'{key}' of trial {i} must be {' or '.join(x.__name__ for x in types)}; got {json.dumps(v)}")
+        losses = t.get("epoch_losses")
+        if losses is not None and (not isinstance(losses, list)
+                                   or not all(x is None or (isinstance(x, (int, float)) and not isinstance(x, bool))
+                                              for x in losses)):
+            raise bad(f"'epoch_losses' of trial {i} must be an array of numbers")
+
+
 def trial_rows(fit: Optional[dict]) -> List[Dict[str, Any]]:
     """Rows of groupml.trial_info for a fit (a dict of the composite type's fields)."""
     if fit is None:
@@ -265,13 +292,15 @@ def trial_rows(fit: Optional[dict]) -> List[Dict[str, Any]]:
         trials = json.loads(trials)
     if not trials:
         return []
+    _check_trials(trials)
     params = fit.get("params")
     if isinstance(params, str):
         params = json.loads(params)
     marked = any("is_best" in t for t in trials)
     best_id = None
     if not marked and params is not None:
-        same = [t["trial_id"] for t in trials if t.get("params") == params and t.get("score") == fit.get("score")]
+        same = [t["trial_id"] for t in trials if t.get("params") == params and t.get("score") == fit.get("score")
+                and t.get("trial_id") is not None]
         best_id = min(same) if same else None
     out = []
     for t in trials:
