@@ -206,3 +206,17 @@ def test_bad_processes_option(db, clicks, options, workers, message, hint_part):
     assert (state, msg) == ("22023", message)
     assert hint_part in hint
     assert db.execute("SELECT count(*) FROM groupml.runs").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_data_error_while_training_fails_the_run_and_leaves_no_snapshot(db, workers):
+    # labels a logistic model cannot use are only seen once the run's row is committed: the run
+    # is marked failed (it stayed 'running' in groupml.progress), and its snapshot is dropped
+    db.execute("CREATE TABLE badlabels AS SELECT i % 3 AS grp, (i % 5)::float8 AS f1, (i % 4)::float8 AS y "
+               "FROM generate_series(1, 300) i")
+    st, msg, hint = sql_error(db, "CALL groupml.train_groups('badlabels', ARRAY['grp'], ARRAY['f1'], 'y', "
+                                  "'logistic', workers => %s)", [workers])
+    assert st == "22000" and msg.startswith("groupml: ") and hint, msg
+    assert db.execute("SELECT status FROM groupml.runs").fetchall() == [("failed",)]
+    assert db.execute("SELECT count(*) FROM groupml.snapshots").fetchone()[0] == 0
+    assert db.execute("SELECT count(*) FROM groupml.progress WHERE status = 'running'").fetchone()[0] == 0

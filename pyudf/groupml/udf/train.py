@@ -22,7 +22,7 @@ import numpy as np
 from ..db import backend_session, quote_ident
 from ..procpool import MAX_PROCESSES
 from ..validation import check_number
-from ..errors import InvalidParameterError, UndefinedObjectError
+from ..errors import DataError, GroupmlError, InvalidParameterError, UndefinedObjectError
 from ._source import (check_columns, check_select_privilege, columns, group_clause_sql, group_key_sql,
                       packed_scan_sql)
 from . import parse_object, sql_entry
@@ -203,52 +203,81 @@ def train_groups(source, group_by, features, label, model, search, options, run_
                           [run_id, strategy, workers], ["bigint", "text", "integer"])
     session.commit()
 
-    if executor:
-        from ..executor.run import run_grouped
+    with _failed_run_on_error(session, run_id):
+        if executor:
+            from ..executor.run import run_grouped
 
-        run_grouped(session, run_id=run_id, source=source, group_by=group_by, features=features, label=label,
-                    cols=cols, model=model, search=search_obj, fit_options=fit_options, exec_options=exec_options,
-                    workers=workers, strategy=strategy, family=family, spec=spec, opts=opts, store=_store)
-        return {"run_id": run_id}
+            run_grouped(session, run_id=run_id, source=source, group_by=group_by, features=features, label=label,
+                        cols=cols, model=model, search=search_obj, fit_options=fit_options, exec_options=exec_options,
+                        workers=workers, strategy=strategy, family=family, spec=spec, opts=opts, store=_store)
+            return {"run_id": run_id}
 
-    from .search import load_cost_model, record_fit_cost
+        from .search import load_cost_model, record_fit_cost
 
-    started = time.time()
-    cost_model = load_cost_model(session, model)
-    estimated = 0.0
-    estimate = _estimated_rows(session, source)
-    with contextlib.ExitStack() as stack:
-        # started before the load query, so the helpers' imports overlap it
-        helpers = _start_helpers(_helper_count(processes, estimate)) if estimate is not None else None
-        if helpers is not None:
-            stack.enter_context(helpers)
-        blocks = _load_blocks(session, source, group_by, features, label, cols)
-        session.query("UPDATE groupml.runs SET n_groups = $2 WHERE run_id = $1", [run_id, len(blocks)],
-                      ["bigint", "integer"])
-        d = len(features)
-        jobs = [b for b in blocks if b["gkey"] not in done and json.dumps(json.loads(b["gkey"])) not in done]
-        jobs.sort(key=lambda b: -int(b["n_rows"]))  # largest first, so no big group starts last (LPT)
-        if helpers is None and estimate is None and len(jobs) > 1:
-            helpers = _start_helpers(_helper_count(processes, sum(int(b["n_rows"]) for b in jobs)))
+        started = time.time()
+        cost_model = load_cost_model(session, model)
+        estimated = 0.0
+        estimate = _estimated_rows(session, source)
+        with contextlib.ExitStack() as stack:
+            # started before the load query, so the helpers' imports overlap it
+            helpers = _start_helpers(_helper_count(processes, estimate)) if estimate is not None else None
             if helpers is not None:
                 stack.enter_context(helpers)
-        finished = len(blocks) - len(jobs)
-        for b, result in _fit_all(session, jobs, d, model, search_obj, options_obj, cost_model, helpers):
-            _store(session, run_id, b["gkey"], result)
-            record_fit_cost(session, result, source="train_groups")
-            estimated += result.estimated_seconds or 0.0
-            session.query("UPDATE groupml.runs SET groups_done = groups_done + 1 WHERE run_id = $1",
-                          [run_id], ["bigint"])
-            finished += 1
-            session.notice(f"groupml: group {finished}/{len(blocks)} {b['gkey']}: {result.status}"
-                           + (f", {result.metric} {result.score:.4f}" if result.score is not None else ""))
+            blocks = _load_blocks(session, source, group_by, features, label, cols)
+            session.query("UPDATE groupml.runs SET n_groups = $2 WHERE run_id = $1", [run_id, len(blocks)],
+                          ["bigint", "integer"])
+            d = len(features)
+            jobs = [b for b in blocks if b["gkey"] not in done and json.dumps(json.loads(b["gkey"])) not in done]
+            jobs.sort(key=lambda b: -int(b["n_rows"]))  # largest first, so no big group starts last (LPT)
+            if helpers is None and estimate is None and len(jobs) > 1:
+                helpers = _start_helpers(_helper_count(processes, sum(int(b["n_rows"]) for b in jobs)))
+                if helpers is not None:
+                    stack.enter_context(helpers)
+            finished = len(blocks) - len(jobs)
+            for b, result in _fit_all(session, jobs, d, model, search_obj, options_obj, cost_model, helpers):
+                _store(session, run_id, b["gkey"], result)
+                record_fit_cost(session, result, source="train_groups")
+                estimated += result.estimated_seconds or 0.0
+                session.query("UPDATE groupml.runs SET groups_done = groups_done + 1 WHERE run_id = $1",
+                              [run_id], ["bigint"])
+                finished += 1
+                session.notice(f"groupml: group {finished}/{len(blocks)} {b['gkey']}: {result.status}"
+                               + (f", {result.metric} {result.score:.4f}" if result.score is not None else ""))
+                session.commit()
+        session.query("UPDATE groupml.runs SET status = 'done', finished_at = clock_timestamp(), "
+                      "seconds = coalesce(seconds, 0) + $2, "
+                      "estimated_seconds = coalesce(estimated_seconds, 0) + $3 WHERE run_id = $1",
+                      [run_id, time.time() - started, estimated], ["bigint", "float8", "float8"])
+        session.commit()
+        return {"run_id": run_id}
+
+
+@contextlib.contextmanager
+def _failed_run_on_error(session, run_id: int):
+    """A groupml error after the run's row was committed marks the run failed (it used to stay
+    'running' in groupml.progress for good). A data or parameter problem cannot be resumed past
+    -- the same rows fail again -- so the run's snapshot is dropped too (unless kept); other
+    errors (a lost worker) keep it for ``run_id => ...``. A cancel leaves the run as it is:
+    it resumes."""
+    try:
+        yield
+    except GroupmlError as exc:
+        try:
+            session.query("UPDATE groupml.runs SET status = 'failed', finished_at = clock_timestamp() "
+                          "WHERE run_id = $1 AND status = 'running'", [run_id], ["bigint"])
+            if isinstance(exc, (DataError, InvalidParameterError)):
+                from ..executor.snapshot import drop_snapshot
+                rows = session.query("SELECT snapshot_id FROM groupml.grouped_runs WHERE run_id = $1 "
+                                     "AND snapshot_id IS NOT NULL", [run_id], ["bigint"])
+                for r in rows:
+                    drop_snapshot(session, int(r["snapshot_id"]))
+                    session.query("UPDATE groupml.grouped_runs SET snapshot_id = NULL WHERE run_id = $1 AND NOT "
+                                  "EXISTS (SELECT 1 FROM groupml.snapshots s WHERE s.snapshot_id = $2)",
+                                  [run_id, int(r["snapshot_id"])], ["bigint", "bigint"])
             session.commit()
-    session.query("UPDATE groupml.runs SET status = 'done', finished_at = clock_timestamp(), "
-                  "seconds = coalesce(seconds, 0) + $2, "
-                  "estimated_seconds = coalesce(estimated_seconds, 0) + $3 WHERE run_id = $1",
-                  [run_id, time.time() - started, estimated], ["bigint", "float8", "float8"])
-    session.commit()
-    return {"run_id": run_id}
+        except Exception:  # noqa: BLE001 - the transaction may be unusable; the original error is what counts
+            pass
+        raise
 
 
 @sql_entry
