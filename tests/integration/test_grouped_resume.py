@@ -126,10 +126,18 @@ def trials(db, run_id):
     return out
 
 
+def _model_part(m):
+    """Model bytes to compare; for LightGBM the trees only -- not the parameters section, which
+    names the ports of the distributed ranks, nor the header's checksum of the whole text."""
+    m = bytes(m)
+    if b"tree\nversion" in m:
+        return m[m.index(b"tree\nversion"):].split(b"end of trees")[0]
+    return m
+
+
 def fits(db, run_id):
-    """group -> (params, score, model bytes; for LightGBM the trees, not the parameters section,
-    which names the ports of the distributed ranks)."""
-    return {g: (p, s, bytes(m).split(b"end of trees")[0] if m is not None else None) for g, p, s, m in db.execute(
+    """group -> (params, score, model bytes as _model_part compares them)."""
+    return {g: (p, s, _model_part(m) if m is not None else None) for g, p, s, m in db.execute(
         "SELECT group_key::text, (fit).params, (fit).score, (fit).model FROM groupml.models WHERE run_id = %s",
         [run_id]).fetchall()}
 
