@@ -52,7 +52,9 @@ groupml.submit_job(tenant text, source regclass, features text[], label text, ca
   LightGBM rows x (features + 1) x num_boost_round x max(8, num_leaves) / 31 x 0.35; MLP rows x epochs x
   (weights x 0.013 + 4900 / batch_size).
   Errors (nothing is written): unknown tenant (42704), source unreadable by the tenant's role
-  (42501), unknown column (42703), non-numeric column (42804), empty or malformed candidates (22023).
+  (42501), unknown column (42703), non-numeric column (42804), empty or malformed candidates (22023),
+  a source under row-level security or a security_invoker view (0A000: give the tenant a plain view
+  it owns). One configuration has one key however it is written ({} and {"l2": 0} alike).
 """
 
 TOPICS["run_scheduler"] = """\
@@ -127,7 +129,8 @@ groupml.jobs (job_id, tenant_id, owner_role, source regclass, features, label, t
 
 TOPICS["candidates"] = """\
 groupml.candidates (candidate_id, job_id, owner_role, key, family, params, estimated_cost, status)
-  The candidate models of each job; status pending | ok | failed. Row-level security.
+  The candidate models of each job; status pending | ok | failed. Row-level security. Tenants read
+  and delete their candidates; only submit_job adds them (keys and costs steer the shared scheduler).
 """
 
 TOPICS["observations"] = """\

@@ -305,6 +305,16 @@ def submit_job(tenant, source, features, label, candidates):
     return job_id
 
 
+def source_problem(session, relid: int, role_oid: int):
+    """(relation name, why the coordinator may not read ``relid`` for role ``role_oid`` or None):
+    the role's SELECT privilege, then :func:`row_security_problem`."""
+    ok = session.query("SELECT pg_catalog.has_table_privilege($1::oid, $2::oid, 'SELECT') AS ok, "
+                       "$2::oid::regclass::text AS name", [role_oid, relid], ["bigint", "bigint"])[0]
+    if not ok["ok"]:
+        return ok["name"], "cannot be read by the job's role"
+    return ok["name"], row_security_problem(session, relid, role_oid)
+
+
 def row_security_problem(session, relid: int, role_oid: int):
     """Why the coordinator may not read ``relid`` on behalf of role ``role_oid``, or None.
 
@@ -357,16 +367,18 @@ def add_job_candidates(job_id, candidates):
     if not j["rel_exists"]:
         raise UndefinedObjectError(f"The source relation of job {job_id} no longer exists",
                                    hint="Submit the job again on an existing table or view.")
-    ok = session.query("SELECT pg_catalog.has_table_privilege($1::oid, $2::oid, 'SELECT') AS ok, "
-                       "$2::oid::regclass::text AS name", [j["role_oid"], j["relid"]], ["bigint", "bigint"])[0]
-    if not ok["ok"]:
-        raise InsufficientPrivilegeError(f"permission denied for table {ok['name']}: the role of job {job_id} "
-                                         f"cannot SELECT it", hint=f"GRANT SELECT ON {ok['name']} TO that role;")
+    name, problem = source_problem(session, int(j["relid"]), int(j["role_oid"]))
+    if problem == "cannot be read by the job's role":
+        raise InsufficientPrivilegeError(f"permission denied for table {name}: the role of job {job_id} "
+                                         f"cannot SELECT it", hint=f"GRANT SELECT ON {name} TO that role;")
+    if problem:
+        raise FeatureNotSupportedError(f"The source {name} of job {job_id} {problem}",
+                                       hint="Submit a plain view owned by the tenant's role.")
     task, cands = expand_candidates(parse_jsonb(candidates, "candidates", owner), owner)
     if task != j["task"]:
         raise InvalidParameterError(f"The 'candidates' value of {owner} must be {j['task']} models for job {job_id}; "
                                     f"got {task} models", hint="Submit one job per task.")
-    n_rows = session.query(f"SELECT count(*) AS n FROM {ok['name']}")[0]["n"]
+    n_rows = session.query(f"SELECT count(*) AS n FROM {name}")[0]["n"]
     d = len(j["features"])
     costs = [estimated_cost(c["family"], c["params"], n_rows, d) for c in cands]
     session.query("UPDATE groupml.jobs SET n_rows = $2 WHERE job_id = $1", [job_id, n_rows], ["bigint", "bigint"])
@@ -397,20 +409,18 @@ def load_job_block(job_id):
     j = rows[0]
     if not j["rel_exists"]:
         return None, None, f"the source relation of job {job_id} (oid {j['relid']}) no longer exists"
-    ok = session.query("SELECT pg_catalog.has_table_privilege($1::oid, $2::oid, 'SELECT') AS ok, "
-                       "$2::oid::regclass::text AS name", [j["role_oid"], j["relid"]], ["bigint", "bigint"])[0]
-    if not ok["ok"]:
-        return None, None, f"the job's role may no longer SELECT from {ok['name']}"
-    problem = row_security_problem(session, int(j["relid"]), int(j["role_oid"]))
+    name, problem = source_problem(session, int(j["relid"]), int(j["role_oid"]))
+    if problem == "cannot be read by the job's role":
+        return None, None, f"the job's role may no longer SELECT from {name}"
     if problem:
-        return None, None, f"{ok['name']} {problem}; the coordinator does not read it for another role"
+        return None, None, f"{name} {problem}; the coordinator does not read it for another role"
     cols = columns(session, int(j["relid"]))
     for c in list(j["features"]) + [j["label"]]:
         if cols.get(c) not in NUMERIC_TYPES:
-            return None, None, f"column {c!r} of {ok['name']} is missing or not numeric"
+            return None, None, f"column {c!r} of {name} is missing or not numeric"
     packed = packed_row_expr(cols, list(j["features"]) + [j["label"]])
     got = session.query(f"SELECT count(*) AS n_rows, pg_catalog.string_agg({packed}, ''::bytea) AS block "
-                        f"FROM {ok['name']}")[0]
+                        f"FROM {name}")[0]
     return got["n_rows"], got["block"], None
 
 
