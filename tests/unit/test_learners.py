@@ -113,6 +113,50 @@ def test_batched_equals_alone(family):
         assert abs(model.intercept - alone.intercept) < 1e-6
 
 
+@pytest.mark.parametrize("family", ["logistic", "svm", "linear"])
+def test_wide_blocks_match_the_usual_orientation(family, monkeypatch):
+    """Wide blocks (d * k >= WIDE_WORK) compute Z^T = W^T X^T and G^T = R^T X: the same
+    objective and gradient as the usual orientation, for weighted and hinge columns too."""
+    from groupml.learners import _glm
+
+    X, y01, yreal = _data(n=900, d=240, seed=4, imbalance=1.0)
+    y = yreal if family == "linear" else y01
+    tr = GLMTrainer(family, X, y)
+    k = 20
+    for j in range(k):
+        params = {"l2": 1e-3 * j}
+        if family != "linear" and j % 3 == 1:
+            params["class_weight"] = "balanced"
+        if family == "svm" and j % 4 == 2:
+            params.update(loss="hinge", solver="gd")
+        tr.add(j, params)
+    cfgs = list(tr._configs.values())
+    d = X.shape[1]
+    assert d >= _glm.WIDE_FEATURES and d * k >= _glm.WIDE_WORK
+    Theta = np.random.default_rng(1).normal(scale=0.1, size=(d + 1, k))
+    f_wide, G_wide = tr._evaluate(Theta, cfgs)
+    rows = np.arange(0, X.shape[0], 3)
+    f_wide_rows, G_wide_rows = tr._evaluate(Theta, cfgs, rows)
+    monkeypatch.setattr(_glm, "WIDE_FEATURES", 10 ** 9)
+    f, G = tr._evaluate(Theta, cfgs)
+    f_rows, G_rows = tr._evaluate(Theta, cfgs, rows)
+    np.testing.assert_allclose(f_wide, f, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(G_wide, G, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(f_wide_rows, f_rows, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(G_wide_rows, G_rows, rtol=1e-10, atol=1e-14)
+
+
+def test_wide_batch_equals_alone():
+    X, y, _ = _data(n=700, d=220, seed=5, imbalance=0.5)
+    configs = [{"l2": 10.0 ** -j, "max_iter": 25, "tol": 1e-12,
+                "class_weight": "balanced" if j % 2 else None} for j in range(20)]
+    batched = fit_many("logistic", X, y, configs)
+    for j in (0, 7, 19):
+        alone = _alone("logistic", X, y, configs[j])
+        np.testing.assert_allclose(batched[j][0].coef, alone.coef, atol=1e-6, rtol=0)
+        assert abs(batched[j][0].intercept - alone.intercept) < 1e-6
+
+
 def test_sgd_batched_equals_alone_and_is_seeded():
     X, y, _ = _data()
     configs = [{"solver": "sgd", "lr": 0.1, "batch_size": 32, "max_iter": 5, "seed": 3},
