@@ -493,8 +493,8 @@ def test_bad_input_is_rejected_and_writes_nothing(cluster, db, dbname, roles):
             ("SELECT groupml.create_tenant('ta')", "42710", "groupml: Tenant 'ta' already exists", "another"),
             ("SELECT groupml.submit_job('ta', 'd1', ARRAY['f1'], 'y', "
              "'[{\"model\": \"logistic\", \"params\": {\"max_iter\": 1e308}}]')", "22023",
-             "groupml: The estimated cost of a logistic candidate must be a finite number; got inf",
-             "Lower its iterations"),
+             "groupml: The 'max_iter' value of model 'logistic' must be <= 1073741824; got 1e+308",
+             "Give 'max_iter' a value"),
         ]
         for stmt, state, message, hint in cases:
             st, msg, h = sql_error(a, stmt)

@@ -10,8 +10,8 @@ import pytest
 
 from groupml.errors import (ArrayLengthError, FeatureNotSupportedError, InvalidParameterError,
                             ModelFormatError, SearchSpecError, UndefinedObjectError)
-from groupml.learners import (FAMILIES, GLMModel, METRICS, fit_many, get_family, holdout_mask,
-                              load_model, register_loader)
+from groupml.learners import (FAMILIES, GLMModel, METRICS, fit_many, get_family, get_learner_family,
+                              holdout_mask, load_model, register_loader)
 from groupml.learners._model import MAGIC, pack_model
 
 
@@ -66,10 +66,32 @@ def test_param_error_messages():
          "The 'solver' value of model 'logistic' must be 'gd' or 'sgd' when l1 > 0; got 'lbfgs'"),
         ({"tol": float("nan")},
          "The 'tol' value of model 'logistic' must be a finite number; got nan"),
+        ({"max_iter": 2 ** 30 + 1}, "The 'max_iter' value of model 'logistic' must be <= 1073741824; "
+                                    "got 1073741825"),
+        ({"batch_size": 1e12}, "The 'batch_size' value of model 'logistic' must be <= 2147483647; "
+                               "got 1000000000000"),
+        ({"seed": 2 ** 63}, "The 'seed' value of model 'logistic' must be <= 9223372036854775807; "
+                            "got 9223372036854775808"),
     ]
     for params, message in cases:
         with pytest.raises(InvalidParameterError) as e:
             fam.validate_params(params)
+        assert e.value.message == message
+    # integer hyperparameters that reach a C int (LightGBM) or a loop count are bounded, so a
+    # typo gives this message instead of LightGBM's "Check failed" from deep inside training
+    bounded = [
+        ("lightgbm", {"min_data_in_leaf": 10 ** 12},
+         "The 'min_data_in_leaf' value of model 'lightgbm' must be <= 2147483647; got 1000000000000"),
+        ("lightgbm", {"num_boost_round": 2 ** 31},
+         "The 'num_boost_round' value of model 'lightgbm' must be <= 1073741824; got 2147483648"),
+        ("lightgbm", {"max_depth": 2 ** 31},
+         "The 'max_depth' value of model 'lightgbm' must be <= 2147483647; got 2147483648"),
+        ("mlp", {"epochs": 2 ** 40},
+         "The 'epochs' value of model 'mlp' must be <= 1073741824; got 1099511627776"),
+    ]
+    for name, params, message in bounded:
+        with pytest.raises(InvalidParameterError) as e:
+            get_learner_family(name).validate_params(params)
         assert e.value.message == message
     with pytest.raises(InvalidParameterError) as e:
         get_family("svm").validate_params({"loss": "hinge", "solver": "lbfgs"})

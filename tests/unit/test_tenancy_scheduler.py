@@ -398,3 +398,16 @@ def test_quality_max_is_validated_and_kept_in_the_state():
     # another configuration over the same outcomes
     r = Scheduler.replay(s.state_dict(), policy="hybrid", quality_max=None)
     assert r.policy_name == "hybrid" and r.quality_max is None and r.log == s.log
+
+
+def test_estimated_cost_of_candidates_is_finite_or_refused():
+    from groupml.udf.tenancy import estimated_cost
+
+    assert estimated_cost("logistic", {}, 1000, 3) == pytest.approx(1000 * 4 * 100 / 100)
+    assert estimated_cost("lightgbm", {"num_boost_round": 10}, 1000, 3) > 0
+    assert estimated_cost("mlp", {"epochs": 2}, 1000, 3) > 0
+    # every iteration count is bounded (2^30), so only an absurd table size overflows now
+    with pytest.raises(InvalidParameterError) as e:
+        estimated_cost("logistic", {"max_iter": 2 ** 30}, 1e308, 10)
+    assert e.value.message == "The estimated cost of a logistic candidate must be a finite number; got inf"
+    assert "Lower its iterations" in e.value.hint

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import DataError, SearchSpecError
 from ..validation import check_choice, check_number, fail
+from ._families import MAX_ITERATIONS
 
 CLASSIFICATION_METRICS = ("logloss", "accuracy", "auc")
 REGRESSION_METRICS = ("rmse", "mse", "mae", "r2")
@@ -171,7 +172,7 @@ class MLPFamily(LearnerFamily):
         out["weight_decay"] = check_number(out["weight_decay"], "weight_decay", owner, ge=0,
                                            hint="weight_decay is the L2 penalty of the "
                                                 "optimizer; 0 disables it.")
-        out["epochs"] = check_number(out["epochs"], "epochs", owner, ge=1, integer=True,
+        out["epochs"] = check_number(out["epochs"], "epochs", owner, ge=1, le=MAX_ITERATIONS, integer=True,
                                      hint="epochs is the number of passes over the training rows.")
         out["seed"] = check_number(out["seed"], "seed", owner, ge=0, le=2 ** 63 - 1,
                                    integer=True)
@@ -211,10 +212,10 @@ class LightGBMFamily(LearnerFamily):
         out["learning_rate"] = check_number(out["learning_rate"], "learning_rate", owner, gt=0,
                                             hint="learning_rate shrinks each tree, e.g. 0.1.")
         out["num_boost_round"] = check_number(out["num_boost_round"], "num_boost_round", owner,
-                                              ge=1, integer=True,
+                                              ge=1, le=MAX_ITERATIONS, integer=True,
                                               hint="num_boost_round is the number of trees.")
         out["min_data_in_leaf"] = check_number(out["min_data_in_leaf"], "min_data_in_leaf",
-                                               owner, ge=1, integer=True)
+                                               owner, ge=1, le=2 ** 31 - 1, integer=True)
         out["feature_fraction"] = check_number(out["feature_fraction"], "feature_fraction",
                                                owner, gt=0, le=1)
         out["bagging_fraction"] = check_number(out["bagging_fraction"], "bagging_fraction",
@@ -223,7 +224,7 @@ class LightGBMFamily(LearnerFamily):
                                                     "every tree; 1 uses all rows.")
         out["lambda_l1"] = check_number(out["lambda_l1"], "lambda_l1", owner, ge=0)
         out["lambda_l2"] = check_number(out["lambda_l2"], "lambda_l2", owner, ge=0)
-        depth = check_number(out["max_depth"], "max_depth", owner, ge=-1, integer=True,
+        depth = check_number(out["max_depth"], "max_depth", owner, ge=-1, le=2 ** 31 - 1, integer=True,
                              hint="max_depth is -1 (no limit) or a depth >= 1.")
         if depth == 0:
             fail("max_depth", owner, "-1 (no limit) or >= 1", depth,

@@ -27,6 +27,9 @@ from ..errors import DataError, InvalidParameterError, SearchSpecError, Undefine
 from ..validation import check_bool, check_choice, check_number, fail
 
 SOLVERS = ("auto", "lbfgs", "gd", "sgd")
+#: Upper bound of every iteration-count hyperparameter (GLM max_iter, MLP epochs, LightGBM
+#: num_boost_round): far beyond any useful run, and inside the C int of LightGBM.
+MAX_ITERATIONS = 1 << 30
 
 _COMMON_DEFAULTS: Dict[str, Any] = {
     "l2": 0.0,
@@ -101,13 +104,14 @@ class GLMFamily:
         out["fit_intercept"] = check_bool(out["fit_intercept"], "fit_intercept", owner)
         out["lr"] = check_number(out["lr"], "lr", owner, gt=0,
                                  hint="lr is the step size of the 'gd' and 'sgd' solvers.")
-        out["max_iter"] = check_number(out["max_iter"], "max_iter", owner, ge=1, integer=True)
+        out["max_iter"] = check_number(out["max_iter"], "max_iter", owner, ge=1, le=MAX_ITERATIONS,
+                                       integer=True)
         out["tol"] = check_number(out["tol"], "tol", owner, gt=0,
                                   hint="tol bounds the gradient's largest absolute entry at "
                                        "convergence.")
         out["batch_size"] = check_number(out["batch_size"], "batch_size", owner, ge=1,
-                                         integer=True)
-        out["seed"] = check_number(out["seed"], "seed", owner, ge=0, integer=True)
+                                         le=2 ** 31 - 1, integer=True)
+        out["seed"] = check_number(out["seed"], "seed", owner, ge=0, le=2 ** 63 - 1, integer=True)
         check_choice(out["solver"], "solver", owner, SOLVERS,
                      hint="'auto' picks 'gd' when 'lr' or 'l1' is given, else 'lbfgs'.")
         self._validate_extra(out)
