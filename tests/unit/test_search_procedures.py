@@ -430,6 +430,22 @@ def test_resume_from_state_makes_the_same_decisions(raw):
     assert proc.finished()
 
 
+def test_state_saved_with_an_empty_space_still_resumes():
+    """States written before the default search's spec dropped "space": {} resume; users
+    still get the error for an explicit empty space."""
+    proc = make_procedure(parse_search({"max_epochs": 4}))
+    proc.ask(1)
+    state = json.loads(json.dumps(proc.state_dict()))
+    assert "space" not in state["spec"]
+    old = dict(state, spec=dict(state["spec"], space={}))
+    resumed = SearchProcedure.from_state(old)
+    assert resumed.state_dict() == proc.state_dict()
+    from groupml.errors import SearchSpecError
+
+    with pytest.raises(SearchSpecError):
+        parse_search({"method": "grid", "space": {}})
+
+
 # ------------------------------------------------------------------------- driver
 def test_driver_fills_and_refills_slots():
     spec = parse_search({"lr": [1e-3, 1e-2, 0.1, 1, 10], "max_epochs": 3})

@@ -146,11 +146,12 @@ def test_null_is_not_a_default_for_numeric_keys(key):
 
 
 BIG = 10 ** 400      # a 401-digit JSON integer: float() of it overflows
+BIG_SHOWN = "1e+400"  # how messages show it (not 401 digits)
 
 
 def test_ranges_must_be_finite_and_samplable():
     assert err({"x": {"uniform": [0, BIG]}}).message == \
-        f"The 'x' value of search must be a range [lo, hi] of two finite numbers for uniform; got [0, {BIG}]"
+        f"The 'x' value of search must be a range [lo, hi] of two finite numbers for uniform; got [0, {BIG_SHOWN}]"
     assert err({"x": {"loguniform": [1, float("inf")]}}).message == \
         "The 'x' value of search must be a range [lo, hi] of two finite numbers for loguniform; got [1, Infinity]"
     assert err({"x": {"uniform": [-1e308, 1e308]}}).message == \
@@ -158,7 +159,7 @@ def test_ranges_must_be_finite_and_samplable():
         "got [-1e+308, 1e+308]"
     rule = "a range [lo, hi] with -2^63 <= lo <= hi < 2^63 for int"
     assert err({"x": {"int": [0, 1e19]}}).message == f"The 'x' value of search must be {rule}; got [0, 1e+19]"
-    assert err({"x": {"int": [0, BIG]}}).message == f"The 'x' value of search must be {rule}; got [0, {BIG}]"
+    assert err({"x": {"int": [0, BIG]}}).message == f"The 'x' value of search must be {rule}; got [0, {BIG_SHOWN}]"
     assert err({"x": {"int": [-2 ** 63 - 1, 0]}}).message.endswith(f"{rule}; got [-9223372036854775809, 0]")
     # the extremes that are allowed can be sampled
     spec = parse_search({"x": {"int": [-2 ** 63, 2 ** 63 - 1]}, "u": {"uniform": [-1e308, 0]}})
@@ -183,7 +184,7 @@ def test_upper_bounds_of_budgets_and_seed():
     assert err({"lr": [1], "max_epochs": 2 ** 30 + 1}).message == \
         "The 'max_epochs' value of search must be <= 1073741824; got 1073741825"
     assert err({"method": "hyperband", "x": {"uniform": [0, 1]}, "max_epochs": BIG}).message == \
-        f"The 'max_epochs' value of search must be <= 1073741824; got {BIG}"
+        f"The 'max_epochs' value of search must be <= 1073741824; got {BIG_SHOWN}"
     assert err({"lr": [1], "epoch_iters": 10 ** 6 + 1}).message == \
         "The 'epoch_iters' value of search must be <= 1000000; got 1000001"
     assert err({"lr": [1], "seed": 2 ** 63}).message == \
@@ -193,7 +194,7 @@ def test_upper_bounds_of_budgets_and_seed():
     assert err({"lr": [1], "early_stopping": {"epsilon": 1001}}).message == \
         "The 'epsilon' value of search early_stopping must be <= 1000; got 1001"
     assert err({"lr": [1], "early_stopping": {"epsilon": BIG}}).message == \
-        f"The 'epsilon' value of search early_stopping must be a finite number; got {BIG}"
+        f"The 'epsilon' value of search early_stopping must be a finite number; got {BIG_SHOWN}"
     # the limits themselves are fine, and so is the max_epochs plan_search writes into
     # checkpointed specs of grid/random/tpe without max_epochs
     spec = parse_search({"lr": [1], "n_trials": 100000, "max_epochs": UNLIMITED_EPOCHS, "epoch_iters": 10 ** 6,
@@ -239,3 +240,13 @@ def test_sampling_methods_check_the_space_against_the_learner_up_front():
     with pytest.raises(InvalidParameterError, match=r"The 'l2' value of model 'logistic' must be >= 0"):
         plan_search(fam, {"method": "asha", "n_trials": 4, "max_epochs": 9,
                           "space": {"x": {"choice": [{"l2": 0.1}, {"l2": -2.0}]}}})
+
+
+def test_huge_integers_are_shown_short_in_messages():
+    from groupml.validation import short_int
+
+    assert short_int(10 ** 308) == "1e+308"          # what jsonb makes of 1e308
+    assert short_int(-123456789 * 10 ** 40) == "-1.234567e+48"     # six digits kept, not rounded
+    assert short_int(2 ** 100) == "1.26765e+30"
+    assert err({"lr": [1], "seed": 10 ** 40}).message == \
+        "The 'seed' value of search must be <= 9223372036854775807; got 1e+40"

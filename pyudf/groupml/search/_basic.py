@@ -9,7 +9,7 @@ from ..engine import Decision, Trial
 from ..validation import seeded_rng
 from . import _space
 from ._base import Report, SearchProcedure, register, rng_from_state, rng_state
-from ._spec import SearchSpec, parse_search
+from ._spec import SearchSpec, parse_saved_search
 
 
 class FixedBudgetProcedure(SearchProcedure):
@@ -99,7 +99,7 @@ class FixedBudgetProcedure(SearchProcedure):
 
     @classmethod
     def _load(cls, state):
-        proc = cls(parse_search(state["spec"]))
+        proc = cls(parse_saved_search(state["spec"]))
         proc._next_id = int(state["next_id"])
         proc._trials = {}
         for rec in copy.deepcopy(state["trials"]):

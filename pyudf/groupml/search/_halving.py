@@ -22,7 +22,7 @@ from ..engine import Decision, Trial
 from ..validation import seeded_rng
 from . import _space
 from ._base import Report, SearchProcedure, register, rng_from_state, rng_state
-from ._spec import SearchSpec, parse_search
+from ._spec import SearchSpec, parse_saved_search
 
 
 def _s_max(max_epochs: int, min_epochs: int, eta: int) -> int:
@@ -210,7 +210,7 @@ class _Synchronous(SearchProcedure):
 
     @classmethod
     def _load(cls, state):
-        proc = cls(parse_search(state["spec"]))
+        proc = cls(parse_saved_search(state["spec"]))
         proc._next_id = int(state["next_id"])
         proc._rng = rng_from_state(state["rng"])
         proc._brackets = copy.deepcopy(state["brackets"])
@@ -340,7 +340,7 @@ class ASHA(SearchProcedure):
 
     @classmethod
     def _load(cls, state):
-        proc = cls(parse_search(state["spec"]))
+        proc = cls(parse_saved_search(state["spec"]))
         proc._next_id = int(state["next_id"])
         proc._rng = rng_from_state(state["rng"])
         proc._results = copy.deepcopy(state["results"])

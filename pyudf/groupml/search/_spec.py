@@ -9,7 +9,7 @@ from numbers import Integral, Real
 from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
 
 from ..errors import SearchSpecError
-from ..validation import check_choice, check_keys, check_number, fail, finite_float
+from ..validation import check_choice, check_keys, check_number, fail, finite_float, short_int
 from . import _space
 from ._space import Categorical, Fixed, IntRange, LogUniform, Space, Uniform
 
@@ -98,9 +98,20 @@ class _Json:
 
     def __str__(self) -> str:
         try:
-            return json.dumps(self.value)
+            return _json_text(self.value)
         except (TypeError, ValueError):
             return repr(self.value)
+
+
+def _json_text(value: Any) -> str:
+    """``json.dumps`` with huge integers shortened (``short_int``: 1e+400, not 401 digits)."""
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{json.dumps(str(k))}: {_json_text(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_json_text(v) for v in value) + "]"
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10 ** 30:
+        return short_int(value)
+    return json.dumps(value)
 
 
 def _show(value: Any) -> Any:
@@ -235,6 +246,15 @@ def _early_stopping(raw: Any, owner: str) -> Optional[EarlyStopping]:
     partial = check_number(raw.get("partial_iters", 10), "partial_iters", sub, ge=1, integer=True,
                            cls=SearchSpecError, hint="Solver iterations before the bandit check.")
     return EarlyStopping(method=method, epsilon=eps, partial_iters=partial)
+
+
+def parse_saved_search(saved: Mapping[str, Any]) -> "SearchSpec":
+    """A spec stored by :meth:`SearchSpec.to_dict` in a procedure's saved state. Before
+    2026-11-23 the default search (no dimensions) was stored with ``"space": {}``, which
+    :func:`parse_search` refuses from users; such states still resume."""
+    if isinstance(saved, Mapping) and saved.get("space") == {} and saved.get("method") == "grid":
+        saved = {k: v for k, v in saved.items() if k != "space"}
+    return parse_search(saved)
 
 
 def parse_search(spec: Any, *, param_names: Optional[Iterable[str]] = None,
