@@ -2,6 +2,7 @@
 
 
 import numpy as np
+import psycopg
 import pytest
 
 from groupml.datagen import create_table, grouped_classification
@@ -103,3 +104,26 @@ def test_a_damaged_lightgbm_model_is_refused_without_crashing_the_server(db):
             assert state == "22P03" and msg.startswith("groupml: "), (cut, state, msg)
     assert db.execute("SELECT pg_backend_pid()").fetchone()[0] == pid          # the same backend, alive
     assert db.execute("SELECT groupml.predict(fit, ARRAY[1.0, 2.0]) FROM lgfit").fetchone()[0] in (0.0, 1.0)
+    # a model altered by hand with its checksum recomputed: checked by a throwaway child first
+    from groupml.learners import _container, load_model
+    from groupml.learners._model import body_digest, pack_model
+
+    text = load_model(good).model_text.encode()
+    outcomes = []
+    for cut in range(len(text) // 10, len(text), len(text) // 20):
+        bad = text[:cut] + bytes([text[cut] ^ 0x20]) + text[cut + 1:]
+        forged = pack_model("lightgbm", _container.pack(
+            {"family": "lightgbm", "params": {"num_boost_round": 5}, "n_features": 2, "sha256": body_digest(bad)},
+            bad))
+        try:
+            db.execute("SELECT groupml.predict(ROW((fit).status, (fit).family, (fit).params, (fit).metric, (fit).score, "
+                       "(fit).metrics, (fit).n_train, (fit).n_validation, (fit).n_skipped, (fit).n_features, "
+                       "(fit).trials, (fit).message, %s)::groupml.fit, ARRAY[1.0, 2.0]) FROM lgfit", [forged])
+            outcomes.append("loaded")
+            continue
+        except psycopg.Error as e:
+            state, msg = e.sqlstate, e.diag.message_primary
+        assert state == "22P03" and msg.startswith("groupml: The lightgbm model is damaged: "), (cut, state, msg)
+        outcomes.append("crashed" if "LightGBM crashed on it" in msg else "refused")
+    assert "crashed" in outcomes, outcomes
+    assert db.execute("SELECT pg_backend_pid()").fetchone()[0] == pid          # still the same backend

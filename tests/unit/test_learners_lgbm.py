@@ -142,6 +142,47 @@ def test_model_text_round_trip_and_garbage():
             load_model(bad)
 
 
+def test_a_forged_model_with_a_valid_checksum_is_checked_in_a_child(monkeypatch):
+    """The checksum stops accidents, not a hand-made model: texts this process did not make
+    are loaded and probed by a throwaway child first, so LightGBM's crash on damaged text
+    kills that child, not this process (in a backend: not the server)."""
+    from groupml.learners import _lgbm
+    from groupml.learners._model import body_digest
+
+    X, y = _data(300)
+    X = X[:, :2]
+    tr = LightGBMTrainer("lightgbm", X, y)
+    tr.add(0, dict(FAST, num_boost_round=5))
+    tr.run(5)
+    model = tr.model(0)
+    data = model.to_bytes()                     # made here: trusted, loads without a child
+    assert body_digest(model.model_text.encode()) in _lgbm._TRUSTED_BODIES
+    good = model.model_text.encode()
+    calls = []
+    real_run = _lgbm.subprocess.run
+    monkeypatch.setattr(_lgbm.subprocess, "run", lambda *a, **k: calls.append(1) or real_run(*a, **k))
+    load_model(data)
+    assert calls == []
+    _lgbm._TRUSTED_BODIES.clear()               # as in a new session: checked once, then trusted
+    load_model(data)
+    load_model(data)
+    assert calls == [1]
+    outcomes = []
+    for cut in range(len(good) // 10, len(good), len(good) // 20):
+        bad = good[:cut] + bytes([good[cut] ^ 0x20]) + good[cut + 1:]
+        header = {"family": "lightgbm", "params": {}, "n_features": 2, "sha256": body_digest(bad)}
+        try:
+            load_model(pack_model("lightgbm", _container.pack(header, bad)))
+            outcomes.append("loaded")
+        except ModelFormatError as e:
+            assert e.message.startswith("The lightgbm model is damaged: ") and e.hint, e.message
+            outcomes.append("crashed" if "LightGBM crashed on it (signal" in e.message else "refused")
+    assert "crashed" in outcomes, outcomes      # what would have taken this process down
+    wrong = {"family": "lightgbm", "params": {}, "n_features": 3, "sha256": body_digest(good)}
+    with pytest.raises(ModelFormatError, match="n_features does not match the trees"):
+        load_model(pack_model("lightgbm", _container.pack(wrong, good)))
+
+
 def test_search_driver_runs_lightgbm_configs():
     X, y = _data(1200)
     fam = get_learner_family("lightgbm")

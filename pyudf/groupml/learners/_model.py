@@ -149,9 +149,14 @@ class ContainerModel:
     def to_bytes(self) -> bytes:
         from . import _container
         body = self._body()
+        digest = body_digest(body)
+        self._saved(digest)
         header = {"family": self.family, "params": self.params, "n_features": self.n_features,
-                  "sha256": body_digest(body)}
+                  "sha256": digest}
         return pack_model(self.kind, _container.pack(header, body))
+
+    def _saved(self, digest: str) -> None:
+        """Called with the body's SHA-256 whenever the model is serialized (a hook)."""
 
 
 def body_digest(body: bytes) -> str:
