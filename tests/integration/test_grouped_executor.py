@@ -366,8 +366,52 @@ def test_bad_input_writes_nothing(cluster, dbname, db, clicks):
                               "'logistic', workers => 2)")
         assert got[0] == "55000", got
         assert "cannot see a temporary table" in got[1] and "commit" in got[2]
+        # the plan is refused exactly when the run would be
+        plan = sql_error(conn, "SELECT * FROM groupml.explain_train_groups('tmp_clicks', ARRAY['country'], "
+                               "ARRAY['f1'], 'clicked', 'logistic', workers => 2)")
+        assert plan == got, (plan, got)
+        assert conn.execute("SELECT count(*) FROM groupml.explain_train_groups('tmp_clicks', ARRAY['country'], "
+                            "ARRAY['f1'], 'clicked', 'logistic', workers => 1)").fetchone()[0] >= 1
+    sgd = ("groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', "
+           "'{\"solver\": [\"sgd\"]}', workers => 2)")
+    run_err = sql_error(db, "CALL " + sgd)
+    plan_err = sql_error(db, "SELECT * FROM " + sgd.replace("train_groups", "explain_train_groups"))
+    assert run_err[0] == "0A000" and plan_err == run_err, (plan_err, run_err)
     for t in ("runs", "models", "trials", "snapshots", "snapshot_blocks", "grouped_runs"):
         assert db.execute(f"SELECT count(*) FROM groupml.{t}").fetchone()[0] == 0, t
+
+
+def test_internal_worker_functions_refuse_hand_made_requests(db):
+    """_gap_partial / _gap_task are SQL-callable; a hand-made request gets a 22023 naming
+    what is wrong, never a Python traceback (38000), and the backend keeps working."""
+    theta = "'\\x" + "00" * 8 * 3 + "'::bytea"
+    ok = ('{"snapshot": 1, "group_no": 0, "pieces": [[0, 0, 5]], "d": 2, "k": 1, '
+          '"family": "logistic", "params": [{}]}')
+    bad_pieces = ok.replace("[[0, 0, 5]]", "[[0, -1]]")
+    bad_params = ok.replace("[{}]", "{}")
+    cases = [
+        ("SELECT groupml._gap_partial('[]', ''::bytea)", "must be a JSON object"),
+        ("SELECT groupml._gap_partial('{}', ''::bytea)", "lacks 'd'"),
+        ("SELECT groupml._gap_partial('{\"d\": \"x\", \"k\": 1}', ''::bytea)",
+         "The 'd' value of the request of _gap_partial must be an integer"),
+        ("SELECT groupml._gap_partial('{\"d\": 2, \"k\": 0}', ''::bytea)", "must be >= 1; got 0"),
+        (f"SELECT groupml._gap_partial('{bad_pieces}', {theta})",
+         "The 'pieces' value of the request of _gap_partial must be a list of [block_no, skip, take]"),
+        (f"SELECT groupml._gap_partial('{bad_params}', {theta})",
+         "The 'params' value of the request of _gap_partial must be a list of k = 1 objects"),
+        (f"SELECT groupml._gap_partial('{ok}', ''::bytea)", "must hold (d + 1) * k = 3 float8 values; got 0 bytes"),
+        ("SELECT groupml._gap_task('\"x\"', NULL)", "must be a JSON object"),
+        ("SELECT groupml._gap_task('{\"op\": \"boom\"}', NULL)", "The 'op' value of _gap_task must be one of"),
+        ("SELECT groupml._gap_task('{\"op\": \"mlp_stats\"}', NULL)", "lacks 'd'"),
+        ("SELECT groupml._gap_task('{\"op\": \"mlp_visit\", \"d\": 2, \"snapshot\": 1, \"group_no\": 0, "
+         "\"pieces\": [], \"epoch\": -3}', NULL)", "The 'epoch' value of the request of _gap_task must be >= 0"),
+    ]
+    for stmt, msg in cases:
+        got = sql_error(db, stmt)
+        assert got[0] == "22023", (stmt, got)
+        assert msg in got[1], (stmt, got)
+        assert "internal to train_groups" in got[2], (stmt, got)
+    assert db.execute("SELECT 1").fetchone()[0] == 1
 
 
 def dsn_for(cluster, dbname, user):

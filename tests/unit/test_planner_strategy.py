@@ -298,3 +298,26 @@ def test_glm_grouped_estimate_is_of_the_placement_the_executor_runs(sizes, p):
             assert placement_for("grouped", sizes, p, "algebraic", plan=given).to_dict() == estimated.to_dict()
         if plan.strategy == "grouped":
             assert plan.placement.to_dict() == estimated.to_dict()
+
+
+@pytest.mark.parametrize("pattern, sizes, p", [("sequential", {i: 1000 for i in range(5)}, 2),
+                                               ("sampling", {0: 600, 1: 100, 2: 100}, 3)])
+def test_forced_wrap_around_is_the_placement_priced(pattern, sizes, p):
+    """options.placement => 'wrap_around' makes MLP/LightGBM grouped runs use Kingpin's placement;
+    the plan's grouped estimate (and so runs.estimated_seconds) is then of that placement."""
+    from groupml.executor.plan import make_plan, placement_for
+    from groupml.planner import estimate_grouped
+
+    auto = make_plan(sizes, 4, 10, p, "grouped", pattern=pattern)       # whole groups: cheapest here
+    forced = make_plan(sizes, 4, 10, p, "grouped", pattern=pattern, placement="wrap_around")
+    runs = placement_for("grouped", sizes, p, pattern)          # what the executor runs when forced
+    assert any(len(holders) > 1 for holders in runs.shard_index().values())   # it splits a group
+    assert auto.placement.to_dict() != runs.to_dict()
+    assert forced.placement.to_dict() == runs.to_dict()
+    again = estimate_grouped(forced.workload, p, UnitCosts(), runs)
+    assert forced.makespan == pytest.approx(again.makespan)
+    assert forced.makespan > auto.makespan                       # splitting costs hops / ranks here
+    assert "forced placement 'wrap_around'" in forced.explanation
+    assert "forced" not in auto.explanation
+    glm = make_plan(sizes, 4, 10, p, "grouped", placement="wrap_around")   # GLMs: one placement anyway
+    assert glm.makespan == make_plan(sizes, 4, 10, p, "grouped").makespan

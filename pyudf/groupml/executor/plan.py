@@ -37,14 +37,17 @@ def pass_task_rows(exec_options: Mapping[str, Any], d: int, n_configs: int, epoc
 def make_plan(group_sizes: Dict[int, int], n_configs: int, epochs: int, workers: int, strategy: str,
               costs: Optional[UnitCosts] = None, pattern: str = "algebraic", batch_size: Optional[int] = None,
               blocks: int = 1, calibration: Optional[Calibration] = None,
-              pass_task_rows: float = math.inf):
+              pass_task_rows: float = math.inf, placement: str = "auto"):
     """The planner's Plan over the strategies the executor runs for ``pattern`` (``blocks``:
     epoch blocks per config, :func:`workload_of`).
 
     With a ``calibration`` (:func:`groupml.executor.costs.load_calibration`) its unit costs
     are used, the epochs (and blocks) expected per config are the budget's scaled by its
     measured work ratio, and the explanation says what was measured. ``pass_task_rows``: GLM
-    groups kept whole with more training rows run a task per pass (:func:`pass_task_rows`)."""
+    groups kept whole with more training rows run a task per pass (:func:`pass_task_rows`).
+    ``placement`` (``options.placement``): 'wrap_around' forces Kingpin's placement on grouped
+    learning for the sequential and sampling patterns, and the grouped estimate is then of it
+    (:func:`placement_for` without a plan); GLMs always run constrained wrap-around."""
     from .patterns import PATTERN_STRATEGIES
 
     sizes = {g: n for g, n in group_sizes.items()}
@@ -55,10 +58,15 @@ def make_plan(group_sizes: Dict[int, int], n_configs: int, epochs: int, workers:
         if calibration.work_ratio is not None:
             epochs = max(1, int(round(epochs * calibration.work_ratio)))
             blocks = max(1, int(round(blocks * calibration.work_ratio)))
+    forced = placement_for("grouped", sizes, workers, pattern) if placement != "auto" and pattern != "algebraic" \
+        else None
     plan = choose_strategy(sizes, n_configs, epochs, workers, costs, pattern=pattern, strategy=strategy,
                            batch_size=batch_size if pattern == "sequential" else None,
                            candidates=PATTERN_STRATEGIES[pattern], blocks=blocks,
-                           pass_task_rows=pass_task_rows if pattern == "algebraic" else math.inf)
+                           pass_task_rows=pass_task_rows if pattern == "algebraic" else math.inf,
+                           forced_placement=forced)
+    if forced is not None and plan.strategy == "grouped":
+        plan.explanation += f" Grouped runs the forced placement '{placement}' (options.placement), priced as such."
     if calibration is not None:
         plan.explanation += " " + calibration.summary()
     return plan

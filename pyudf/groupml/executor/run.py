@@ -124,7 +124,7 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
                            d=d, n_configs=wl["n_configs"])
     whole_max_rows = pass_task_rows(exec_options, d, wl["n_configs"], wl["epochs"])
     plan = make_plan(sizes, wl["n_configs"], wl["epochs"], workers, strategy, pattern=pattern, blocks=wl["blocks"],
-                     calibration=cal, pass_task_rows=whole_max_rows)
+                     calibration=cal, pass_task_rows=whole_max_rows, placement=exec_options["placement"])
     prev = session.query("SELECT strategy, plan::text AS plan FROM groupml.grouped_runs WHERE run_id = $1",
                          [run_id], ["bigint"])
     again = resumed_plan(prev[0]["strategy"], json.loads(prev[0]["plan"]) if prev and prev[0]["plan"] else None,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from numbers import Integral
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
@@ -69,6 +70,51 @@ def load_shard(session, snapshot_id: int, group_no: int, pieces, d: int) -> np.n
     return unpack_rows(raw, d + 1)
 
 
+INTERNAL_HINT = "_gap_partial and _gap_task are internal to train_groups; call train_groups instead."
+_REQUEST_INTS = {"snapshot": 1, "group_no": 0, "d": 1, "k": 1, "epoch": 0, "shard": 0, "rank": 0,
+                 "rounds": 1, "timeout_minutes": 1}
+
+
+class _Request(dict):
+    """A worker request (JSON object): a missing key is an InvalidParameterError, not a KeyError."""
+
+    owner = "_gap_task"
+
+    def __missing__(self, key):
+        raise InvalidParameterError(f"The request of {self.owner} lacks '{key}'", hint=INTERNAL_HINT)
+
+
+def parse_request(request: Any, owner: str) -> "_Request":
+    """The request of ``_gap_partial`` / ``_gap_task`` as a :class:`_Request`, its common
+    fields checked: whole numbers where numbers are expected, ``pieces`` as
+    ``[[block_no, skip, take], ...]`` (the coordinator always sends them so; a hand-made
+    request gets a 22023 instead of a Python traceback)."""
+    if isinstance(request, (str, bytes)):
+        try:
+            request = json.loads(request)
+        except ValueError:
+            request = None
+    if not isinstance(request, dict):
+        raise InvalidParameterError(f"The request of {owner} must be a JSON object",
+                                    hint=INTERNAL_HINT)
+    req = _Request(request)
+    req.owner = owner
+    for key, low in _REQUEST_INTS.items():
+        if key in req:
+            req[key] = check_number(req[key], key, f"the request of {owner}", ge=low, le=2 ** 62,
+                                    integer=True, hint=INTERNAL_HINT)
+    if "pieces" in req:
+        pieces = req["pieces"]
+        if not isinstance(pieces, list) or not all(
+                isinstance(p, list) and len(p) == 3 and all(
+                    isinstance(v, Integral) and not isinstance(v, bool) and 0 <= v < 2 ** 31 for v in p)
+                for p in pieces):
+            raise InvalidParameterError(
+                f"The 'pieces' value of the request of {owner} must be a list of "
+                f"[block_no, skip, take] non-negative integers", hint=INTERNAL_HINT)
+    return req
+
+
 class _Cfg:
     __slots__ = ("params",)
 
@@ -110,8 +156,21 @@ def partial_sums(trainer, params_list: List[Mapping[str, Any]], theta: np.ndarra
 
 def gap_partial(session, request: Mapping[str, Any], theta_bytes: bytes) -> bytes:
     one_blas_thread()
-    req = request if isinstance(request, dict) else json.loads(request)
+    req = parse_request(request, "_gap_partial")
     d, k = int(req["d"]), int(req["k"])
+    params = req["params"]
+    if not (isinstance(params, list) and len(params) == k and all(isinstance(p, dict) for p in params)):
+        raise InvalidParameterError(f"The 'params' value of the request of _gap_partial must be a list of "
+                                    f"k = {k} objects", hint=INTERNAL_HINT)
+    if req.get("class_w") is not None and not (
+            isinstance(req["class_w"], list) and len(req["class_w"]) == 2
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in req["class_w"])):
+        raise InvalidParameterError("The 'class_w' value of the request of _gap_partial must be [w0, w1]",
+                                    hint=INTERNAL_HINT)
+    if theta_bytes is None or len(theta_bytes) != 8 * (d + 1) * k:
+        raise InvalidParameterError(
+            f"The theta of _gap_partial must hold (d + 1) * k = {(d + 1) * k} float8 values; got "
+            f"{0 if theta_bytes is None else len(theta_bytes)} bytes", hint=INTERNAL_HINT)
     key = (int(req["snapshot"]), int(req["group_no"]), json.dumps(req["pieces"]))
     trainer = _cached(_CACHE, key)
     if trainer is None:
@@ -246,18 +305,18 @@ def gap_task(session, request: Mapping[str, Any], blob: Optional[bytes]) -> byte
       config of the round (:func:`groupml.executor.baselines.mlp_grad`).
     """
     one_blas_thread()
-    req = request if isinstance(request, dict) else json.loads(request)
+    req = parse_request(request, "_gap_task")
     op = req.get("op")
     if op not in TASK_OPS:
         raise InvalidParameterError(f"The 'op' value of _gap_task must be one of {', '.join(TASK_OPS)}; got {op!r}",
-                                    hint="_gap_task is internal to train_groups.")
+                                    hint=INTERNAL_HINT)
     if op == "snapshot_part":
         from .snapshot import build_part
         return build_part(session, req)
     if op == "lgbm_ports":
         from ..learners._lgbm import free_ports
         n = check_number(req.get("n"), "n", "_gap_task lgbm_ports", ge=1, le=1024, integer=True,
-                         hint="_gap_task is internal to train_groups.")
+                         hint=INTERNAL_HINT)
         return json.dumps(free_ports(n, host="")).encode("utf-8")
     if op in ("mlp_eval", "mlp_model"):
         from ..learners import _mlp

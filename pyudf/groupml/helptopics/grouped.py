@@ -63,6 +63,8 @@ groupml.explain_train_groups(source, group_by, features, label, model, search, o
   (groupml.run_schedule) and the expected epochs from earlier runs of the same search; the
   explanation ends with which costs were measured and which are defaults. A run stores them in
   groupml.grouped_runs.plan -> 'unit_costs' and its estimate in groupml.runs.estimated_seconds.
+  It refuses exactly what train_groups with the same arguments would (a temporary table or solver
+  'sgd' with workers > 1, a strategy the model's pattern lacks, a snapshot of other arguments).
   Example: SELECT * FROM groupml.explain_train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic');
 """
 

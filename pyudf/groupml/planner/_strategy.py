@@ -394,9 +394,12 @@ def choose_strategy(group_sizes: Mapping[Hashable, int], n_configs: int, epochs:
                     pattern: str = "algebraic", batch_size: Optional[int] = None,
                     strategy: str = "auto",
                     candidates: Sequence[str] = STRATEGIES, blocks: int = 1,
-                    pass_task_rows: float = math.inf) -> Plan:
+                    pass_task_rows: float = math.inf,
+                    forced_placement: Optional[Placement] = None) -> Plan:
     """Estimate every candidate strategy and pick the cheapest (``strategy='auto'``) or
-    the requested one.  Ties go to the earlier name in ``grouped, gtp, mtp, dp``."""
+    the requested one.  Ties go to the earlier name in ``grouped, gtp, mtp, dp``.
+    ``forced_placement``: the placement grouped learning is forced to run (priced instead of
+    the cheapest of its own options)."""
     p = check_workers(n_workers)
     check_choice(strategy, "strategy", DEFAULT_OWNER, ("auto",) + STRATEGIES)
     for c in candidates:
@@ -407,7 +410,8 @@ def choose_strategy(group_sizes: Mapping[Hashable, int], n_configs: int, epochs:
     workload = Workload(group_sizes, n_configs, epochs, pattern, batch_size, blocks, pass_task_rows)
     names = list(dict.fromkeys(list(candidates) + ([strategy] if strategy != "auto" else [])))
     names.sort(key=STRATEGIES.index)
-    ests = {name: ESTIMATORS[name](workload, p, costs) for name in names}
+    ests = {name: ESTIMATORS[name](workload, p, costs) if name != "grouped" or forced_placement is None
+            else estimate_grouped(workload, p, costs, forced_placement) for name in names}
     if strategy == "auto":
         best = min(ests.values(), key=lambda e: (e.makespan, STRATEGIES.index(e.strategy)))
     else:

@@ -306,13 +306,13 @@ def submit_job(tenant, source, features, label, candidates):
 
 
 def source_problem(session, relid: int, role_oid: int):
-    """(relation name, why the coordinator may not read ``relid`` for role ``role_oid`` or None):
-    the role's SELECT privilege, then :func:`row_security_problem`."""
+    """(relation name, whether role ``role_oid`` may SELECT ``relid``, and when it may, why the
+    coordinator still may not read it for that role or None: :func:`row_security_problem`)."""
     ok = session.query("SELECT pg_catalog.has_table_privilege($1::oid, $2::oid, 'SELECT') AS ok, "
                        "$2::oid::regclass::text AS name", [role_oid, relid], ["bigint", "bigint"])[0]
     if not ok["ok"]:
-        return ok["name"], "cannot be read by the job's role"
-    return ok["name"], row_security_problem(session, relid, role_oid)
+        return ok["name"], False, None
+    return ok["name"], True, row_security_problem(session, relid, role_oid)
 
 
 def row_security_problem(session, relid: int, role_oid: int):
@@ -367,8 +367,8 @@ def add_job_candidates(job_id, candidates):
     if not j["rel_exists"]:
         raise UndefinedObjectError(f"The source relation of job {job_id} no longer exists",
                                    hint="Submit the job again on an existing table or view.")
-    name, problem = source_problem(session, int(j["relid"]), int(j["role_oid"]))
-    if problem == "cannot be read by the job's role":
+    name, readable, problem = source_problem(session, int(j["relid"]), int(j["role_oid"]))
+    if not readable:
         raise InsufficientPrivilegeError(f"permission denied for table {name}: the role of job {job_id} "
                                          f"cannot SELECT it", hint=f"GRANT SELECT ON {name} TO that role;")
     if problem:
@@ -409,8 +409,8 @@ def load_job_block(job_id):
     j = rows[0]
     if not j["rel_exists"]:
         return None, None, f"the source relation of job {job_id} (oid {j['relid']}) no longer exists"
-    name, problem = source_problem(session, int(j["relid"]), int(j["role_oid"]))
-    if problem == "cannot be read by the job's role":
+    name, readable, problem = source_problem(session, int(j["relid"]), int(j["role_oid"]))
+    if not readable:
         return None, None, f"the job's role may no longer SELECT from {name}"
     if problem:
         return None, None, f"{name} {problem}; the coordinator does not read it for another role"

@@ -130,6 +130,37 @@ def _fit_all(session, jobs, d, model, search, options, cost_model, helpers):
         yield jobs[i], result
 
 
+def _check_executor_request(session, source, group_by, features, label, model, search_obj, options_obj, strategy,
+                            on_workers: bool = True):
+    """The checks of a train_groups run on worker backends (workers > 1 or a strategy), shared
+    with explain_train_groups so the plan is refused exactly when the run would be: the model and
+    search for the family's access pattern, the strategy, and -- ``on_workers`` -- a source the
+    workers can see (not a temporary table), no sgd for GLMs, and a named snapshot that matches
+    the arguments. Returns (fit_options, exec_options, family, spec, opts, pattern)."""
+    from ..executor.glm import uses_sgd
+    from ..executor.patterns import check_strategy, pattern_of
+    from ..executor.pool import check_source_visible
+    from ..executor.run import split_options
+
+    fit_options, exec_options = split_options(options_obj)
+    family, spec, opts = _validate_model(model, search_obj, fit_options)
+    pattern = pattern_of(family)
+    check_strategy(pattern, strategy, model)
+    if not on_workers:
+        return fit_options, exec_options, family, spec, opts, pattern
+    check_source_visible(session, source)
+    if pattern == "algebraic" and uses_sgd(search_obj):
+        from ..errors import FeatureNotSupportedError
+        raise FeatureNotSupportedError(
+            "solver 'sgd' needs a group's rows in one process; train_groups with workers runs full-batch "
+            "solvers (lbfgs, gd)", hint="Use solver 'lbfgs' or 'gd', or workers => 1.")
+    if exec_options["snapshot"] is not None:         # before the run exists: a bad one writes nothing
+        from ..executor.snapshot import check_snapshot
+        check_snapshot(session, exec_options["snapshot"], source, group_by, features, label, opts["seed"],
+                       opts["validation_fraction"])
+    return fit_options, exec_options, family, spec, opts, pattern
+
+
 @sql_entry
 def train_groups(source, group_by, features, label, model, search, options, run_id, workers=1, strategy="auto"):
     from ..fitting import validate_request
@@ -149,26 +180,8 @@ def train_groups(source, group_by, features, label, model, search, options, run_
     exec_options = None
     fit_options = options_obj
     if executor:
-        from ..executor.glm import uses_sgd
-        from ..executor.pool import check_source_visible
-        from ..executor.run import split_options
-
-        from ..executor.patterns import check_strategy, pattern_of
-
-        fit_options, exec_options = split_options(options_obj)
-        family, spec, opts = _validate_model(model, search_obj, fit_options)
-        pattern = pattern_of(family)
-        check_strategy(pattern, strategy, model)
-        check_source_visible(session, source)
-        if pattern == "algebraic" and uses_sgd(search_obj):
-            from ..errors import FeatureNotSupportedError
-            raise FeatureNotSupportedError(
-                "solver 'sgd' needs a group's rows in one process; train_groups with workers runs full-batch "
-                "solvers (lbfgs, gd)", hint="Use solver 'lbfgs' or 'gd', or workers => 1.")
-        if exec_options["snapshot"] is not None:         # before the run exists: a bad one writes nothing
-            from ..executor.snapshot import check_snapshot
-            check_snapshot(session, exec_options["snapshot"], source, group_by, features, label, opts["seed"],
-                           opts["validation_fraction"])
+        fit_options, exec_options, family, spec, opts, _ = _check_executor_request(
+            session, source, group_by, features, label, model, search_obj, options_obj, strategy)
     else:
         validate_request(model, search_obj, options_obj)
 
@@ -284,18 +297,14 @@ def _failed_run_on_error(session, run_id: int):
 def explain_train_groups(source, group_by, features, label, model, search, options, workers, strategy):
     """Rows (strategy, chosen, worker, estimated_seconds, shards, explanation); reads group sizes only."""
     from ..executor.plan import make_plan, pass_task_rows, placement_for, workload_of
-    from ..executor.run import split_options
 
     session = backend_session()
     workers, strategy = _check_workers(workers, strategy)
     search_obj, options_obj, cols, group_by, features = _validate(session, source, group_by, features, label,
                                                                   model, search, options)
-    from ..executor.patterns import check_strategy, pattern_of
-
-    fit_options, exec_options = split_options(options_obj)
-    family, spec, opts = _validate_model(model, search_obj, fit_options)
-    pattern = pattern_of(family)
-    check_strategy(pattern, strategy, model)
+    fit_options, exec_options, family, spec, opts, pattern = _check_executor_request(
+        session, source, group_by, features, label, model, search_obj, options_obj, strategy,
+        on_workers=workers > 1 or strategy != "auto")      # as train_groups would run
     notnull = " AND ".join(f"{quote_ident(c)} IS NOT NULL" for c in list(features) + [label])
     rows = session.query(f"SELECT {group_key_sql(group_by)}::text AS gkey, count(*) FILTER (WHERE {notnull}) AS n "
                          f"FROM {source}{group_clause_sql(group_by)}")
@@ -309,7 +318,7 @@ def explain_train_groups(source, group_by, features, label, model, search, optio
                            d=len(features), n_configs=wl["n_configs"])
     max_rows = pass_task_rows(exec_options, len(features), wl["n_configs"], wl["epochs"])
     plan = make_plan(sizes, wl["n_configs"], wl["epochs"], workers, strategy, pattern=pattern, blocks=wl["blocks"],
-                     calibration=cal, pass_task_rows=max_rows)
+                     calibration=cal, pass_task_rows=max_rows, placement=exec_options["placement"])
     n_big = sum(1 for n in sizes.values() if n > max_rows)
     if not exec_options["whole_group_tasks"]:
         unsplit = "unsplit groups too, one task per pass)"
