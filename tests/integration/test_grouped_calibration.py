@@ -34,9 +34,9 @@ def explain(db, options="{}"):
 def test_explain_and_runs_use_unit_costs_measured_by_earlier_runs(db, groups, options):
     # one task per data pass (6 groups give plenty of tasks), or -- the default for groups
     # that are not split -- one task per group, measured by its trials' configuration-passes
-    # (more rows for 24 groups, so that a whole-group task's time is not all fixed cost)
-    create_table(db, "clicks", grouped_classification(20000 if groups == 6 else 80000, groups, 5, seed=3,
-                                                      exponent=1.1))
+    # (enough rows that a task's time is not all fixed cost: with 20,000 rows over 6 groups a
+    # pass task's per-row part was a quarter of its time, and once lost in the noise)
+    create_table(db, "clicks", grouped_classification(80000, groups, 5, seed=3, exponent=1.1))
     before = explain(db)
     assert "Unit costs are not calibrated" in before[0][4]
     first = call(db, options)

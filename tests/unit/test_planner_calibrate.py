@@ -106,6 +106,27 @@ def test_per_field_fallback_when_a_term_is_not_observable():
     assert cal.costs.task_startup == pytest.approx(total - 1e-8 * rows * k, rel=0.05)
 
 
+def test_a_per_row_cost_the_tasks_do_not_resolve_is_not_measured_as_zero():
+    # tasks whose time is a fixed cost plus noise, whatever their rows and configs: NNLS puts
+    # the per-row cost at 0, which would price every row as free -- the fallback stands
+    # instead (capped at half the tasks' time), and the source says why
+    tasks = glm_records(seed=5, noise=0.2, row=0.0, load=0.0, warm=0.0)
+    cal = calibrate_unit_costs(tasks, pattern="algebraic")
+    assert cal.calibrated and cal.coefficients and "work" not in cal.coefficients
+    src = cal.sources["compute_per_row"]
+    assert src.startswith("default") and src.endswith("(the measured tasks do not resolve a per-row cost)")
+    assert 0 < cal.costs.compute_per_row <= UnitCosts().compute_per_row
+    assert cal.sources["task_startup"].startswith("measured") and cal.costs.task_startup > 0
+    # a small fallback is kept as it is
+    small = calibrate_unit_costs(tasks, pattern="algebraic", base=UnitCosts(compute_per_row=1e-9))
+    assert small.costs.compute_per_row == 1e-9
+    assert small.sources["compute_per_row"] == "default (the measured tasks do not resolve a per-row cost)"
+    assert small.costs.task_startup == pytest.approx(TRUE["fixed"], rel=0.15)
+    # a per-row cost the tasks do show is still measured
+    shown = calibrate_unit_costs(glm_records(seed=5, noise=0.2, load=0.0, warm=0.0), pattern="algebraic")
+    assert shown.sources["compute_per_row"].startswith("measured") and shown.costs.compute_per_row > 0
+
+
 def test_garbage_records_are_ignored():
     clean = glm_records()
     bad = [dict(clean[0], finished=clean[0]["started"] - 1.0),              # negative duration

@@ -377,29 +377,41 @@ def calibrate_unit_costs(tasks: Iterable[Mapping[str, Any]], trials: Iterable[Ma
         if not _identifiable(Aw, j, others, collinear_tol):
             Aw = np.delete(Aw, j, axis=1)
             fitted.remove(c)
-    target = y.copy()
-    for c in COLUMNS:
-        if c in fitted or c == "updates":
+    unresolved = False
+    while True:
+        target = y.copy()
+        for c in COLUMNS:
+            if c in fitted or c == "updates":
+                continue
+            col = np.nan_to_num(X[c])
+            on = col > 0
+            name = COLUMN_FIELD[c]
+            if on.any():
+                # a fallback value that alone would take more than half of the measured time of
+                # the tasks it applies to contradicts them: cap it there
+                cap = 0.5 * float(np.median(y[on] / col[on]))
+                if getattr(costs, name) > cap:
+                    setattr(costs, name, cap)
+                    sources[name] = f"{sources[name]}, capped at half the measured time of the tasks"
+            target = target - getattr(costs, name) * col
+        A = np.column_stack([K[k] for k in kinds] + [X[c] for c in fitted])
+        # the durations the fitted columns explain must stay positive for a relative fit
+        ok = target > 0.05 * y
+        if int(ok.sum()) < min_tasks:
+            cal.reason = (f"the fallback values explain almost all of the measured time of {int((~ok).sum())} of "
+                          f"{len(y)} task(s)")
+            return cal
+        sol, keep = _robust_fit(A[ok], target[ok])
+        if "work" in fitted and sol[len(kinds) + fitted.index("work")] <= 0:
+            # the tasks' times do not resolve a per-row cost (their per-row part is lost in
+            # the noise of the fixed part, and NNLS put it at 0): a measured 0 would price
+            # every row as free, so the fallback (capped as above) stands instead
+            fitted.remove("work")
+            unresolved = True
             continue
-        col = np.nan_to_num(X[c])
-        on = col > 0
-        name = COLUMN_FIELD[c]
-        if on.any():
-            # a fallback value that alone would take more than half of the measured time of
-            # the tasks it applies to contradicts them: cap it there
-            cap = 0.5 * float(np.median(y[on] / col[on]))
-            if getattr(costs, name) > cap:
-                setattr(costs, name, cap)
-                sources[name] = f"{sources[name]}, capped at half the measured time of the tasks"
-        target = target - getattr(costs, name) * col
-    A = np.column_stack([K[k] for k in kinds] + [X[c] for c in fitted])
-    # the durations the fitted columns explain must stay positive for a relative fit
-    ok = target > 0.05 * y
-    if int(ok.sum()) < min_tasks:
-        cal.reason = (f"the fallback values explain almost all of the measured time of {int((~ok).sum())} of "
-                      f"{len(y)} task(s)")
-        return cal
-    sol, keep = _robust_fit(A[ok], target[ok])
+        break
+    if unresolved:
+        sources["compute_per_row"] += " (the measured tasks do not resolve a per-row cost)"
     cal.n_outliers = int((~keep).sum()) + int((~ok).sum())
     coef = {f"fixed:{k}": float(sol[i]) for i, k in enumerate(kinds)}
     coef.update({c: float(sol[len(kinds) + i]) for i, c in enumerate(fitted)})
