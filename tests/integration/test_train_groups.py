@@ -179,11 +179,15 @@ def test_a_source_the_caller_cannot_read(cluster, dbname, db, clicks):
 
 
 def test_helper_processes_give_the_same_catalog_as_the_backend_alone(db, clicks):
+    # slots pinned: without them the batch size k comes from the cost model, which the first
+    # run calibrates with its measured times -- under load the second run may batch the
+    # configurations differently (same to 1e-6, not bit for bit; CI saw it once)
+    pinned = json.dumps(dict(json.loads(GRID), slots=2))
     runs = []
     for processes in (1, 3):
         runs.append(db.execute("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'f2', 'f3'], "
                                "'clicked', 'logistic', %s::jsonb, %s::jsonb)",
-                               [GRID, json.dumps({"processes": processes})]).fetchone()[0])
+                               [pinned, json.dumps({"processes": processes})]).fetchone()[0])
     a, b = (dict((k, (p, s, m)) for k, p, s, m in db.execute(
         "SELECT group_key::text, (fit).params, (fit).score, md5((fit).model) FROM groupml.models WHERE run_id = %s",
         [r]).fetchall()) for r in runs)
