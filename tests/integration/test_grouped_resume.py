@@ -353,6 +353,48 @@ def test_lightgbm_group_keeps_its_trained_configs(dsn, db):
     assert_resumed_equals_fresh(db, run_id, fresh)
 
 
+def test_a_forged_lightgbm_checkpoint_restarts_its_group_without_crashing_the_server(dsn, db):
+    # a checkpoint's LightGBM text altered by hand so that LightGBM's loader crashes on it: the
+    # resumed run has it loaded by a throwaway child first, restarts the group and finishes
+    from groupml.executor.checkpoint import decode, encode
+    from groupml.learners._lgbm import check_in_child
+    from groupml.errors import ModelFormatError
+
+    shop_table(db, {"a": 1200})
+    spec = json.dumps({"method": "grid", "epoch_iters": 5, "slots": 1,
+                       "space": {"num_leaves": [4, 7, 10, 13], "num_boost_round": [20], "min_data_in_leaf": [10],
+                                 "learning_rate": [0.2]}})
+    args = ("shop", FEATS3, "lightgbm", spec, '{"placement": "wrap_around"}')
+    run_id = cancel_after(dsn, "SELECT EXISTS (SELECT 1 FROM groupml.run_checkpoints WHERE block >= 4)", *args)
+    [(gkey, _, _)] = interrupted_state(db, run_id)
+    state = decode(bytes(db.execute("SELECT state FROM groupml.run_checkpoints WHERE run_id = %s",
+                                    [run_id]).fetchone()[0]))
+    cfg = next(c for c in state["trainer"]["configs"] + state["trainer"]["retired"] if c["text"] is not None)
+    text, crashing = cfg["text"], None
+    for cut in range(len(text) // 10, len(text), len(text) // 40):
+        bad = text[:cut] + bytes([text[cut] ^ 0x20]) + text[cut + 1:]
+        try:
+            check_in_child(bad, 3)
+        except ModelFormatError as e:
+            if "LightGBM crashed on it" in e.message:
+                crashing = bad
+                break
+    assert crashing is not None, "no alteration crashed LightGBM"
+    cfg["text"] = crashing
+    db.execute("UPDATE groupml.run_checkpoints SET state = %s WHERE run_id = %s", [encode(state), run_id])
+    pid = db.execute("SELECT pg_backend_pid()").fetchone()[0]
+
+    again, notices = resume(dsn, *args, run_id)
+    assert again == run_id
+    assert any(f"group {gkey} restarts: its checkpoint is damaged (The lightgbm model is damaged: LightGBM "
+               f"crashed on it (signal" in n for n in notices), notices
+    assert db.execute("SELECT pg_backend_pid()").fetchone()[0] == pid          # no backend crashed
+    assert db.execute("SELECT status FROM groupml.runs WHERE run_id = %s", [run_id]).fetchone()[0] == "done"
+    fresh = train(db, *args)
+    a, b = fits(db, run_id), fits(db, fresh)
+    assert a.keys() == b.keys() and all(a[g] == b[g] for g in a)    # the group was trained again, from scratch
+
+
 def test_bad_checkpoint_interval(db):
     from pg_helpers import sql_error
 

@@ -129,3 +129,30 @@ def test_a_checkpoint_of_another_trainer_is_refused():
     state["trainer"]["configs"][0]["theta"] = np.zeros(3)
     with pytest.raises(PrerequisiteStateError):
         make_trainer("logistic", X, y, Xv, yv).load_checkpoint(state["trainer"])
+
+
+def test_lightgbm_texts_of_a_checkpoint_are_checked_before_a_resume_loads_them():
+    from groupml.errors import ModelFormatError
+    from groupml.executor.patterns import ShardedLGBMTrainer, check_checkpoint_models
+
+    lgb = pytest.importorskip("lightgbm")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    good = lgb.train({"objective": "binary", "verbose": -1, "num_leaves": 4}, lgb.Dataset(X, (X[:, 0] > 0) * 1.0),
+                     num_boost_round=3).model_to_string().encode()
+    lgbm_state = {"format": ShardedLGBMTrainer.CKPT_FORMAT, "passes": 1, "jobs": 1,
+                  "configs": [{"trial_id": 0, "text": good}, {"trial_id": 1, "text": None}], "retired": []}
+    check_checkpoint_models({"trainer": lgbm_state}, 3)                      # loads and predicts in a child
+    # states of other trainers hold no LightGBM text; a bytes field there is not a model
+    check_checkpoint_models({"trainer": {"format": "mlp-dp-1", "configs": [{"text": b"junk"}]}}, 3)
+    check_checkpoint_models({"search": {}}, 3)
+    for where in ("configs", "retired"):
+        bad = dict(lgbm_state, **{where: [{"trial_id": 2, "text": b"tree\nversion=v4\nnot a model"}]})
+        with pytest.raises(ModelFormatError, match="The lightgbm model is damaged"):
+            check_checkpoint_models({"trainer": bad}, 3)
+    # the child also checks the feature count of a text it has not seen (texts that passed are
+    # trusted by their SHA-256: they do not crash LightGBM, and predict checks the width)
+    other = lgb.train({"objective": "binary", "verbose": -1, "num_leaves": 4}, lgb.Dataset(X, (X[:, 1] > 0) * 1.0),
+                      num_boost_round=2).model_to_string().encode()
+    with pytest.raises(ModelFormatError, match="n_features does not match the trees"):
+        check_checkpoint_models({"trainer": dict(lgbm_state, configs=[{"trial_id": 0, "text": other}])}, 4)

@@ -420,6 +420,24 @@ def _load_configs(trainer, state: Mapping[str, Any], fmt: str, keys: Sequence[st
     trainer._val_cache = {}
 
 
+def check_checkpoint_models(state: Any, d: int) -> None:
+    """Raise ModelFormatError unless every LightGBM model text in a group's checkpoint
+    (``{"trainer": ShardedLGBMTrainer.checkpoint_state(), ...}``) loads and predicts in a
+    child process: LightGBM's loader can crash the backend on altered text, and a checkpoint
+    is bytes read from a table (:func:`groupml.learners._lgbm.check_in_child`; texts this
+    process made are trusted). States of other trainers hold no LightGBM text."""
+    trainer = state.get("trainer") if isinstance(state, Mapping) else None
+    if not isinstance(trainer, Mapping) or trainer.get("format") != ShardedLGBMTrainer.CKPT_FORMAT:
+        return
+    from ..learners._lgbm import check_in_child
+
+    for key in ("configs", "retired"):
+        for c in trainer.get(key) or ():
+            text = c.get("text") if isinstance(c, Mapping) else None
+            if isinstance(text, (bytes, bytearray)):
+                check_in_child(bytes(text), d)
+
+
 # ------------------------------------------------------------------ sampling: LightGBM data-parallel
 class ShardedLGBMTrainer(_Scored):
     """engine.Trainer for a LightGBM group split over workers (LightGBM's own data-parallel mode).
@@ -490,6 +508,7 @@ class ShardedLGBMTrainer(_Scored):
     # epoch checkpoints: a trained config is its model text (all num_boost_round trees; the
     # search's position is "done"), so a resumed group never retrains a config
     _CKPT_KEYS = ("text", "trees", "done", "status", "version")
+    CKPT_FORMAT = "lgbm-ranks-1"
 
     def checkpoint_state(self) -> Dict[str, Any]:
         def one(tid, c):
@@ -497,14 +516,14 @@ class ShardedLGBMTrainer(_Scored):
                 c["text"] = c["booster"].model_to_string().encode("utf-8")
             return dict({"trial_id": int(tid), "params": dict(c["params"])},
                         **{k: c.get(k) for k in self._CKPT_KEYS})
-        return {"format": "lgbm-ranks-1", "passes": int(self.passes), "jobs": int(self.jobs),
+        return {"format": self.CKPT_FORMAT, "passes": int(self.passes), "jobs": int(self.jobs),
                 "configs": [one(t, c) for t, c in self._cfgs.items()],
                 "retired": [one(t, c) for t, c in self._retired.items()]}
 
     def load_checkpoint(self, state: Mapping[str, Any]) -> None:
         from ..learners._lgbm import lgb_module
 
-        _load_configs(self, state, "lgbm-ranks-1", self._CKPT_KEYS)
+        _load_configs(self, state, self.CKPT_FORMAT, self._CKPT_KEYS)
         self.jobs = int(state["jobs"])
         lgb = lgb_module()
         for c in list(self._cfgs.values()) + list(self._retired.values()):

@@ -161,7 +161,7 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
                                   shards=tasks.get(g["group_no"], {}).get("shards", [])) for g in pending}
     # leftovers of an interrupted attempt: a group with a valid checkpoint continues after its
     # last committed epoch block, the others restart
-    resume_states, group_logs = _resume_points(session, run_id, pending, fps)
+    resume_states, group_logs = _resume_points(session, run_id, pending, fps, d)
     session.query("UPDATE groupml.runs SET groups_done = $2 WHERE run_id = $1", [run_id, len(done)],
                   ["bigint", "integer"])
     session.commit()
@@ -442,10 +442,14 @@ class _SnapshotParts:
         return [json.loads(f.result()) for f in futs]
 
 
-def _resume_points(session, run_id: int, pending, fps):
+def _resume_points(session, run_id: int, pending, fps, d: int):
     """(resume state per group key, committed schedule entries per group key) for the groups of
     an interrupted attempt that have a usable checkpoint; the rows of every other pending
-    group are deleted (it restarts from its first epoch)."""
+    group are deleted (it restarts from its first epoch). A checkpoint is usable when it was
+    made for this call (fingerprint), decodes, and its LightGBM model texts pass the check in a
+    child process (:func:`groupml.executor.patterns.check_checkpoint_models`)."""
+    from .patterns import check_checkpoint_models
+
     rows = {r["k"]: r for r in session.query(
         "SELECT group_key::text AS k, block, fingerprint, state FROM groupml.run_checkpoints WHERE run_id = $1",
         [run_id], ["bigint"])}
@@ -453,16 +457,17 @@ def _resume_points(session, run_id: int, pending, fps):
     for g in pending:
         gkey = g["gkey"]
         r = rows.get(gkey)
-        state = None
+        state, why = None, ("its checkpoint does not match the model, search, options or shard layout of "
+                            "this call")
         if r is not None and r["fingerprint"] == fps[gkey]:
             try:
                 state = decode(bytes(r["state"]))
-            except GroupmlError:
-                state = None
+                check_checkpoint_models(state, d)
+            except GroupmlError as exc:
+                state, why = None, f"its checkpoint is damaged ({exc})"
         if state is None:
             if r is not None:
-                session.notice(f"groupml: run {run_id}: group {gkey} restarts: its checkpoint does not match the "
-                               f"model, search, options or shard layout of this call")
+                session.notice(f"groupml: run {run_id}: group {gkey} restarts: {why}")
             for t in ("run_epochs", "run_schedule", "trials", "run_checkpoints"):
                 session.query(f"DELETE FROM groupml.{t} WHERE run_id = $1 AND group_key = $2::jsonb",
                               [run_id, gkey], ["bigint", "text"])
