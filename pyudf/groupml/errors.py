@@ -3,8 +3,8 @@
 Every error a user can cause is raised as a :class:`GroupmlError` subclass with a
 message that states the offending value and the rule it broke, plus a HINT that
 says what to do. The PL/Python glue (``groupml.udf``) turns these into
-``ERROR``/``HINT`` with the class's SQLSTATE; nothing else is caught there, so
-``QueryCanceled`` and internal bugs propagate unchanged.
+``ERROR``/``HINT`` with the class's SQLSTATE; internal bugs propagate unchanged, and
+``QueryCanceled`` is passed on as the same ERROR (57014) under the ``groupml:`` prefix.
 
 Message style::
 

@@ -171,10 +171,13 @@ def test_cancel_within_a_second(cluster, dsn, db):
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("SET statement_timeout = '2500ms'")
         t0 = time.time()
-        with pytest.raises(psycopg.errors.QueryCanceled):
+        with pytest.raises(psycopg.errors.QueryCanceled) as got:
             conn.execute(f"SELECT groupml.learn_over_groups({feats}, clicked, 'logistic', %s::jsonb) FROM big",
                          [spec])
         assert time.time() - t0 < 2.5 + 1.2
+        # PostgreSQL's message under our prefix, not PL/Python's spiexceptions.QueryCanceled
+        assert got.value.diag.message_primary == "groupml: canceling statement due to statement timeout", \
+            got.value.diag.message_primary
         # the backend is healthy afterwards and nothing is left buffered
         conn.execute("SET statement_timeout = 0")
         assert conn.execute("SELECT groupml.help('fit') IS NOT NULL").fetchone()[0]

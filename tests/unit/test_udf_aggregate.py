@@ -141,3 +141,34 @@ def test_errors_become_plpy_errors_with_sqlstate_and_hint(plpy):
     assert type(err).__name__ == "groupml" and type(err).__module__ == "builtins"
     assert err.sqlstate == "42704" and err.hint
     assert str(err).startswith("Unknown model family 'forest'")
+
+
+def test_a_cancel_is_passed_on_as_the_same_error_under_our_prefix(plpy):
+    from groupml.udf import sql_entry
+
+    class QueryCanceled(plpy.Error):                 # as plpy.spiexceptions.QueryCanceled
+        sqlstate = "57014"
+
+    @sql_entry
+    def cancelled():
+        raise QueryCanceled("canceling statement due to user request")
+
+    with pytest.raises(plpy.Error) as info:
+        cancelled()
+    err = info.value
+    assert type(err).__name__ == "groupml" and type(err).__module__ == "builtins"
+    assert err.sqlstate == "57014" and str(err) == "canceling statement due to user request"
+
+    @sql_entry
+    def bug():
+        raise KeyError("x")
+
+    @sql_entry
+    def other_spi_error():
+        raise type("UndefinedTable", (plpy.Error,), {"sqlstate": "42P01"})("relation does not exist")
+
+    with pytest.raises(KeyError):                  # bugs and other errors pass unchanged
+        bug()
+    with pytest.raises(plpy.Error) as info:
+        other_spi_error()
+    assert type(info.value).__name__ == "UndefinedTable"

@@ -3,7 +3,8 @@
 Each body is one line, ``from groupml.udf.<module> import f; return f(...)``. The
 functions here decode SQL values, call the pure-Python layers, encode results, and
 map :class:`groupml.errors.GroupmlError` to ``ERROR`` with SQLSTATE and HINT via
-:func:`sql_entry`. Nothing else is caught, so ``QueryCanceled`` and bugs propagate.
+:func:`sql_entry`. A cancel (``QueryCanceled``) is passed on as the same ERROR under our
+prefix; bugs propagate unchanged.
 """
 
 from __future__ import annotations
@@ -41,8 +42,16 @@ def raise_sql(exc: GroupmlError):
     raise err from None
 
 
+def _is_cancel(exc: BaseException) -> bool:
+    """A cancel or statement timeout delivered through a plpy call (plpy.spiexceptions.QueryCanceled)."""
+    return type(exc).__name__ == "QueryCanceled" and getattr(exc, "sqlstate", None) == "57014"
+
+
 def sql_entry(fn):
-    """Decorator for SQL entry points: GroupmlError -> ERROR with SQLSTATE, message and HINT."""
+    """Decorator for SQL entry points: GroupmlError -> ERROR with SQLSTATE, message and HINT.
+
+    A cancel (SQLSTATE 57014) is passed on as the same ERROR -- never swallowed -- under our
+    prefix: PL/Python would otherwise report it as ``spiexceptions.QueryCanceled: ...``."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -50,6 +59,12 @@ def sql_entry(fn):
             return fn(*args, **kwargs)
         except GroupmlError as exc:
             raise_sql(exc)
+        except Exception as exc:
+            if not _is_cancel(exc):
+                raise
+            err = _error_class()(str(exc))
+            err.sqlstate = "57014"
+            raise err from None
 
     return wrapper
 
