@@ -328,17 +328,23 @@ def test_mlp_group_continues_its_hops_and_replays_bit_for_bit(dsn, db):
     assert_resumed_equals_fresh(db, run_id, fresh)
 
 
-def test_lightgbm_group_keeps_its_trained_configs(dsn, db):
-    # constrained wrap-around (Alg. 2, forced) with p = 2 splits the one group; slots = 1 trains one
-    # config at a time. One group only: no one-worker search delays a rank, so a cancel finds both ranks of a
-    # job running (a rank waiting for a peer that never comes would block until LightGBM's time_out)
+def cancelled_lightgbm_run(dsn, db):
+    """(run id, call arguments) of a LightGBM run cancelled after 4 committed epoch blocks of
+    its one group. Constrained wrap-around (Alg. 2, forced) with p = 2 splits the group; slots = 1
+    trains one config at a time. One group only: no one-worker search delays a rank, so a cancel
+    finds both ranks of a job running (a rank waiting for a peer that never comes would block
+    until LightGBM's time_out)."""
     shop_table(db, {"a": 1200})
     spec = json.dumps({"method": "grid", "epoch_iters": 5, "slots": 1,
                        "space": {"num_leaves": [4, 7, 10, 13], "num_boost_round": [20], "min_data_in_leaf": [10],
                                  "learning_rate": [0.2]}})
     args = ("shop", FEATS3, "lightgbm", spec, '{"placement": "wrap_around"}')
+    return cancel_after(dsn, "SELECT EXISTS (SELECT 1 FROM groupml.run_checkpoints WHERE block >= 4)", *args), args
+
+
+def test_lightgbm_group_keeps_its_trained_configs(dsn, db):
+    run_id, args = cancelled_lightgbm_run(dsn, db)
     split = '{"country": "a"}'
-    run_id = cancel_after(dsn, "SELECT EXISTS (SELECT 1 FROM groupml.run_checkpoints WHERE block >= 4)", *args)
     [(gkey, block, _)] = interrupted_state(db, run_id)
     assert gkey == split
     jobs_before = {e["trials"][0] for e in schedule(db, run_id) if e["group_key"] == split and e["kind"] == "rank"}
@@ -360,12 +366,7 @@ def test_a_forged_lightgbm_checkpoint_restarts_its_group_without_crashing_the_se
     from groupml.learners._lgbm import check_in_child
     from groupml.errors import ModelFormatError
 
-    shop_table(db, {"a": 1200})
-    spec = json.dumps({"method": "grid", "epoch_iters": 5, "slots": 1,
-                       "space": {"num_leaves": [4, 7, 10, 13], "num_boost_round": [20], "min_data_in_leaf": [10],
-                                 "learning_rate": [0.2]}})
-    args = ("shop", FEATS3, "lightgbm", spec, '{"placement": "wrap_around"}')
-    run_id = cancel_after(dsn, "SELECT EXISTS (SELECT 1 FROM groupml.run_checkpoints WHERE block >= 4)", *args)
+    run_id, args = cancelled_lightgbm_run(dsn, db)
     [(gkey, _, _)] = interrupted_state(db, run_id)
     state = decode(bytes(db.execute("SELECT state FROM groupml.run_checkpoints WHERE run_id = %s",
                                     [run_id]).fetchone()[0]))
