@@ -24,15 +24,17 @@ def _fmt(value: Any) -> str:
         return "true" if value else "false"
     if value is None:
         return "null"
-    if isinstance(value, int) and abs(value) >= 10 ** 30:
+    if isinstance(value, int):
         return short_int(value)
     return str(value)
 
 
 def short_int(value: int) -> str:
-    """A huge integer as messages show it: 10**308 (what jsonb makes of 1e308) is '1e+308',
-    not its 309 digits."""
+    """An integer as messages show it: in full below 10**30, else short -- 10**308 (what jsonb
+    makes of 1e308) is '1e+308', not its 309 digits."""
     digits = str(abs(value))
+    if len(digits) <= 30:
+        return str(value)
     mantissa = (digits[0] + "." + digits[1:7]).rstrip("0").rstrip(".")
     return f"{'-' if value < 0 else ''}{mantissa}e+{len(digits) - 1}"
 

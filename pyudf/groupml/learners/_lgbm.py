@@ -141,7 +141,7 @@ class LightGBMModel(ContainerModel):
             raise _container.bad("lightgbm model", "n_features is not a feature count")
         check_in_child(body, n_features, digest=header["sha256"])     # the checksum just matched
         model = cls(fam.name, params, body.decode("utf-8"))
-        if model.n_features != header.get("n_features"):
+        if model.n_features != n_features:
             raise _container.bad("lightgbm model", "n_features does not match the trees")
         return model
 

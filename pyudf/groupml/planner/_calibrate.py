@@ -378,7 +378,7 @@ def calibrate_unit_costs(tasks: Iterable[Mapping[str, Any]], trials: Iterable[Ma
             Aw = np.delete(Aw, j, axis=1)
             fitted.remove(c)
     unresolved = False
-    while True:
+    while True:                 # at most twice: again without 'work' when the fit puts it at 0
         target = y.copy()
         for c in COLUMNS:
             if c in fitted or c == "updates":

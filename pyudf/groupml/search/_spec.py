@@ -109,7 +109,7 @@ def _json_text(value: Any) -> str:
         return "{" + ", ".join(f"{json.dumps(str(k))}: {_json_text(v)}" for k, v in value.items()) + "}"
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_json_text(v) for v in value) + "]"
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10 ** 30:
+    if isinstance(value, int) and not isinstance(value, bool):
         return short_int(value)
     return json.dumps(value)
 

@@ -42,11 +42,6 @@ def raise_sql(exc: GroupmlError):
     raise err from None
 
 
-def _is_cancel(exc: BaseException) -> bool:
-    """A cancel or statement timeout delivered through a plpy call (plpy.spiexceptions.QueryCanceled)."""
-    return type(exc).__name__ == "QueryCanceled" and getattr(exc, "sqlstate", None) == "57014"
-
-
 def sql_entry(fn):
     """Decorator for SQL entry points: GroupmlError -> ERROR with SQLSTATE, message and HINT.
 
@@ -60,7 +55,7 @@ def sql_entry(fn):
         except GroupmlError as exc:
             raise_sql(exc)
         except Exception as exc:
-            if not _is_cancel(exc):
+            if getattr(exc, "sqlstate", None) != "57014":     # plpy.spiexceptions.QueryCanceled
                 raise
             err = _error_class()(str(exc))
             err.sqlstate = "57014"
