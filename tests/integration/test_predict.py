@@ -127,3 +127,33 @@ def test_a_damaged_lightgbm_model_is_refused_without_crashing_the_server(db):
         outcomes.append("crashed" if "LightGBM crashed on it" in msg else "refused")
     assert "crashed" in outcomes, outcomes
     assert db.execute("SELECT pg_backend_pid()").fetchone()[0] == pid          # still the same backend
+
+
+def test_a_forged_lightgbm_tree_that_passes_the_probes_is_refused_before_it_can_crash_the_server(db):
+    # one split reads feature 2,000,000,000 for rows with 0.3 < f1 <= 0.31 only: the child's
+    # probe rows miss that path, so only the structural check of the text stops this model
+    # before a predict on f1 = 0.305 makes LightGBM read outside its arrays in the backend
+    from lgbm_forgery import unprobed_bad_split
+    from groupml.learners import _container, load_model
+    from groupml.learners._model import body_digest, pack_model
+
+    db.execute("CREATE TABLE lg AS SELECT i, (i % 7)::float8 AS x, (i % 3)::float8 AS z, (i % 7 > 3) AS y "
+               "FROM generate_series(1, 300) i")
+    db.execute("CREATE TABLE lgfit AS SELECT groupml.learn_over_groups(ARRAY[x, z], y, 'lightgbm', "
+               "'{\"num_boost_round\": [5]}') AS fit FROM lg")
+    text = unprobed_bad_split(load_model(bytes(db.execute("SELECT (fit).model FROM lgfit").fetchone()[0])).model_text)
+    body = text.encode()
+    forged = pack_model("lightgbm", _container.pack(
+        {"family": "lightgbm", "params": {"num_boost_round": 5}, "n_features": 2, "sha256": body_digest(body)}, body))
+    pid = db.execute("SELECT pg_backend_pid()").fetchone()[0]
+    for x in (0.305, 0.0):
+        state, msg, hint = sql_error(
+            db, "SELECT groupml.predict(ROW((fit).status, (fit).family, (fit).params, (fit).metric, (fit).score, "
+                "(fit).metrics, (fit).n_train, (fit).n_validation, (fit).n_skipped, (fit).n_features, "
+                "(fit).trials, (fit).message, %s)::groupml.fit, ARRAY[%s, 1.0]) FROM lgfit", [forged, x])
+        assert state == "22P03"
+        assert msg == ("groupml: The lightgbm model is damaged: tree 0: split_feature 2000000000 of node 2 "
+                       "is not a feature index (0..1)")
+        assert "as train_groups or learn_over_groups stored it" in hint
+    assert db.execute("SELECT pg_backend_pid()").fetchone()[0] == pid          # the same backend, alive
+    assert db.execute("SELECT groupml.predict(fit, ARRAY[0.305, 1.0]) FROM lgfit").fetchone()[0] in (0.0, 1.0)

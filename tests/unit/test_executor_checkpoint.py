@@ -135,7 +135,7 @@ def test_lightgbm_texts_of_a_checkpoint_are_checked_before_a_resume_loads_them()
     from groupml.errors import ModelFormatError
     from groupml.executor.patterns import ShardedLGBMTrainer, check_checkpoint_models
 
-    lgb = pytest.importorskip("lightgbm")
+    import lightgbm as lgb
     rng = np.random.default_rng(0)
     X = rng.normal(size=(200, 3))
     good = lgb.train({"objective": "binary", "verbose": -1, "num_leaves": 4}, lgb.Dataset(X, (X[:, 0] > 0) * 1.0),

@@ -37,6 +37,7 @@ from ..errors import (ArrayLengthError, DataError, FeatureNotSupportedError,
 from ..validation import check_number
 from . import _container
 from ._extfamilies import EXTRA_FAMILIES, LearnerFamily
+from ._lgbm_text import check_model_text
 from ._metrics import validation_loss, validation_metrics
 from ._data import as_data, check_iterations, choose_metric, train_val
 from ._model import ContainerModel, body_digest, check_body_digest, register_loader
@@ -179,7 +180,8 @@ _CHECK_BOOT = (
 
 
 def check_in_child(body: bytes, n_features: int, digest: Optional[str] = None) -> None:
-    """Raise ModelFormatError unless a child process loads ``body`` (LightGBM model text) and
+    """Raise ModelFormatError unless ``body`` (LightGBM model text) passes the structural
+    check of :func:`groupml.learners._lgbm_text.check_model_text` and a child process loads it and
     predicts probe rows with it (zeros, ones, NaN, +-1e30, 26 random rows; fewer for very wide
     models, at most 4M values); texts made or
     checked by this process before are trusted without a child (``_TRUSTED_BODIES``).
@@ -189,6 +191,7 @@ def check_in_child(body: bytes, n_features: int, digest: Optional[str] = None) -
     digest = digest or body_digest(body)
     if digest in _TRUSTED_BODIES:
         return
+    check_model_text(body, n_features)       # paths the probes miss: LightGBM would read outside its arrays
     hint = "Use the model as train_groups or learn_over_groups stored it; a changed model cannot be used."
     try:
         done = subprocess.run([_python_executable(), "-c", _CHECK_BOOT, str(int(n_features))], input=body,
