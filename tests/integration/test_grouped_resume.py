@@ -281,17 +281,26 @@ def shop_table(db, sizes):
 FEATS3 = "ARRAY['f1', 'f2', 'f3']"
 
 
-def test_mlp_group_continues_its_hops_and_replays_bit_for_bit(dsn, db):
-    # wrap-around (Alg. 1, group isolation; forced: at this size the planner would keep groups whole)
-    # with p = 2 cuts one of the 120-row groups over both workers; the others are one worker task each
-    # (no epoch checkpoints). drivers = 1: one group at a time
-    shop_table(db, {"a": 150, "b": 150, "c": 30})
-    spec = json.dumps({"method": "grid", "epoch_iters": 1,
+MLP_SPEC = json.dumps({"method": "grid", "epoch_iters": 1,
                        "space": {"lr": [0.01, 0.003], "layers": ["8"], "epochs": [16], "batch_size": [32]}})
+
+
+def cancelled_mlp_run(dsn, db):
+    """(run id, call arguments, the split group's key) of an MLP run cancelled after 2 committed
+    epoch blocks of its split group. Wrap-around (Alg. 1, group isolation; forced: at this size
+    the planner would keep groups whole) with p = 2 cuts one of the 150-row groups over both
+    workers; the others are one worker task each (no epoch checkpoints). drivers = 1: one group
+    at a time."""
+    shop_table(db, {"a": 150, "b": 150, "c": 30})
     opts = json.dumps({"flexible_hops": False, "keep_snapshot": True, "drivers": 1, "placement": "wrap_around"})
-    args = ("shop", FEATS3, "mlp", spec, opts)
+    args = ("shop", FEATS3, "mlp", MLP_SPEC, opts)
     run_id = cancel_after(dsn, "SELECT EXISTS (SELECT 1 FROM groupml.run_checkpoints WHERE block >= 2)", *args)
-    [(split, block, _)] = interrupted_state(db, run_id)
+    [(split, _, _)] = interrupted_state(db, run_id)
+    return run_id, args, split
+
+
+def test_mlp_group_continues_its_hops_and_replays_bit_for_bit(dsn, db):
+    run_id, args, split = cancelled_mlp_run(dsn, db)
     stats_before = [e for e in schedule(db, run_id) if e["group_key"] == split and e["kind"] == "stats"]
     assert len(stats_before) == 2
 
@@ -323,9 +332,47 @@ def test_mlp_group_continues_its_hops_and_replays_bit_for_bit(dsn, db):
     for k, v in want.items():
         assert np.array_equal(v, got[k].detach().numpy()), k
     db.execute("SELECT groupml.drop_snapshot(%s)", [sid])
-    fresh = train(db, "shop", FEATS3, "mlp", spec,
+    fresh = train(db, "shop", FEATS3, "mlp", MLP_SPEC,
                   json.dumps({"flexible_hops": False, "drivers": 1, "placement": "wrap_around"}))
     assert_resumed_equals_fresh(db, run_id, fresh)
+
+
+def test_a_forged_mlp_checkpoint_restarts_its_group_without_crashing_the_server(dsn, db):
+    # a checkpoint's MLP training state altered by hand: Adam moments smaller than their
+    # parameters, which torch's fused step would write past (a worker backend crashing restarts
+    # the server). The resume refuses the state, restarts the group and finishes
+    import io
+
+    import torch
+    from groupml.executor.checkpoint import decode, encode
+    from groupml.learners import _container
+
+    run_id, args, split = cancelled_mlp_run(dsn, db)
+    state = decode(bytes(db.execute("SELECT state FROM groupml.run_checkpoints WHERE run_id = %s",
+                                    [run_id]).fetchone()[0]))
+    cfg = next(c for c in state["trainer"]["configs"] + state["trainer"]["retired"] if c["state"] is not None)
+    header, body = _container.unpack(cfg["state"], "state")
+    obj = torch.load(io.BytesIO(body), weights_only=True)
+    for entry in obj["opt"]["state"].values():
+        entry["exp_avg"] = torch.zeros(1)
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    cfg["state"] = _container.pack(header, buf.getvalue())
+    db.execute("UPDATE groupml.run_checkpoints SET state = %s WHERE run_id = %s", [encode(state), run_id])
+    pid = db.execute("SELECT pg_backend_pid()").fetchone()[0]
+
+    again, notices = resume(dsn, *args, run_id)
+    assert again == run_id
+    assert any(f"group {split} restarts: its checkpoint is damaged (The mlp training state is invalid: the "
+               f"optimizer's exp_avg of parameter 0 does not fit it (shape (1,), torch.float32))" in n
+               for n in notices), notices
+    assert db.execute("SELECT pg_backend_pid()").fetchone()[0] == pid          # no backend crashed
+    assert db.execute("SELECT status FROM groupml.runs WHERE run_id = %s", [run_id]).fetchone()[0] == "done"
+    check_invariants(db, run_id)
+    fresh = train(db, "shop", FEATS3, "mlp", MLP_SPEC,
+                  json.dumps({"flexible_hops": False, "drivers": 1, "placement": "wrap_around"}))
+    a, b = fits(db, run_id), fits(db, fresh)
+    assert a.keys() == b.keys() and all(a[g] == b[g] for g in a)    # the group was trained again, from scratch
 
 
 def cancelled_lightgbm_run(dsn, db):

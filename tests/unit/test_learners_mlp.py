@@ -484,3 +484,143 @@ def test_network_size_is_capped():
         fam.validate_params({"layers": "65536,65536"})
     with pytest.raises(InvalidParameterError, match=r"at most 50,000,000 weights with 1600 features"):
         _build(fam.validate_params({"layers": "65536"}), 1600)
+
+
+# ---------------------------------------------------------------- training states read from tables
+def _trained_state(optimizer="adam", **params):
+    """run_to_bytes of a config after one epoch: its optimizer holds moments for every parameter."""
+    import torch
+    from groupml.learners import _mlp
+
+    X, y = _data(200)
+    run = _mlp.new_run("mlp", get_learner_family("mlp").validate_params(
+        {**FAST, "optimizer": optimizer, **params}), 4, _mlp.merge_stats([_mlp.partial_stats(X, y)], 4))
+    _mlp.train_epoch(run, torch.tensor(X, dtype=torch.float32), torch.tensor(y, dtype=torch.float32), epoch=0)
+    return _mlp.run_to_bytes(run), X, y
+
+
+def _forge_state(blob, change, header_change=None):
+    """``blob`` (a training state) with its torch object changed by ``change`` (in place)."""
+    import torch
+
+    header, body = _container.unpack(blob, "state")
+    obj = torch.load(io.BytesIO(body), weights_only=True)
+    change(obj)
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return _container.pack({**header, **(header_change or {})}, buf.getvalue())
+
+
+def _moments(key, make):
+    def change(obj):
+        for entry in obj["opt"]["state"].values():
+            entry[key] = make(entry[key])
+    return change
+
+
+_STEP_FORGED = """
+import io, sys, numpy as np, torch
+from groupml.learners import _container, _mlp
+from groupml.learners._extfamilies import EXTRA_FAMILIES
+blob = sys.stdin.buffer.read()
+header, body = _container.unpack(blob, "state")
+obj = torch.load(io.BytesIO(body), weights_only=True)
+net, opt = _mlp._build(EXTRA_FAMILIES["mlp"].validate_params(header["params"]), 4)
+net.load_state_dict(obj["net"])
+opt.load_state_dict(obj["opt"])                 # what torch accepts without the check
+X = torch.tensor(np.random.default_rng(0).normal(size=(64, 4)), dtype=torch.float32)
+_mlp.train_epoch(_mlp.MLPRun(EXTRA_FAMILIES["mlp"], header["params"], 4, net, opt, torch.Generator()), X,
+                 (X[:, 0] > 0).float(), epoch=1)
+print("stepped")
+"""
+
+
+def test_an_optimizer_moment_smaller_than_its_parameter_crashes_torch_and_is_refused():
+    """Torch's optimizer load_state_dict does not compare a moment's shape with its parameter's,
+    and its fused Adam step then writes outside the smaller tensor: the process dies (in a
+    worker backend, the server restarts every session). run_from_bytes refuses such a state."""
+    import subprocess
+    import sys
+    from groupml.learners import _mlp
+
+    blob, _, _ = _trained_state()
+    import torch
+    forged = _forge_state(blob, _moments("exp_avg", lambda v: torch.zeros(1)))
+    env = {"PYTHONPATH": _mlp.__file__.rsplit("/groupml/", 1)[0], "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-c", _STEP_FORGED], input=forged, capture_output=True, env=env)
+    assert done.returncode < 0, (done.returncode, done.stdout[-200:], done.stderr[-400:])   # killed by a signal
+    ok = subprocess.run([sys.executable, "-c", _STEP_FORGED], input=blob, capture_output=True, env=env)
+    assert ok.returncode == 0 and ok.stdout.endswith(b"stepped\n"), ok.stderr[-400:]
+    with pytest.raises(ModelFormatError, match=r"The mlp training state is invalid: the optimizer's exp_avg of "
+                                               r"parameter 0 does not fit it \(shape \(1,\), torch.float32\)"):
+        _mlp.run_from_bytes(forged)
+
+
+def _forgeries():
+    import torch
+    return [
+        (_moments("exp_avg_sq", lambda v: torch.zeros(0)), "exp_avg_sq of parameter 0 does not fit it"),
+        (_moments("exp_avg", lambda v: v.double()), r"exp_avg of parameter 0 does not fit it \(shape \(16, 4\), "
+                                                    r"torch.float64\)"),
+        (_moments("step", lambda v: torch.zeros(3)), "step of parameter 0 does not fit it"),
+        (_moments("step", lambda v: torch.tensor(float("nan"))), "step of parameter 0 does not fit it"),
+        (lambda o: [e.pop("exp_avg") for e in o["opt"]["state"].values()],
+         r"the optimizer state of parameter 0 is not \['exp_avg', 'exp_avg_sq', 'step'\]"),
+        (lambda o: o["opt"]["state"].__setitem__(99, {}), "names parameters the network does not have"),
+        (lambda o: o["opt"]["param_groups"][0].__setitem__("lr", 5.0), "optimizer settings are not those of its params"),
+        (lambda o: o["opt"]["param_groups"][0].__setitem__("betas", torch.zeros(2)), "optimizer settings"),
+        (lambda o: o.__setitem__("opt", [1]), "optimizer settings are not those of its params"),
+        (lambda o: o.__setitem__("gen", torch.zeros(3, dtype=torch.uint8)), "it does not fit the network: Expected"),
+        (lambda o: o["net"].__setitem__("out.weight", torch.zeros(2, 2)), "it does not fit the network: Error"),
+        (lambda o: o.__setitem__("extra", 1), "it is not a network, optimizer and generator state"),
+    ]
+
+
+def test_training_states_that_do_not_fit_their_network_are_refused():
+    from groupml.learners import _mlp
+
+    blob, X, y = _trained_state()
+    assert _mlp.run_from_bytes(blob).epochs_done == 0
+    for change, match in _forgeries():
+        with pytest.raises(ModelFormatError, match=match) as info:
+            _mlp.run_from_bytes(_forge_state(blob, change))
+        assert info.value.message.startswith("The mlp training state is invalid: ") and "\n" not in info.value.message
+    for header in ({"n_features": "4"}, {"visits": -1}, {"params": None}):
+        with pytest.raises(ModelFormatError, match="the header's params, n_features or epoch counts"):
+            _mlp.run_from_bytes(_forge_state(blob, lambda o: None, header))
+    header, _ = _container.unpack(blob, "state")
+    with pytest.raises(ModelFormatError, match=r"torch cannot read it \(UnpicklingError\)"):
+        _mlp.run_from_bytes(_container.pack(header, b"not torch" * 20))
+
+
+@pytest.mark.parametrize("optimizer, extra", [("adam", {}), ("sgd", {"momentum": 0.5}), ("sgd", {})])
+def test_genuine_training_states_load_and_continue_exactly(optimizer, extra):
+    import torch
+    from groupml.learners import _mlp
+
+    blob, X, y = _trained_state(optimizer, **extra)
+    a, b = _mlp.run_from_bytes(blob), _mlp.run_from_bytes(blob)
+    Xt, yt = torch.tensor(X, dtype=torch.float32), torch.tensor(y, dtype=torch.float32)
+    _mlp.train_epoch(a, Xt, yt, epoch=1)
+    _mlp.train_epoch(b, Xt, yt, epoch=1)
+    assert _same({k: v.numpy() for k, v in a.net.state_dict().items()},
+                 {k: v.numpy() for k, v in b.net.state_dict().items()})
+    assert _mlp.run_to_bytes(a) == _mlp.run_to_bytes(b)
+
+
+def test_mlp_states_of_a_checkpoint_are_checked_before_a_resume_uses_them():
+    from groupml.executor.baselines import DataParallelMLPTrainer, MTPMLPTrainer
+    from groupml.executor.patterns import ShardedMLPTrainer, check_checkpoint_models
+
+    blob, _, _ = _trained_state()
+    import torch
+    forged = _forge_state(blob, _moments("exp_avg", lambda v: torch.zeros(1)))
+    for fmt in (ShardedMLPTrainer.CKPT_FORMAT, MTPMLPTrainer.CKPT_FORMAT, DataParallelMLPTrainer.CKPT_FORMAT):
+        good = {"format": fmt, "passes": 1, "configs": [{"trial_id": 0, "state": blob},
+                                                         {"trial_id": 1, "state": None}], "retired": []}
+        check_checkpoint_models({"trainer": good}, 4)
+        for where in ("configs", "retired"):
+            with pytest.raises(ModelFormatError, match="exp_avg of parameter 0 does not fit it"):
+                check_checkpoint_models({"trainer": dict(good, **{where: [{"trial_id": 2, "state": forged}]})}, 4)
+        with pytest.raises(PrerequisiteStateError, match="an MLP state is for another feature count"):
+            check_checkpoint_models({"trainer": good}, 5)

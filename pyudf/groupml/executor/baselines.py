@@ -71,6 +71,8 @@ class MTPMLPTrainer(ShardedMLPTrainer):
     """engine.Trainer for MTP over the MLP: a config's epoch block is one task on one
     worker holding a copy of the whole group; configs of a group run concurrently."""
 
+    CKPT_FORMAT = "mlp-mtp-1"
+
     def __init__(self, family, ctx, X_val, y_val, *, metric: Optional[str] = None):
         self.family = family
         self.ctx = ctx
@@ -88,10 +90,10 @@ class MTPMLPTrainer(ShardedMLPTrainer):
     # epoch checkpoints: between blocks a config is its state bytes and epoch count (the
     # validation decision values are recomputed by a worker after a resume)
     def checkpoint_state(self) -> Dict[str, Any]:
-        return _save_configs(self, "mlp-mtp-1", ("state", "done", "status", "version"))
+        return _save_configs(self, self.CKPT_FORMAT, ("state", "done", "status", "version"))
 
     def load_checkpoint(self, state: Mapping[str, Any]) -> None:
-        _load_configs(self, state, "mlp-mtp-1", ("state", "done", "status", "version"), stats=True,
+        _load_configs(self, state, self.CKPT_FORMAT, ("state", "done", "status", "version"), stats=True,
                       hint=_RESUME_HINT)
 
     def run(self, iterations: int) -> None:
@@ -201,6 +203,8 @@ class DataParallelMLPTrainer(_Scored):
     """engine.Trainer for DP over the MLP: synchronous data-parallel SGD, one round of
     worker tasks per mini-batch step (all active configs of the group in each round)."""
 
+    CKPT_FORMAT = "mlp-dp-1"
+
     def __init__(self, family, ctx, X_val, y_val, *, metric: Optional[str] = None,
                  stats: Optional[Dict[str, Any]] = None):
         self.family = family
@@ -223,14 +227,14 @@ class DataParallelMLPTrainer(_Scored):
 
         for c in list(self._cfgs.values()) + list(self._retired.values()):
             c["state"] = _mlp.run_to_bytes(c["run"])
-        out = _save_configs(self, "mlp-dp-1", ("state", "done", "status", "version"))
+        out = _save_configs(self, self.CKPT_FORMAT, ("state", "done", "status", "version"))
         out["rounds"] = int(self.rounds)
         return out
 
     def load_checkpoint(self, state: Mapping[str, Any]) -> None:
         from ..learners import _mlp
 
-        _load_configs(self, state, "mlp-dp-1", ("state", "done", "status", "version"), stats=True,
+        _load_configs(self, state, self.CKPT_FORMAT, ("state", "done", "status", "version"), stats=True,
                       hint=_RESUME_HINT)
         self.rounds = int(state["rounds"])
         for c in list(self._cfgs.values()) + list(self._retired.values()):

@@ -286,12 +286,13 @@ class ShardedMLPTrainer(_Scored):
     # epoch checkpoints (groupml.executor.checkpoint): between blocks every config has
     # finished whole epochs, so its state bytes + epoch count are its whole hop position
     _CKPT_KEYS = ("state", "done", "status", "version")
+    CKPT_FORMAT = "mlp-hops-1"
 
     def checkpoint_state(self) -> Dict[str, Any]:
-        return _save_configs(self, "mlp-hops-1", self._CKPT_KEYS)
+        return _save_configs(self, self.CKPT_FORMAT, self._CKPT_KEYS)
 
     def load_checkpoint(self, state: Mapping[str, Any]) -> None:
-        _load_configs(self, state, "mlp-hops-1", self._CKPT_KEYS)
+        _load_configs(self, state, self.CKPT_FORMAT, self._CKPT_KEYS)
         self.stats = state["stats"]
 
     def add(self, trial_id: int, params: Mapping[str, Any]) -> None:
@@ -421,21 +422,36 @@ def _load_configs(trainer, state: Mapping[str, Any], fmt: str, keys: Sequence[st
 
 
 def check_checkpoint_models(state: Any, d: int) -> None:
-    """Raise ModelFormatError unless every LightGBM model text in a group's checkpoint
-    (``{"trainer": ShardedLGBMTrainer.checkpoint_state(), ...}``) loads and predicts in a
-    child process: LightGBM's loader can crash the backend on altered text, and a checkpoint
-    is bytes read from a table (:func:`groupml.learners._lgbm.check_in_child`; texts this
-    process made are trusted). States of other trainers hold no LightGBM text."""
-    trainer = state.get("trainer") if isinstance(state, Mapping) else None
-    if not isinstance(trainer, Mapping) or trainer.get("format") != ShardedLGBMTrainer.CKPT_FORMAT:
-        return
-    from ..learners._lgbm import check_in_child
+    """Raise ModelFormatError unless every model a group's checkpoint holds is safe to hand to
+    LightGBM or torch (``state`` is ``{"trainer": <a trainer's checkpoint_state()>, ...}``; a
+    checkpoint is bytes read from a table, and both libraries can crash the backend on altered
+    bytes): LightGBM model texts pass :func:`groupml.learners._lgbm.check_in_child` (texts this
+    process made are trusted), MLP training states decode with
+    :func:`groupml.learners._mlp.run_from_bytes`, which checks them against the network. GLM
+    states are numpy arrays the trainer checks itself."""
+    from .baselines import DataParallelMLPTrainer, MTPMLPTrainer
 
-    for key in ("configs", "retired"):
-        for c in trainer.get(key) or ():
-            text = c.get("text") if isinstance(c, Mapping) else None
-            if isinstance(text, (bytes, bytearray)):
-                check_in_child(bytes(text), d)
+    trainer = state.get("trainer") if isinstance(state, Mapping) else None
+    fmt = trainer.get("format") if isinstance(trainer, Mapping) else None
+    # the MLP trainers' configs keep a training state (``_mlp.run_to_bytes``; None before a first block)
+    mlp = (ShardedMLPTrainer.CKPT_FORMAT, MTPMLPTrainer.CKPT_FORMAT, DataParallelMLPTrainer.CKPT_FORMAT)
+    if fmt not in (ShardedLGBMTrainer.CKPT_FORMAT,) + mlp:
+        return
+    key = "text" if fmt == ShardedLGBMTrainer.CKPT_FORMAT else "state"
+    blobs = [c.get(key) for k in ("configs", "retired") for c in trainer.get(k) or () if isinstance(c, Mapping)]
+    blobs = [bytes(b) for b in blobs if isinstance(b, (bytes, bytearray))]
+    if key == "text":
+        from ..learners._lgbm import check_in_child
+
+        for text in blobs:
+            check_in_child(text, d)
+        return
+    from ..learners import _mlp         # torch: only when a resumed checkpoint holds MLP states
+
+    for blob in blobs:
+        if _mlp.run_from_bytes(blob).n_features != d:
+            raise PrerequisiteStateError("The trainer checkpoint is damaged: an MLP state is for another "
+                                         "feature count", hint="Restart the run from scratch.")
 
 
 # ------------------------------------------------------------------ sampling: LightGBM data-parallel

@@ -446,8 +446,8 @@ def _resume_points(session, run_id: int, pending, fps, d: int):
     """(resume state per group key, committed schedule entries per group key) for the groups of
     an interrupted attempt that have a usable checkpoint; the rows of every other pending
     group are deleted (it restarts from its first epoch). A checkpoint is usable when it was
-    made for this call (fingerprint), decodes, and its LightGBM model texts pass the check in a
-    child process (:func:`groupml.executor.patterns.check_checkpoint_models`)."""
+    made for this call (fingerprint), decodes, and the models in it are safe to hand to
+    LightGBM or torch (:func:`groupml.executor.patterns.check_checkpoint_models`)."""
     from .patterns import check_checkpoint_models
 
     rows = {r["k"]: r for r in session.query(

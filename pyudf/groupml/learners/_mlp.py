@@ -27,8 +27,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from ..errors import (DataError, FeatureNotSupportedError, InvalidParameterError, PrerequisiteStateError,
-                      UndefinedObjectError)
+from ..errors import (DataError, FeatureNotSupportedError, GroupmlError, InvalidParameterError,
+                      PrerequisiteStateError, UndefinedObjectError)
 from ._data import check_iterations, choose_metric, train_val
 from . import _container
 from ._extfamilies import EXTRA_FAMILIES, LearnerFamily
@@ -338,9 +338,13 @@ def _torch_bytes(obj) -> bytes:
     return buf.getvalue()
 
 
-def _torch_load(body: bytes):
+def _torch_load(body: bytes, what: str):
+    """torch's own bytes, read with ``weights_only`` (tensors and plain containers only)."""
     torch = torch_module()
-    return torch.load(io.BytesIO(body), weights_only=True, map_location="cpu")
+    try:
+        return torch.load(io.BytesIO(body), weights_only=True, map_location="cpu")
+    except Exception as exc:        # torch raises many kinds on bytes that are not its own
+        raise _container.bad(what, f"torch cannot read it ({type(exc).__name__})") from None
 
 
 def run_to_bytes(run: MLPRun) -> bytes:
@@ -353,22 +357,70 @@ def run_to_bytes(run: MLPRun) -> bytes:
 
 
 def run_from_bytes(state: bytes) -> MLPRun:
+    """The training state ``run_to_bytes`` wrote. The state may have been read from a table
+    (an epoch checkpoint), so it is checked before torch uses it: see :func:`_check_opt_state`."""
     torch = torch_module()
     header, body = _container.unpack(state, "mlp training state")
     if header.get("format") != STATE_FORMAT:
         raise _container.bad("mlp training state", "unknown format")
     fam = _family(header.get("family"))
+    d, epochs, visits = (header.get(k) for k in ("n_features", "epochs_done", "visits"))
+    if not isinstance(header.get("params"), dict) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= lo for v, lo in ((d, 1), (epochs, 0), (visits, 0))):
+        raise _container.bad("mlp training state", "the header's params, n_features or epoch counts")
     params = fam.validate_params(header["params"])
-    d = int(header["n_features"])
-    obj = _torch_load(body)
+    obj = _torch_load(body, "mlp training state")
+    if not isinstance(obj, dict) or set(obj) != {"net", "opt", "gen"}:
+        raise _container.bad("mlp training state", "it is not a network, optimizer and generator state")
     net, opt = _build(params, d)
-    net.load_state_dict(obj["net"], strict=True)
-    opt.load_state_dict(obj["opt"])
     gen = torch.Generator()
-    gen.set_state(obj["gen"])
+    try:
+        _check_opt_state(obj["opt"], opt, params)
+        net.load_state_dict(obj["net"], strict=True)
+        opt.load_state_dict(obj["opt"])
+        gen.set_state(obj["gen"])
+    except GroupmlError:
+        raise
+    except (RuntimeError, TypeError, ValueError, KeyError, AttributeError) as exc:
+        why = " ".join(str(exc).split())[:200]
+        raise _container.bad("mlp training state", f"it does not fit the network: {why}") from None
     net.eval()
-    return MLPRun(fam, params, d, net, opt, gen, int(header["epochs_done"]),
-                  int(header["visits"]))
+    return MLPRun(fam, params, d, net, opt, gen, epochs, visits)
+
+
+#: What the optimizer keeps per parameter after a step (torch 2): checked before torch steps.
+_OPT_STATE_KEYS = {"adam": {"step", "exp_avg", "exp_avg_sq"}, "sgd": {"momentum_buffer"}}
+
+
+def _check_opt_state(saved, opt, params: Mapping[str, Any]) -> None:
+    """Raise ModelFormatError unless ``saved`` is what ``opt.state_dict()`` of this network and
+    params looks like after training: the same parameter groups and settings, and per parameter
+    exactly the optimizer's moment tensors, each of the parameter's shape and dtype (and Adam's
+    step a finite scalar). Torch does not check the shapes itself: its fused Adam step on a
+    moment tensor smaller than its parameter writes outside it (measured: SIGSEGV), which in a
+    worker backend restarts every session of the server."""
+    torch = torch_module()
+    fresh = opt.state_dict()
+    if not isinstance(saved, dict) or set(saved) != {"state", "param_groups"} \
+            or saved["param_groups"] != fresh["param_groups"]:
+        raise _container.bad("mlp training state", "its optimizer settings are not those of its params")
+    tensors = [p for g in opt.param_groups for p in g["params"]]
+    state = saved["state"]
+    want = _OPT_STATE_KEYS[params["optimizer"]]
+    if not isinstance(state, dict) or not set(state) <= set(range(len(tensors))):
+        raise _container.bad("mlp training state", "its optimizer state names parameters the network does not have")
+    for i, entry in state.items():
+        p = tensors[i]
+        if not isinstance(entry, dict) or set(entry) != want or not all(torch.is_tensor(v) for v in entry.values()):
+            raise _container.bad("mlp training state", f"the optimizer state of parameter {i} is not {sorted(want)}")
+        for key, v in entry.items():
+            if key == "step":
+                ok = v.shape == () and v.is_floating_point() and bool(torch.isfinite(v)) and float(v) >= 0
+            else:
+                ok = v.shape == p.shape and v.dtype == p.dtype
+            if not ok:
+                raise _container.bad("mlp training state", f"the optimizer's {key} of parameter {i} does not "
+                                                           f"fit it (shape {tuple(v.shape)}, {v.dtype})")
 
 
 class MLPModel(ContainerModel):
@@ -403,7 +455,7 @@ class MLPModel(ContainerModel):
         if isinstance(d, bool) or not isinstance(d, int) or d < 1:
             raise _container.bad("mlp model", "n_features")
         check_body_digest(header, body, "mlp model")
-        state = _torch_load(body)
+        state = _torch_load(body, "mlp model")
         torch = torch_module()
         if not isinstance(state, dict) or not all(torch.is_tensor(v) for v in state.values()):
             raise _container.bad("mlp model", "the weights are not a state dict")
