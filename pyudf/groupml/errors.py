@@ -85,6 +85,12 @@ class PrerequisiteStateError(GroupmlError, RuntimeError):
     sqlstate = "55000"  # object_not_in_prerequisite_state
 
 
+class ObjectInUseError(PrerequisiteStateError):
+    """The object is in use by another session, e.g. a run another session is training (55006)."""
+
+    sqlstate = "55006"  # object_in_use
+
+
 class ModelFormatError(DataError):
     """A stored model cannot be decoded by the safe loaders (22P03)."""
 

@@ -224,3 +224,68 @@ def test_a_data_error_while_training_fails_the_run_and_leaves_no_snapshot(db, wo
     assert db.execute("SELECT status FROM groupml.runs").fetchall() == [("failed",)]
     assert db.execute("SELECT count(*) FROM groupml.snapshots").fetchone()[0] == 0
     assert db.execute("SELECT count(*) FROM groupml.progress WHERE status = 'running'").fetchone()[0] == 0
+
+
+def _waiting_on_a_lock(db, pid):
+    return db.execute("SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()[0]
+
+
+def test_a_run_is_trained_by_one_call_at_a_time(dsn, db, clicks):
+    """Resuming a run while another session is still training it is refused (55006), names
+    that session and changes nothing; the first call finishes as if alone. A call that ends by
+    a cancel releases the run, so another session can resume it while the first stays open."""
+    from groupml.udf.train import _run_lock_keys
+
+    stmt = ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'f2', 'f3'], 'clicked', 'logistic', "
+            "%s::jsonb, '{}', RUN)")
+    with psycopg.connect(dsn, autocommit=True) as first, psycopg.connect(dsn) as locker:
+        pid = first.info.backend_pid
+        locker.execute("LOCK TABLE groupml.models IN SHARE MODE")      # the first call stops at its first model
+        out = {}
+        thread = threading.Thread(target=lambda: out.update(run=first.execute(stmt.replace("RUN", "NULL"),
+                                                                              [GRID]).fetchone()[0]))
+        thread.start()
+        deadline = time.time() + 60
+        while not _waiting_on_a_lock(db, pid) and time.time() < deadline:
+            time.sleep(0.02)
+        assert _waiting_on_a_lock(db, pid)
+        run_id = db.execute("SELECT max(run_id) FROM groupml.runs").fetchone()[0]
+        before = db.execute("SELECT status, groups_done, started_at FROM groupml.runs WHERE run_id = %s",
+                            [run_id]).fetchone()
+        for workers in (1, 2):
+            state, msg, hint = sql_error(db, stmt.replace("RUN", f"{run_id}, workers => {workers}"), [GRID])
+            assert (state, msg) == ("55006", f"groupml: Run {run_id} is being trained by another session (pid {pid}); "
+                                             f"a run is trained by one call at a time")
+            assert hint == (f"Wait for that call to end, or stop it with SELECT pg_cancel_backend({pid}); then call "
+                            f"train_groups with run_id => {run_id} again to resume.")
+        assert db.execute("SELECT status, groups_done, started_at FROM groupml.runs WHERE run_id = %s",
+                          [run_id]).fetchone() == before
+        assert db.execute("SELECT count(*) FROM groupml.grouped_runs WHERE run_id = %s", [run_id]).fetchone()[0] == 0
+        locker.rollback()                                               # the first call goes on, alone
+        thread.join(120)
+        assert out["run"] == run_id
+        assert db.execute("SELECT status, groups_done FROM groupml.runs WHERE run_id = %s",
+                          [run_id]).fetchone() == ("done", 4)
+        assert db.execute("SELECT count(*), count(DISTINCT group_key) FROM groupml.models WHERE run_id = %s",
+                          [run_id]).fetchone() == (4, 4)
+        # a cancelled call releases the run: another session resumes it while the first stays open
+        db.execute("DELETE FROM groupml.models WHERE run_id = %s", [run_id])
+        db.execute("DELETE FROM groupml.trials WHERE run_id = %s", [run_id])
+        locker.execute("LOCK TABLE groupml.models IN SHARE MODE")
+        thread, fired = cancel_when(dsn, pid, f"SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = {pid}")
+        with pytest.raises(psycopg.errors.QueryCanceled):
+            first.execute(stmt.replace("RUN", str(run_id)), [GRID])
+        thread.join()
+        locker.rollback()
+        cls, key = _run_lock_keys(run_id)
+        held = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s AND objid = %s AND pid = %s"
+        assert first.execute(held, [cls, key & 0xFFFFFFFF, pid]).fetchone()[0] == 0
+        assert db.execute(stmt.replace("RUN", str(run_id)), [GRID]).fetchone()[0] == run_id
+        assert db.execute("SELECT status, groups_done FROM groupml.runs WHERE run_id = %s",
+                          [run_id]).fetchone()[0] == "done"
+        # a lock this session already holds on the run (a release that failed) is its own: the call
+        # runs, and releases it
+        mine = db.info.backend_pid
+        db.execute("SELECT pg_advisory_lock(%s, %s)", [cls, key])
+        assert db.execute(stmt.replace("RUN", str(run_id)), [GRID]).fetchone()[0] == run_id
+        assert db.execute(held, [cls, key & 0xFFFFFFFF, mine]).fetchone()[0] == 0

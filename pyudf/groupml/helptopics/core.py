@@ -93,6 +93,8 @@ CALL groupml.train_groups(source regclass, group_by text[], features text[], lab
   Trains and selects one model per group of a table and stores them in the catalog
   (groupml.models, groupml.trials, groupml.runs). Each group is committed when done, so a
   crash or cancel loses at most the groups in flight; CALL again with the same run_id to resume.
+  A run is trained by one call at a time: resuming a run another session is still training
+  fails (SQLSTATE 55006, naming that session's pid) and changes nothing.
   Call it outside an explicit transaction block (BEGIN ... COMMIT) so it can commit as it goes.
   options: those of learn_over_groups except "threads", plus "processes": groups trained at the
   same time by helper processes of this backend (plain Python processes it spawns and ends; they

@@ -22,7 +22,7 @@ import numpy as np
 from ..db import backend_session, quote_ident
 from ..procpool import MAX_PROCESSES
 from ..validation import check_number
-from ..errors import DataError, GroupmlError, InvalidParameterError, UndefinedObjectError
+from ..errors import DataError, GroupmlError, InvalidParameterError, ObjectInUseError, UndefinedObjectError
 from ._source import (check_columns, check_select_privilege, columns, group_clause_sql, group_key_sql,
                       packed_scan_sql)
 from . import parse_object, sql_entry
@@ -185,38 +185,9 @@ def train_groups(source, group_by, features, label, model, search, options, run_
     else:
         validate_request(model, search_obj, options_obj)
 
-    done = set()
-    if run_id is None:
-        run_id = session.query(
-            "INSERT INTO groupml.runs (kind, source, group_by, features, label, family, search, options) "
-            "VALUES ('train_groups', $1, $2, $3, $4, $5, $6::jsonb, $7::jsonb) RETURNING run_id",
-            [source, group_by, features, label, model, json.dumps(search_obj), json.dumps(options_obj)],
-            ["text", "text[]", "text[]", "text", "text", "text", "text"])[0]["run_id"]
-        if executor:
-            session.query("INSERT INTO groupml.grouped_runs (run_id, strategy, workers) VALUES ($1, $2, $3)",
-                          [run_id, strategy, workers], ["bigint", "text", "integer"])
-    else:
-        rows = session.query("SELECT source, group_by, features, label, family, status FROM groupml.runs "
-                             "WHERE run_id = $1", [run_id], ["bigint"])
-        if not rows:
-            raise UndefinedObjectError(f"The 'run_id' value of train_groups must name an existing run; got {run_id}",
-                                       hint="Omit run_id to start a new run; see SELECT * FROM groupml.runs.")
-        r = rows[0]
-        if (r["source"], list(r["group_by"]), list(r["features"]), r["label"], r["family"]) != \
-                (source, group_by, features, label, model):
-            raise InvalidParameterError(
-                f"Run {run_id} was started with other arguments; resuming needs the same source, group_by, "
-                f"features, label and model", hint="Call train_groups with the arguments stored in groupml.runs.")
-        done = {g["k"] for g in session.query(
-            "SELECT group_key::text AS k FROM groupml.models WHERE run_id = $1", [run_id], ["bigint"])}
-        session.query("UPDATE groupml.runs SET status = 'running' WHERE run_id = $1", [run_id], ["bigint"])
-        if executor:
-            session.query("INSERT INTO groupml.grouped_runs (run_id, strategy, workers) VALUES ($1, $2, $3) "
-                          "ON CONFLICT (run_id) DO UPDATE SET workers = EXCLUDED.workers",
-                          [run_id, strategy, workers], ["bigint", "text", "integer"])
-    session.commit()
-
-    with _failed_run_on_error(session, run_id):
+    with _attempt(session, run_id, source, group_by, features, label, model, search_obj, options_obj,
+                  (strategy, workers) if executor else None) as (run_id, done), \
+            _failed_run_on_error(session, run_id):
         if executor:
             from ..executor.run import run_grouped
 
@@ -224,45 +195,146 @@ def train_groups(source, group_by, features, label, model, search, options, run_
                         cols=cols, model=model, search=search_obj, fit_options=fit_options, exec_options=exec_options,
                         workers=workers, strategy=strategy, family=family, spec=spec, opts=opts, store=_store)
             return {"run_id": run_id}
+        _train_in_backend(session, run_id, done, source, group_by, features, label, cols, model, search_obj,
+                          options_obj, processes)
+        return {"run_id": run_id}
 
-        from .search import load_cost_model, record_fit_cost
 
-        started = time.time()
-        cost_model = load_cost_model(session, model)
-        estimated = 0.0
-        estimate = _estimated_rows(session, source)
-        with contextlib.ExitStack() as stack:
-            # started before the load query, so the helpers' imports overlap it
-            helpers = _start_helpers(_helper_count(processes, estimate)) if estimate is not None else None
+@contextlib.contextmanager
+def _attempt(session, run_id, source, group_by, features, label, model, search_obj, options_obj, grouped):
+    """One call's attempt at a run: a new run's rows (``run_id`` None) or the checked and
+    claimed existing run, committed; yields (run id, keys of the groups already stored).
+    ``grouped``: (strategy, workers) of an executor run, else None. The run is claimed for this
+    session (:func:`_claim_run`) until the attempt ends, however it ends."""
+    done, claimed = set(), None
+    try:
+        if run_id is None:
+            run_id = session.query(
+                "INSERT INTO groupml.runs (kind, source, group_by, features, label, family, search, options) "
+                "VALUES ('train_groups', $1, $2, $3, $4, $5, $6::jsonb, $7::jsonb) RETURNING run_id",
+                [source, group_by, features, label, model, json.dumps(search_obj), json.dumps(options_obj)],
+                ["text", "text[]", "text[]", "text", "text", "text", "text"])[0]["run_id"]
+            claimed = _claim_run(session, run_id)
+        else:
+            rows = session.query("SELECT source, group_by, features, label, family, status FROM groupml.runs "
+                                 "WHERE run_id = $1", [run_id], ["bigint"])
+            if not rows:
+                raise UndefinedObjectError(
+                    f"The 'run_id' value of train_groups must name an existing run; got {run_id}",
+                    hint="Omit run_id to start a new run; see SELECT * FROM groupml.runs.")
+            r = rows[0]
+            if (r["source"], list(r["group_by"]), list(r["features"]), r["label"], r["family"]) != \
+                    (source, group_by, features, label, model):
+                raise InvalidParameterError(
+                    f"Run {run_id} was started with other arguments; resuming needs the same source, group_by, "
+                    f"features, label and model", hint="Call train_groups with the arguments stored in groupml.runs.")
+            claimed = _claim_run(session, run_id)       # before anything of the run is changed
+            done = {g["k"] for g in session.query(
+                "SELECT group_key::text AS k FROM groupml.models WHERE run_id = $1", [run_id], ["bigint"])}
+            session.query("UPDATE groupml.runs SET status = 'running' WHERE run_id = $1", [run_id], ["bigint"])
+        if grouped is not None:
+            session.query("INSERT INTO groupml.grouped_runs (run_id, strategy, workers) VALUES ($1, $2, $3) "
+                          "ON CONFLICT (run_id) DO UPDATE SET workers = EXCLUDED.workers",
+                          [run_id, *grouped], ["bigint", "text", "integer"])
+        session.commit()
+        yield run_id, done
+    except BaseException:
+        if claimed is not None:
+            _release_run(session, claimed, quiet=True)
+        raise
+    _release_run(session, claimed, quiet=False)
+
+
+def _train_in_backend(session, run_id, done, source, group_by, features, label, cols, model, search_obj,
+                      options_obj, processes) -> None:
+    """The groups of the run not in ``done``, trained by this backend (or its helper processes),
+    largest first; each group's model and trials are stored and committed as it finishes."""
+    from .search import load_cost_model, record_fit_cost
+
+    started = time.time()
+    cost_model = load_cost_model(session, model)
+    estimated = 0.0
+    estimate = _estimated_rows(session, source)
+    with contextlib.ExitStack() as stack:
+        # started before the load query, so the helpers' imports overlap it
+        helpers = _start_helpers(_helper_count(processes, estimate)) if estimate is not None else None
+        if helpers is not None:
+            stack.enter_context(helpers)
+        blocks = _load_blocks(session, source, group_by, features, label, cols)
+        session.query("UPDATE groupml.runs SET n_groups = $2 WHERE run_id = $1", [run_id, len(blocks)],
+                      ["bigint", "integer"])
+        d = len(features)
+        jobs = [b for b in blocks if b["gkey"] not in done and json.dumps(json.loads(b["gkey"])) not in done]
+        jobs.sort(key=lambda b: -int(b["n_rows"]))  # largest first, so no big group starts last (LPT)
+        if helpers is None and estimate is None and len(jobs) > 1:
+            helpers = _start_helpers(_helper_count(processes, sum(int(b["n_rows"]) for b in jobs)))
             if helpers is not None:
                 stack.enter_context(helpers)
-            blocks = _load_blocks(session, source, group_by, features, label, cols)
-            session.query("UPDATE groupml.runs SET n_groups = $2 WHERE run_id = $1", [run_id, len(blocks)],
-                          ["bigint", "integer"])
-            d = len(features)
-            jobs = [b for b in blocks if b["gkey"] not in done and json.dumps(json.loads(b["gkey"])) not in done]
-            jobs.sort(key=lambda b: -int(b["n_rows"]))  # largest first, so no big group starts last (LPT)
-            if helpers is None and estimate is None and len(jobs) > 1:
-                helpers = _start_helpers(_helper_count(processes, sum(int(b["n_rows"]) for b in jobs)))
-                if helpers is not None:
-                    stack.enter_context(helpers)
-            finished = len(blocks) - len(jobs)
-            for b, result in _fit_all(session, jobs, d, model, search_obj, options_obj, cost_model, helpers):
-                _store(session, run_id, b["gkey"], result)
-                record_fit_cost(session, result, source="train_groups")
-                estimated += result.estimated_seconds or 0.0
-                session.query("UPDATE groupml.runs SET groups_done = groups_done + 1 WHERE run_id = $1",
-                              [run_id], ["bigint"])
-                finished += 1
-                session.notice(f"groupml: group {finished}/{len(blocks)} {b['gkey']}: {result.status}"
-                               + (f", {result.metric} {result.score:.4f}" if result.score is not None else ""))
-                session.commit()
-        session.query("UPDATE groupml.runs SET status = 'done', finished_at = clock_timestamp(), "
-                      "seconds = coalesce(seconds, 0) + $2, "
-                      "estimated_seconds = coalesce(estimated_seconds, 0) + $3 WHERE run_id = $1",
-                      [run_id, time.time() - started, estimated], ["bigint", "float8", "float8"])
-        session.commit()
-        return {"run_id": run_id}
+        finished = len(blocks) - len(jobs)
+        for b, result in _fit_all(session, jobs, d, model, search_obj, options_obj, cost_model, helpers):
+            _store(session, run_id, b["gkey"], result)
+            record_fit_cost(session, result, source="train_groups")
+            estimated += result.estimated_seconds or 0.0
+            session.query("UPDATE groupml.runs SET groups_done = groups_done + 1 WHERE run_id = $1",
+                          [run_id], ["bigint"])
+            finished += 1
+            session.notice(f"groupml: group {finished}/{len(blocks)} {b['gkey']}: {result.status}"
+                           + (f", {result.metric} {result.score:.4f}" if result.score is not None else ""))
+            session.commit()
+    session.query("UPDATE groupml.runs SET status = 'done', finished_at = clock_timestamp(), "
+                  "seconds = coalesce(seconds, 0) + $2, "
+                  "estimated_seconds = coalesce(estimated_seconds, 0) + $3 WHERE run_id = $1",
+                  [run_id, time.time() - started, estimated], ["bigint", "float8", "float8"])
+    session.commit()
+
+
+#: Advisory lock class of a run being trained (first key of the two-key form): 'gmlr' in ASCII.
+RUN_LOCK_CLASS = 0x676D6C72
+
+
+def _run_lock_keys(run_id: int):
+    """(class, key) of ``run_id``'s advisory lock: the run id's low 32 bits as a signed int4."""
+    low = int(run_id) & 0xFFFFFFFF
+    return RUN_LOCK_CLASS, low - (1 << 32) if low >= 1 << 31 else low
+
+
+def _claim_run(session, run_id: int) -> int:
+    """Hold ``run_id``'s session-level advisory lock for this call (a call commits as it goes,
+    so a transaction lock would not last); raise ObjectInUseError if another session holds it,
+    i.e. is training the run now. Two calls on one run would train the same groups and write
+    over each other's epochs, checkpoints and models. Released by :func:`_release_run` when the
+    call ends, however it ends; a backend that dies releases it with its session."""
+    cls, key = _run_lock_keys(run_id)
+    holder = ("SELECT pid FROM pg_catalog.pg_locks WHERE locktype = 'advisory' AND granted AND classid::int8 = $1 "
+              "AND objid::int8 = $2 AND objsubid = 2")
+    args, types = [cls, key & 0xFFFFFFFF], ["bigint", "bigint"]
+    if session.query(holder + " AND pid = pg_catalog.pg_backend_pid()", args, types):
+        return run_id                       # an earlier call of this session could not release it
+    for _ in range(2):                      # the holder may end between the try and the lookup
+        if session.query("SELECT pg_catalog.pg_try_advisory_lock($1, $2) AS ok", [cls, key],
+                         ["integer", "integer"])[0]["ok"]:
+            return run_id
+        pids = [r["pid"] for r in session.query(holder, args, types)]
+        if pids:
+            raise ObjectInUseError(
+                f"Run {run_id} is being trained by another session (pid {pids[0]}); a run is trained by one "
+                f"call at a time",
+                hint=f"Wait for that call to end, or stop it with SELECT pg_cancel_backend({pids[0]}); then "
+                     f"call train_groups with run_id => {run_id} again to resume.")
+    raise ObjectInUseError(f"Run {run_id} is being trained by another session; a run is trained by one call at "
+                           f"a time", hint="Wait for that call to end, then call train_groups again.")
+
+
+def _release_run(session, run_id: int, *, quiet: bool) -> None:
+    """Release :func:`_claim_run`'s lock. ``quiet``: the call is ending with an error (a cancel
+    included), which is what the caller must see; if the release fails then, the session keeps
+    the lock until it ends or calls train_groups on the run again (its own claim passes)."""
+    cls, key = _run_lock_keys(run_id)
+    try:
+        session.query("SELECT pg_catalog.pg_advisory_unlock($1, $2)", [cls, key], ["integer", "integer"])
+    except Exception:  # noqa: BLE001 - only while another error propagates, which is raised instead
+        if not quiet:
+            raise
 
 
 @contextlib.contextmanager
