@@ -54,6 +54,15 @@ def test_predict_errors(db, models):
     assert state == "2202E"
     assert msg == "groupml: The model expects 3 features; found 2"
     assert "same columns" in hint
+    for fn in ("predict", "predict_proba"):
+        state, msg, hint = sql_error(db, f"SELECT groupml.{fn}(fit, ARRAY[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]) "
+                                         f"FROM country_models LIMIT 1")
+        assert (state, msg) == ("2202E", f"groupml: The 'features' value of {fn} must be one row; got a "
+                                         f"two-dimensional array of 2 rows")
+        assert hint == (f"Pass one row as a one-dimensional array, or use groupml.{fn}_batch for many rows at once.")
+    one = db.execute("SELECT groupml.predict(fit, ARRAY[[1.0, 2.0, 3.0]]) = groupml.predict(fit, ARRAY[1.0, 2.0, 3.0]) "
+                     "FROM country_models LIMIT 1").fetchone()[0]
+    assert one                                             # a 1 x d array is one row
     state, msg, hint = sql_error(db, "SELECT groupml.predict(fit, ARRAY[1.0, NULL, 2.0]) FROM country_models LIMIT 1")
     assert state == "22000"
     assert msg == "groupml: The 'features' value of predict must not contain NULL, NaN or infinite values"

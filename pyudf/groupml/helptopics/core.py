@@ -64,6 +64,7 @@ search specification (jsonb), used by learn_over_groups and train_groups
 TOPICS["predict"] = """\
 groupml.predict(fit groupml.fit, features float8[]) -> float8
   The prediction for one row: class 0/1 for logistic and svm, the value for linear.
+  features is one row (a two-dimensional array of several rows is an ERROR: use predict_batch).
   Example:
     SELECT c.id, groupml.predict(m.fit, ARRAY[c.f1, c.f2, c.f3])
     FROM clicks c JOIN country_models m USING (country);

@@ -62,16 +62,26 @@ def _matrix(model, rows, fn: str) -> np.ndarray:
     return X
 
 
+def _one_row(model, features, fn: str) -> np.ndarray:
+    X = _matrix(model, features, fn)
+    if X.shape[0] != 1:        # a two-dimensional array: predicting its first row alone would hide the rest
+        raise ArrayLengthError(f"The 'features' value of {fn} must be one row; got a two-dimensional array of "
+                               f"{X.shape[0]} rows",
+                               hint=f"Pass one row as a one-dimensional array, or use groupml.{fn}_batch for many "
+                                    f"rows at once.")
+    return X
+
+
 @sql_entry
 def predict(fit, features):
     model = _model_of(fit, "predict")
-    return float(model.predict(_matrix(model, features, "predict"))[0])
+    return float(model.predict(_one_row(model, features, "predict"))[0])
 
 
 @sql_entry
 def predict_proba(fit, features):
     model = _model_of(fit, "predict_proba")
-    return float(model.predict_proba(_matrix(model, features, "predict_proba"))[0])
+    return float(model.predict_proba(_one_row(model, features, "predict_proba"))[0])
 
 
 @sql_entry
