@@ -55,6 +55,25 @@ def test_decode_rejects_garbage_and_pickled_arrays():
         decode(forged)
 
 
+def test_an_array_header_claiming_more_memory_than_exists_is_a_damaged_checkpoint():
+    # numpy allocates the array a .npy header declares before it reads the data: a header
+    # altered to a huge shape raised MemoryError, which a resume did not take for damage
+    import zipfile
+    from groupml.learners import _container
+
+    header, body = _container.unpack(encode({"w": np.zeros(4)}), "checkpoint")
+    with zipfile.ZipFile(io.BytesIO(body)) as z:
+        (name,) = z.namelist()
+        raw = z.read(name)
+    size = int.from_bytes(raw[8:10], "little")                      # .npy format 1.0: header length
+    npy_header = raw[10:10 + size].decode("latin1").replace("(4,)", "(10000000000000,)")
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:
+        z.writestr(name, raw[:10] + npy_header.rstrip().ljust(size - 1).encode("latin1") + b"\n" + raw[10 + size:])
+    with pytest.raises(ModelFormatError, match="corrupt array body: Unable to allocate"):
+        decode(_container.pack(header, out.getvalue()))
+
+
 def test_fingerprint_ignores_the_shard_rows_for_glms_only():
     one = [(0, 0, 100, None)]
     two = [(0, 0, 60, None), (1, 60, 40, None)]

@@ -88,7 +88,9 @@ def decode(blob: bytes) -> Any:
     try:
         with np.load(io.BytesIO(body), allow_pickle=False) as npz:
             arrays = {name: npz[name] for name in npz.files}
-    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile) as exc:
+    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile, MemoryError) as exc:
+        # MemoryError: an array header that claims more than the machine has (numpy allocates
+        # the whole array before it finds the data short)
         raise ModelFormatError(f"The {_WHAT} has a corrupt array body: {exc}", hint=_HINT) from None
 
     def walk(v):
