@@ -375,6 +375,36 @@ def test_a_forged_mlp_checkpoint_restarts_its_group_without_crashing_the_server(
     assert a.keys() == b.keys() and all(a[g] == b[g] for g in a)    # the group was trained again, from scratch
 
 
+LGBM_SLOTS1 = json.dumps({"method": "grid", "epoch_iters": 5, "slots": 1,
+                          "space": {"num_leaves": [4, 7, 10, 13], "num_boost_round": [20], "min_data_in_leaf": [10],
+                                    "learning_rate": [0.2]}})
+
+
+@pytest.mark.parametrize("model, strategy", [("mlp", "mtp"), ("mlp", "dp"), ("lightgbm", "mtp")])
+def test_a_baseline_run_resumed_after_a_cancel_equals_an_uninterrupted_one(dsn, db, model, strategy):
+    # the baselines' epoch checkpoints (MTP: a config's state bytes or model text; DP: the
+    # coordinator's whole training state and round counter), through a real cancel and resume.
+    # drivers = 1: one group at a time, so exactly one group is in flight when the cancel comes;
+    # LightGBM trains a config's rounds in one task, so its search takes one config at a time
+    # (slots 1) for the group to pass through several committed blocks
+    shop_table(db, {"a": 150, "b": 150, "c": 60} if model == "mlp" else {"a": 1200})
+    spec, blocks = (MLP_SPEC, 2) if model == "mlp" else (LGBM_SLOTS1, 4)
+    args = ("shop", FEATS3, model, spec, json.dumps({"drivers": 1}))
+    run_id = cancel_after(dsn, f"SELECT EXISTS (SELECT 1 FROM groupml.run_checkpoints WHERE block >= {blocks})",
+                          *args, strategy=strategy)
+    [(gkey, block, _)] = interrupted_state(db, run_id)
+    kept = {g: m for g, m in db.execute("SELECT group_key::text, model_id FROM groupml.models WHERE run_id = %s",
+                                        [run_id]).fetchall()}
+    again, notices = resume(dsn, *args, run_id, strategy=strategy)
+    assert again == run_id
+    assert any(f"group {gkey} resumes after its committed epoch block {block}" in n for n in notices), notices
+    assert all(db.execute("SELECT model_id FROM groupml.models WHERE run_id = %s AND group_key = %s::jsonb",
+                          [run_id, g]).fetchone()[0] == m for g, m in kept.items())   # committed groups kept
+    check_invariants(db, run_id)
+    fresh = train(db, *args, strategy=strategy)
+    assert_resumed_equals_fresh(db, run_id, fresh)
+
+
 def cancelled_lightgbm_run(dsn, db):
     """(run id, call arguments) of a LightGBM run cancelled after 4 committed epoch blocks of
     its one group. Constrained wrap-around (Alg. 2, forced) with p = 2 splits the group; slots = 1
@@ -382,10 +412,7 @@ def cancelled_lightgbm_run(dsn, db):
     finds both ranks of a job running (a rank waiting for a peer that never comes would block
     until LightGBM's time_out)."""
     shop_table(db, {"a": 1200})
-    spec = json.dumps({"method": "grid", "epoch_iters": 5, "slots": 1,
-                       "space": {"num_leaves": [4, 7, 10, 13], "num_boost_round": [20], "min_data_in_leaf": [10],
-                                 "learning_rate": [0.2]}})
-    args = ("shop", FEATS3, "lightgbm", spec, '{"placement": "wrap_around"}')
+    args = ("shop", FEATS3, "lightgbm", LGBM_SLOTS1, '{"placement": "wrap_around"}')
     return cancel_after(dsn, "SELECT EXISTS (SELECT 1 FROM groupml.run_checkpoints WHERE block >= 4)", *args), args
 
 
