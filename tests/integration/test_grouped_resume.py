@@ -386,8 +386,10 @@ def test_a_baseline_run_resumed_after_a_cancel_equals_an_uninterrupted_one(dsn, 
     # coordinator's whole training state and round counter), through a real cancel and resume.
     # drivers = 1: one group at a time, so exactly one group is in flight when the cancel comes;
     # LightGBM trains a config's rounds in one task, so its search takes one config at a time
-    # (slots 1) for the group to pass through several committed blocks
-    shop_table(db, {"a": 150, "b": 150, "c": 60} if model == "mlp" else {"a": 1200})
+    # (slots 1) for the group to pass through several committed blocks. Groups of 1,200 rows:
+    # an MTP epoch block of a 150-row group took a few ms, and a watcher polling every 10 ms
+    # under load missed every checkpoint of the run
+    shop_table(db, {"a": 1200, "b": 1200, "c": 240} if model == "mlp" else {"a": 1200})
     spec, blocks = (MLP_SPEC, 2) if model == "mlp" else (LGBM_SLOTS1, 4)
     args = ("shop", FEATS3, model, spec, json.dumps({"drivers": 1}))
     run_id = cancel_after(dsn, f"SELECT EXISTS (SELECT 1 FROM groupml.run_checkpoints WHERE block >= {blocks})",
