@@ -375,7 +375,10 @@ def mlp_grad(req: Mapping[str, Any], blob: bytes, X: np.ndarray, y: np.ndarray) 
         n_state = sum(int(v.numel()) for v in net.state_dict().values())
         state = np.frombuffer(view[at:at + 4 * n_state], dtype="<f4").astype(np.float32)
         at += 4 * n_state
-        rows = int(cfg["rows"])
+        rows = cfg.get("rows")
+        if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
+            raise InvalidParameterError(f"A DP step's 'rows' must be a count of rows; got {rows!r}",
+                                        hint="_gap_task is internal to train_groups.")
         loc = np.frombuffer(view[at:at + 4 * rows], dtype="<i4").astype(np.int64)
         at += 4 * rows
         masks = None
