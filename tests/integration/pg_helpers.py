@@ -38,3 +38,21 @@ def cancel_when(dsn, pid, condition_sql, timeout=120.0):
     thread = threading.Thread(target=watch)
     thread.start()
     return thread, fired
+
+
+def children_of(pid, marker: bytes):
+    """Live processes whose parent is ``pid`` and whose command line holds ``marker``."""
+    import os
+
+    out = []
+    for p in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{p}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{p}/cmdline", "rb") as fh:
+                cmd = fh.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid and marker in cmd:
+            out.append(int(p))
+    return out

@@ -1,13 +1,16 @@
 """predict, predict_proba and their batch forms against a stored fit."""
 
 
+import os
+import time
+
 import numpy as np
 import psycopg
 import pytest
 
 from groupml.datagen import create_table, grouped_classification
 from groupml.learners import load_model
-from pg_helpers import sql_error
+from pg_helpers import children_of, sql_error
 
 pytestmark = pytest.mark.integration
 
@@ -166,3 +169,27 @@ def test_a_forged_lightgbm_tree_that_passes_the_probes_is_refused_before_it_can_
         assert "as train_groups or learn_over_groups stored it" in hint
     assert db.execute("SELECT pg_backend_pid()").fetchone()[0] == pid          # the same backend, alive
     assert db.execute("SELECT groupml.predict(fit, ARRAY[0.305, 1.0]) FROM lgfit").fetchone()[0] in (0.0, 1.0)
+
+
+def _checking_children(pid):
+    """The LightGBM checking children (groupml.learners._lgbm_check) of backend ``pid``."""
+    return children_of(pid, b"lgb.Booster(model_str=text)")
+
+
+def test_a_new_session_checks_stored_lightgbm_models_in_one_child(dsn, db):
+    # per-group LightGBM models read back by another session: each text is checked before the
+    # backend loads it, by one checking child for all of them (a child per text cost 0.2 s each)
+    db.execute("CREATE TABLE lg AS SELECT i, 'g' || (i % 6) AS g, (i % 7)::float8 AS x, (i % 3)::float8 AS z, "
+               "(i % 7 > 3) AS y FROM generate_series(1, 1200) i")
+    db.execute("CREATE TABLE lgfit AS SELECT g, groupml.learn_over_groups(ARRAY[x, z], y, 'lightgbm', "
+               "'{\"num_boost_round\": [5]}') AS fit FROM lg GROUP BY g")
+    want = db.execute("SELECT g, groupml.predict(fit, ARRAY[1.0, 2.0]) FROM lgfit ORDER BY g").fetchall()
+    assert db.execute("SELECT count(DISTINCT (fit).model) FROM lgfit").fetchone()[0] == 6
+    with psycopg.connect(dsn, autocommit=True) as other:
+        pid = other.info.backend_pid
+        assert other.execute("SELECT g, groupml.predict(fit, ARRAY[1.0, 2.0]) FROM lgfit ORDER BY g").fetchall() == want
+        [child] = _checking_children(pid)
+    deadline = time.time() + 30                        # it ends with its session (end of file on its stdin)
+    while os.path.exists(f"/proc/{child}") and time.time() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{child}")

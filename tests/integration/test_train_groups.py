@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 from groupml.datagen import create_table, grouped_classification
-from pg_helpers import cancel_when, sql_error
+from pg_helpers import cancel_when, children_of, sql_error
 
 pytestmark = pytest.mark.integration
 
@@ -78,20 +78,7 @@ def test_resume_trains_only_missing_groups(db, clicks):
 
 def _helpers_of(pid):
     """Live multiprocessing pool workers whose parent is backend ``pid``."""
-    import os
-
-    out = []
-    for p in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{p}/stat") as fh:
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{p}/cmdline", "rb") as fh:
-                cmd = fh.read()
-        except (OSError, ValueError, IndexError):
-            continue
-        if ppid == pid and b"spawn_main" in cmd:
-            out.append(int(p))
-    return out
+    return children_of(pid, b"spawn_main")
 
 
 @pytest.mark.parametrize("processes", [1, 2])

@@ -159,8 +159,9 @@ def test_a_forged_model_with_a_valid_checksum_is_checked_in_a_child(monkeypatch)
     assert body_digest(model.model_text.encode()) in _lgbm._TRUSTED_BODIES
     good = model.model_text.encode()
     calls = []
-    real_run = _lgbm.subprocess.run
-    monkeypatch.setattr(_lgbm.subprocess, "run", lambda *a, **k: calls.append(1) or real_run(*a, **k))
+    checker = _lgbm._checker()
+    real_check = checker.check
+    monkeypatch.setattr(checker, "check", lambda *a: calls.append(1) or real_check(*a))
     load_model(data)
     assert calls == []
     _lgbm._TRUSTED_BODIES.clear()               # as in a new session: checked once, then trusted

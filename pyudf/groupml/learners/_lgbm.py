@@ -152,41 +152,27 @@ register_loader(LightGBMModel.kind, LightGBMModel.from_payload)
 # SHA-256 of the model texts this process made (LightGBM's model_to_string) or already checked
 # in a child: only other texts pay for a check.
 _TRUSTED_BODIES: set = set()
-CHECK_TIMEOUT_S = 120.0
+_CHECKER = None
 
-# LightGBM's text loader does not validate: on text that was cut or altered, and whose
-# checksum was then recomputed (by hand: the checksum only stops accidents), it can crash
-# the whole process (SIGSEGV or abort: measured, 34 of 74 cuts of a small model) -- in a
-# PostgreSQL backend that restarts every session of the server. So a model text this
-# process did not make is first loaded, and asked for predictions on probe rows, by a
-# throwaway child process; only if that child answers does this process load it.
-_CHECK_BOOT = (
-    "import sys\n"
-    "for m in ('sklearn', 'pandas', 'dask', 'pyarrow', 'cffi', 'matplotlib', 'graphviz'):\n"
-    "    sys.modules[m] = None\n"
-    "import numpy as np, lightgbm as lgb\n"
-    "text = sys.stdin.buffer.read().decode('utf-8')\n"
-    "b = lgb.Booster(model_str=text)\n"
-    "n = int(sys.argv[1])\n"
-    "if b.num_feature() != n:\n"
-    "    sys.stderr.write('\\nn_features does not match the trees\\n'); sys.exit(3)\n"
-    "rng = np.random.default_rng(0)\n"
-    "X = np.vstack([np.zeros((1, n)), np.ones((1, n)), -np.ones((1, n)), np.full((1, n), np.nan),\n"
-    "               np.full((1, n), 1e30), np.full((1, n), -1e30), rng.standard_normal((26, n)) * 10])\n"
-    "X = X[:max(1, min(len(X), (1 << 22) // n))]\n"
-    "b.predict(X, raw_score=True, num_threads=1)\n"
-    "sys.stdout.write('\\ngroupml: model checked\\n')\n"
-)
+
+def _checker():
+    """This process's checking child (:mod:`groupml.learners._lgbm_check`), made on first use."""
+    global _CHECKER
+    if _CHECKER is None:
+        from ._lgbm_check import ModelChecker
+        _CHECKER = ModelChecker(_python_executable(), _child_env())
+    return _CHECKER
 
 
 def check_in_child(body: bytes, n_features: int, digest: Optional[str] = None) -> None:
     """Raise ModelFormatError unless ``body`` (LightGBM model text) passes the structural
-    check of :func:`groupml.learners._lgbm_text.check_model_text` and a child process loads it and
-    predicts probe rows with it (zeros, ones, NaN, +-1e30, 26 random rows; fewer for very wide
-    models, at most 4M values); texts made or
-    checked by this process before are trusted without a child (``_TRUSTED_BODIES``).
-    ``digest``: the body's SHA-256 when the caller has it already."""
+    check of :func:`groupml.learners._lgbm_text.check_model_text` and this process's checking
+    child (:mod:`groupml.learners._lgbm_check`) loads it and predicts probe rows with it
+    (zeros, ones, NaN, +-1e30, 26 random rows; fewer for very wide models, at most 4M
+    values); texts made or checked by this process before are trusted without a check
+    (``_TRUSTED_BODIES``). ``digest``: the body's SHA-256 when the caller has it already."""
     from ..errors import ModelFormatError
+    from ._lgbm_check import CHECK_TIMEOUT_S, CheckTimeout
 
     digest = digest or body_digest(body)
     if digest in _TRUSTED_BODIES:
@@ -194,19 +180,13 @@ def check_in_child(body: bytes, n_features: int, digest: Optional[str] = None) -
     check_model_text(body, n_features)       # paths the probes miss: LightGBM would read outside its arrays
     hint = "Use the model as train_groups or learn_over_groups stored it; a changed model cannot be used."
     try:
-        done = subprocess.run([_python_executable(), "-c", _CHECK_BOOT, str(int(n_features))], input=body,
-                              capture_output=True, timeout=CHECK_TIMEOUT_S, env=_child_env())
-    except subprocess.TimeoutExpired:
+        why = _checker().check(body, n_features)
+    except CheckTimeout:
         raise ModelFormatError(f"The lightgbm model could not be checked: loading it took over "
                                f"{CHECK_TIMEOUT_S:.0f} s", hint=hint) from None
-    if done.returncode == 0 and done.stdout.endswith(b"\ngroupml: model checked\n"):
-        _TRUSTED_BODIES.add(digest)
-        return
-    if done.returncode < 0:
-        why = f"LightGBM crashed on it (signal {-done.returncode})"
-    else:
-        why = _last_line(done.stderr)
-    raise ModelFormatError(f"The lightgbm model is damaged: {why}", hint=hint)
+    if why is not None:
+        raise ModelFormatError(f"The lightgbm model is damaged: {why}", hint=hint)
+    _TRUSTED_BODIES.add(digest)
 
 
 # ---------------------------------------------------------------------- trainer

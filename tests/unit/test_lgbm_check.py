@@ -1,0 +1,84 @@
+"""The checking child of groupml.learners._lgbm_check: one process for many checks, replaced
+when a text crashes it or it has left idle."""
+
+import os
+import time
+
+import lightgbm as lgb
+import numpy as np
+import pytest
+
+from groupml.learners import _lgbm, _lgbm_check
+from groupml.learners._lgbm_check import CheckTimeout, ModelChecker
+from lgbm_forgery import set_tree_key
+
+
+def _texts(n, d=4):
+    rng = np.random.default_rng(5)
+    out = []
+    for _ in range(n):
+        X = rng.standard_normal((300, d))
+        y = (X[:, 0] + rng.standard_normal(300) > 0) * 1.0
+        out.append(lgb.train({"objective": "binary", "verbosity": -1, "num_leaves": 7, "num_threads": 1},
+                             lgb.Dataset(X, y), num_boost_round=10).model_to_string())
+    return out
+
+
+@pytest.fixture
+def checker():
+    c = ModelChecker(_lgbm._python_executable(), _lgbm._child_env())
+    yield c
+    c.close()
+
+
+def test_one_child_checks_many_texts_and_a_crash_costs_only_that_child(checker):
+    texts = _texts(6)
+    assert [checker.check(t.encode(), 4) for t in texts] == [None] * 6
+    assert checker.started == 1
+    # what the loader or the probes crash on: the root reads far outside every row
+    tree = texts[0][texts[0].index("Tree=0"):]
+    n_nodes = len(tree[tree.index("split_feature=") + 14:].split("\n", 1)[0].split())
+    crashing = set_tree_key(texts[0], "split_feature", " ".join(["2000000000"] * n_nodes))
+    why = checker.check(crashing.encode(), 4)
+    assert why.startswith("LightGBM crashed on it (signal "), why
+    assert checker.check(texts[1].encode(), 4) is None and checker.started == 2     # a new child
+    assert checker.check(texts[2].encode(), 3) == "n_features does not match the trees"
+    bad_objective = texts[3].replace("objective=binary sigmoid:1", "objective=no_such_objective")
+    assert "no_such_objective" in checker.check(bad_objective.encode(), 4)          # LightGBM's own error
+    assert checker.started == 2
+
+
+def test_an_idle_child_leaves_and_the_next_check_starts_another(checker, monkeypatch):
+    monkeypatch.setattr(_lgbm_check, "IDLE_EXIT_S", 0.3)
+    text = _texts(1)[0].encode()
+    assert checker.check(text, 4) is None
+    pid = checker._proc.pid
+    deadline = time.time() + 30
+    while checker._proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    assert checker._proc.poll() == 0                   # left by itself
+    assert checker.check(text, 4) is None and checker.started == 2 and checker._proc.pid != pid
+
+
+def test_a_child_that_does_not_answer_is_killed(tmp_path, monkeypatch):
+    monkeypatch.setattr(_lgbm_check, "CHECK_TIMEOUT_S", 0.5)
+    silent = tmp_path / "python"
+    silent.write_text("#!/bin/sh\nexec sleep 60\n")
+    os.chmod(silent, 0o755)
+    checker = ModelChecker(str(silent), dict(os.environ))
+    with pytest.raises(CheckTimeout):
+        checker.check(_texts(1)[0].encode(), 4)
+    assert checker._proc is None                       # killed and reaped
+
+
+def test_check_in_child_reports_what_the_child_found(monkeypatch):
+    from groupml.errors import ModelFormatError
+
+    text = _texts(1)[0]
+    _lgbm._TRUSTED_BODIES.clear()
+    bad = text.replace("objective=binary sigmoid:1", "objective=no_such_objective")
+    with pytest.raises(ModelFormatError, match="The lightgbm model is damaged: .*no_such_objective"):
+        _lgbm.check_in_child(bad.encode(), 4)
+    monkeypatch.setattr(_lgbm._checker(), "check", lambda body, n: (_ for _ in ()).throw(CheckTimeout()))
+    with pytest.raises(ModelFormatError, match="could not be checked: loading it took over 120 s"):
+        _lgbm.check_in_child(text.encode(), 4)
