@@ -14,6 +14,8 @@ CREATE TABLE @extschema@.observations (
     model           bytea,                      -- the trained model, groupml's safe format
     CHECK ((status = 'ok') = (quality IS NOT NULL))
 );
+-- Out of line, not compressed: groupml.infer reads the model on every call (see models.sql)
+ALTER TABLE @extschema@.observations ALTER COLUMN model SET STORAGE EXTERNAL;
 COMMENT ON TABLE @extschema@.observations IS
   'Multi-tenant model selection: one row per trained candidate (at most one per candidate): quality, measured cost, status ok|failed with the error, timestamps and the model. Written by groupml.run_scheduler; row-level security by owner_role.';
 ALTER TABLE @extschema@.observations ENABLE ROW LEVEL SECURITY;

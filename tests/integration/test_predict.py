@@ -193,3 +193,19 @@ def test_a_new_session_checks_stored_lightgbm_models_in_one_child(dsn, db):
     while os.path.exists(f"/proc/{child}") and time.time() < deadline:
         time.sleep(0.05)
     assert not os.path.exists(f"/proc/{child}")
+
+
+def test_catalog_models_are_stored_out_of_line_uncompressed(db):
+    # predict / infer read the whole model on every call: decompressing a LightGBM model of
+    # ~90 KB made most of a row's cost, so the catalog keeps models uncompressed (EXTERNAL)
+    storage = dict(db.execute(
+        "SELECT attrelid::regclass::text, attstorage FROM pg_attribute WHERE (attrelid, attname) IN "
+        "(('groupml.models'::regclass, 'fit'), ('groupml.observations'::regclass, 'model'))").fetchall())
+    assert storage == {"groupml.models": "e", "groupml.observations": "e"}
+    db.execute("CREATE TABLE lg AS SELECT i, (i % 7)::float8 AS x, (i % 3)::float8 AS z, (i % 7 > 3) AS y "
+               "FROM generate_series(1, 3000) i")
+    db.execute("CALL groupml.train_groups('lg', '{}', ARRAY['x', 'z'], 'y', 'lightgbm', "
+               "'{\"num_boost_round\": [60], \"num_leaves\": [15], \"min_data_in_leaf\": [5]}')")
+    size, compression = db.execute("SELECT length((fit).model), pg_column_compression(fit) "
+                                   "FROM groupml.models").fetchone()
+    assert size > 8000 and compression is None

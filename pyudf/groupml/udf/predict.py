@@ -1,12 +1,17 @@
 """predict / predict_proba and their batch forms.
 
-Deserialized models are cached per backend in a small LRU keyed by the model bytes,
-so scoring a table row by row decodes each model once.
+Deserialized models are cached per backend in a small LRU, so scoring a table row by row
+decodes each model once. PL/Python hands every call a new bytes object, so a dict keyed by
+the bytes would hash the whole model (tens of KB for LightGBM) on every row; the cache is
+keyed by (length, the bytes before the body -- the header, which holds the body's SHA-256)
+and a hit is confirmed by comparing the bytes with the cached ones (a memory compare, several
+times faster than hashing them): a value that differs anywhere is never served another's model.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import Tuple
 
 import numpy as np
 
@@ -14,20 +19,25 @@ from ..errors import ArrayLengthError, DataError, InvalidParameterError
 from . import sql_entry
 
 CACHE_SIZE = 64
-_cache: "OrderedDict[bytes, object]" = OrderedDict()
+#: Bytes of a model value that key the cache: its length and this prefix (magic, kind and the
+#: container header with the body's digest fit in it for groupml's models)
+KEY_PREFIX = 2048
+_cache: "OrderedDict[tuple, Tuple[bytes, object]]" = OrderedDict()
 
 
 def load_cached(data: bytes):
     from ..learners import load_model
 
-    model = _cache.get(data)
-    if model is None:
-        model = load_model(data)
-        _cache[data] = model
-        if len(_cache) > CACHE_SIZE:
-            _cache.popitem(last=False)
-    else:
-        _cache.move_to_end(data)
+    key = (len(data), data[:KEY_PREFIX])
+    hit = _cache.get(key)
+    if hit is not None and hit[0] == data:
+        _cache.move_to_end(key)
+        return hit[1]
+    model = load_model(data)
+    _cache[key] = (data, model)
+    _cache.move_to_end(key)
+    if len(_cache) > CACHE_SIZE:
+        _cache.popitem(last=False)
     return model
 
 

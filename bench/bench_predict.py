@@ -1,0 +1,134 @@
+"""Scoring a table with its per-group models: groupml.predict in SQL vs the client-side path.
+
+One model per group is trained first (CALL groupml.train_groups; not timed), logistic
+regression and LightGBM. Then every row is scored with its group's model, each path in a
+NEW session (a BI tool's query; first-use costs included):
+
+  ours-rows    SELECT groupml.predict(m.fit, ARRAY[...]) FROM clicks JOIN groupml.models (one call per row)
+  ours-batch   groupml.predict_batch(m.fit, array_agg(ARRAY[...])) per group (one call per group)
+  client-copy  psycopg COPY (FORMAT binary) of the rows into numpy, the models fetched once,
+               scored on the client (LightGBM's Booster from the same text; the GLM's weights)
+
+Both groupml paths are run a second time in the same session (warm: models decoded and
+checked once per session). Every path's predictions are compared with the client's.
+
+    python bench/bench_predict.py [--rows 200000] [--groups 100] [--features 10] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "pyudf"))
+
+from groupml.datagen import create_table, grouped_classification  # noqa: E402
+from groupml.devcluster import TempCluster  # noqa: E402
+from groupml.learners import load_model  # noqa: E402
+
+SPECS = {"logistic": {"l2": [1e-3]},
+         "lightgbm": {"num_boost_round": [50], "num_leaves": [15], "min_data_in_leaf": [10]}}
+
+
+def ours_rows(conn, feats, run_id):
+    t0 = time.perf_counter()
+    rows = conn.execute(f"SELECT c.id, groupml.predict(m.fit, ARRAY[{', '.join('c.' + f for f in feats)}]) "
+                        f"FROM clicks c JOIN groupml.models m ON m.run_id = %s AND m.group_key->>'country' = c.country",
+                        [run_id]).fetchall()
+    return time.perf_counter() - t0, dict(rows)
+
+
+def ours_batch(conn, feats, run_id):
+    t0 = time.perf_counter()
+    got = {}
+    for ids, preds in conn.execute(
+            f"SELECT b.ids, groupml.predict_batch(m.fit, b.x) FROM groupml.models m CROSS JOIN LATERAL "
+            f"(SELECT array_agg(c.id ORDER BY c.id) AS ids, array_agg(ARRAY[{', '.join('c.' + f for f in feats)}] "
+            f"ORDER BY c.id) AS x FROM clicks c WHERE c.country = m.group_key->>'country') b "
+            f"WHERE m.run_id = %s AND (m.fit).status = 'ok'", [run_id]):
+        got.update(zip(ids, preds))
+    return time.perf_counter() - t0, got
+
+
+def copy_rows(conn, feats):
+    """COPY (FORMAT binary) of id, country, features into numpy (fixed-width fields)."""
+    buf = bytearray()
+    with conn.cursor() as cur:
+        with cur.copy(f"COPY (SELECT id, country, {', '.join(feats)} FROM clicks) TO STDOUT (FORMAT binary)") as cp:
+            for chunk in cp:
+                buf += chunk
+    fields = [("nf", ">i2"), ("il", ">i4"), ("id", ">i8"), ("cl", ">i4"), ("country", "S2")]
+    for f in feats:
+        fields += [(f + "_l", ">i4"), (f, ">f8")]
+    rec = np.frombuffer(memoryview(buf)[19:len(buf) - 2], dtype=np.dtype(fields))
+    return rec["id"].astype(np.int64), rec["country"], np.column_stack([rec[f].astype(np.float64) for f in feats])
+
+
+def client_copy(dsn, feats, run_id, model):
+    """The client-side path: rows and models pulled once, scored with numpy / LightGBM."""
+    import lightgbm as lgb
+    import psycopg
+
+    t0 = time.perf_counter()
+    with psycopg.connect(dsn) as conn:
+        ids, country, X = copy_rows(conn, feats)
+        models = conn.execute("SELECT group_key->>'country', (fit).model FROM groupml.models WHERE run_id = %s "
+                              "AND (fit).status = 'ok'", [run_id]).fetchall()
+    t_load = time.perf_counter() - t0
+    got = {}
+    for key, blob in models:
+        m = load_model(bytes(blob))          # the client keeps its own models; here: the same ones
+        rows = country == key.encode()
+        if model == "lightgbm":              # what a client does with a LightGBM text
+            z = lgb.Booster(model_str=m.model_text).predict(X[rows], raw_score=True, num_threads=1)
+            pred = (z > 0).astype(np.float64)
+        else:
+            pred = m.predict(X[rows]).astype(np.float64)
+        got.update(zip(ids[rows].tolist(), pred.tolist()))
+    return time.perf_counter() - t0, t_load, got
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=200_000)
+    ap.add_argument("--groups", type=int, default=100)
+    ap.add_argument("--features", type=int, default=10)
+    ap.add_argument("--quick", action="store_true", help="50k rows, 40 groups")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.rows, args.groups = 50_000, 40
+    import psycopg
+
+    feats = [f"f{j + 1}" for j in range(args.features)]
+    out = []
+    with TempCluster() as cluster, psycopg.connect(cluster.dsn(), autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION groupml CASCADE")
+        create_table(conn, "clicks", grouped_classification(args.rows, args.groups, args.features, seed=3))
+        conn.execute("SELECT count(*) FROM clicks")
+        for model, spec in SPECS.items():
+            run_id = conn.execute("CALL groupml.train_groups('clicks', ARRAY['country'], %s, 'clicked', %s, "
+                                  "%s::jsonb)", [feats, model, json.dumps(spec)]).fetchone()[0]
+            n_models = conn.execute("SELECT count(*) FROM groupml.models WHERE run_id = %s AND (fit).status = 'ok'",
+                                    [run_id]).fetchone()[0]
+            t_client, t_load, ref = client_copy(cluster.dsn(), feats, run_id, model)
+            out.append((model, n_models, "client-copy", t_client, len(ref), f"(load {t_load:.2f} s)"))
+            for name, fn in (("ours-rows", ours_rows), ("ours-batch", ours_batch)):
+                with psycopg.connect(cluster.dsn(), autocommit=True) as fresh:
+                    for when in ("new session", "same session again"):
+                        t, got = fn(fresh, feats, run_id)
+                        same = sum(1 for k, v in got.items() if ref.get(k) == v)
+                        out.append((model, n_models, f"{name} ({when})", t, same, f"{t_client / t:.2f}x client"))
+    print(f"\n{args.rows:,} rows, {args.groups} groups, {args.features} features; every row scored with its "
+          f"group's model\n")
+    print(f"{'model':<9} {'models':>6}  {'path':<34} {'seconds':>8} {'rows/s':>10} {'= client':>9}  note")
+    for model, n_models, name, t, same, note in out:
+        print(f"{model:<9} {n_models:>6}  {name:<34} {t:8.2f} {args.rows / t:10,.0f} {same:9,d}  {note}")
+
+
+if __name__ == "__main__":
+    main()
