@@ -5,7 +5,8 @@ regression and LightGBM. Then every row is scored with its group's model, each p
 NEW session (a BI tool's query; first-use costs included):
 
   ours-rows    SELECT groupml.predict(m.fit, ARRAY[...]) FROM clicks JOIN groupml.models (one call per row)
-  ours-batch   groupml.predict_batch(m.fit, array_agg(ARRAY[...])) per group (one call per group)
+  ours-batch   groupml.predict_batch(m.fit, x) per group, x = array_agg(ARRAY[...]) GROUP BY the group
+               column (one call per group)
   client-copy  psycopg COPY (FORMAT binary) of the rows into numpy, the models fetched once,
                scored on the client (LightGBM's Booster from the same text; the GLM's weights)
 
@@ -47,10 +48,10 @@ def ours_batch(conn, feats, run_id):
     t0 = time.perf_counter()
     got = {}
     for ids, preds in conn.execute(
-            f"SELECT b.ids, groupml.predict_batch(m.fit, b.x) FROM groupml.models m CROSS JOIN LATERAL "
-            f"(SELECT array_agg(c.id ORDER BY c.id) AS ids, array_agg(ARRAY[{', '.join('c.' + f for f in feats)}] "
-            f"ORDER BY c.id) AS x FROM clicks c WHERE c.country = m.group_key->>'country') b "
-            f"WHERE m.run_id = %s AND (m.fit).status = 'ok'", [run_id]):
+            f"SELECT b.ids, groupml.predict_batch(m.fit, b.x) FROM (SELECT country, array_agg(id ORDER BY id) AS ids, "
+            f"array_agg(ARRAY[{', '.join(feats)}] ORDER BY id) AS x FROM clicks GROUP BY country) b "
+            f"JOIN groupml.models m ON m.run_id = %s AND m.group_key->>'country' = b.country "
+            f"WHERE (m.fit).status = 'ok'", [run_id]):
         got.update(zip(ids, preds))
     return time.perf_counter() - t0, got
 

@@ -50,6 +50,17 @@ def test_batch_forms_equal_row_by_row(db, models):
                         [country]).fetchall()
     assert batch == [s[0] for s in single]
     assert probas == pytest.approx([s[1] for s in single], abs=1e-12)
+    # the form groupml.help('predict_batch') shows: aggregate the rows, then join the models
+    shown = db.execute("""
+        SELECT b.country, b.ids, groupml.predict_batch(m.fit, b.x)
+        FROM (SELECT country, array_agg(id ORDER BY id) AS ids,
+                     array_agg(ARRAY[f1, f2, f3] ORDER BY id) AS x
+              FROM clicks GROUP BY country) b
+        JOIN country_models m USING (country)""").fetchall()
+    assert len(shown) == db.execute("SELECT count(*) FROM country_models").fetchone()[0]
+    per_row = dict(db.execute("SELECT c.id, groupml.predict(m.fit, ARRAY[c.f1, c.f2, c.f3]) FROM clicks c "
+                              "JOIN country_models m USING (country)").fetchall())
+    assert all(per_row[i] == p for _, ids, preds in shown for i, p in zip(ids, preds))
 
 
 def test_predict_errors(db, models):

@@ -65,6 +65,8 @@ TOPICS["predict"] = """\
 groupml.predict(fit groupml.fit, features float8[]) -> float8
   The prediction for one row: class 0/1 for logistic and svm, the value for linear.
   features is one row (a two-dimensional array of several rows is an ERROR: use predict_batch).
+  One call per row: fine for a few rows; to score a whole table, predict_batch per group is
+  several times faster (docs/performance.md).
   Example:
     SELECT c.id, groupml.predict(m.fit, ARRAY[c.f1, c.f2, c.f3])
     FROM clicks c JOIN country_models m USING (country);
@@ -77,10 +79,15 @@ groupml.predict_proba(fit groupml.fit, features float8[]) -> float8
 
 TOPICS["predict_batch"] = """\
 groupml.predict_batch(fit groupml.fit, features float8[][]) -> float8[]
-  Predictions for many rows in one call (cheaper than one call per row).
-  Example:
-    SELECT country, groupml.predict_batch(m.fit, array_agg(ARRAY[f1, f2, f3] ORDER BY id))
-    FROM clicks JOIN country_models m USING (country) GROUP BY country, m.fit;
+  Predictions for many rows in one call: the form for scoring a table (one call per group
+  instead of one per row). Aggregate the rows first, then join the models:
+    SELECT b.country, b.ids, groupml.predict_batch(m.fit, b.x)
+    FROM (SELECT country, array_agg(id ORDER BY id) AS ids,
+                 array_agg(ARRAY[f1, f2, f3] ORDER BY id) AS x
+          FROM clicks GROUP BY country) b
+    JOIN country_models m USING (country);
+  For models in a table of your own, ALTER TABLE ... ALTER COLUMN fit SET STORAGE EXTERNAL
+  before filling it spares decompressing the model on every call (groupml.models does this).
 """
 
 TOPICS["predict_proba_batch"] = """\
