@@ -624,3 +624,18 @@ def test_mlp_states_of_a_checkpoint_are_checked_before_a_resume_uses_them():
                 check_checkpoint_models({"trainer": dict(good, **{where: [{"trial_id": 2, "state": forged}]})}, 4)
         with pytest.raises(PrerequisiteStateError, match="an MLP state is for another feature count"):
             check_checkpoint_models({"trainer": good}, 5)
+
+
+def test_torch_is_made_deterministic_without_loading_its_compiler():
+    # torch.use_deterministic_algorithms imports torch._inductor (TorchDynamo), 0.75 s of every
+    # new session's first MLP call; groupml sets the same kernel switch without it
+    import subprocess
+    import sys
+    from groupml.learners import _mlp
+
+    code = ("import sys; from groupml.learners import _mlp; torch = _mlp.torch_module(); "
+            "print(torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(), "
+            "torch.get_num_threads(), 'torch._inductor' in sys.modules)")
+    env = {"PYTHONPATH": _mlp.__file__.rsplit("/groupml/", 1)[0], "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, text=True)
+    assert done.stdout.split() == ["True", "False", str(_mlp.TORCH_THREADS), "False"], done.stderr[-500:]

@@ -53,9 +53,22 @@ def torch_module():
                 hint="Reinstall with: groupml install --extras torch") from None
         if torch.get_num_threads() != TORCH_THREADS:
             torch.set_num_threads(TORCH_THREADS)
-        torch.use_deterministic_algorithms(True)
+        _deterministic(torch)
         _torch_mod = torch
     return _torch_mod
+
+
+def _deterministic(torch) -> None:
+    """``torch.use_deterministic_algorithms(True)`` without its import of
+    ``torch._inductor.config`` (which loads TorchDynamo: 0.75 s of a new session's first MLP
+    call, measured with torch 2.13). That import only sets the flag for code torch.compile
+    generates, and groupml does not compile; the kernels' switch is the ``_C`` call below.
+    Falls back to the public call where ``_C`` lacks it."""
+    setter = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if setter is None:                    # pragma: no cover - other torch versions
+        torch.use_deterministic_algorithms(True)
+        return
+    setter(True, warn_only=False)
 
 
 def _family(name) -> LearnerFamily:
