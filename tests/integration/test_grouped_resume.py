@@ -380,17 +380,29 @@ LGBM_SLOTS1 = json.dumps({"method": "grid", "epoch_iters": 5, "slots": 1,
                                     "learning_rate": [0.2]}})
 
 
+MLP_SPEC_LONG = json.dumps({"method": "grid", "epoch_iters": 1,
+                            "space": {"lr": [0.01, 0.003], "layers": ["8"], "epochs": [40], "batch_size": [8]}})
+
+
 @pytest.mark.parametrize("model, strategy", [("mlp", "mtp"), ("mlp", "dp"), ("lightgbm", "mtp")])
 def test_a_baseline_run_resumed_after_a_cancel_equals_an_uninterrupted_one(dsn, db, model, strategy):
     # the baselines' epoch checkpoints (MTP: a config's state bytes or model text; DP: the
     # coordinator's whole training state and round counter), through a real cancel and resume.
-    # drivers = 1: one group at a time, so exactly one group is in flight when the cancel comes;
-    # LightGBM trains a config's rounds in one task, so its search takes one config at a time
-    # (slots 1) for the group to pass through several committed blocks. Groups of 1,200 rows:
-    # an MTP epoch block of a 150-row group took a few ms, and a watcher polling every 10 ms
-    # under load missed every checkpoint of the run
-    shop_table(db, {"a": 1200, "b": 1200, "c": 240} if model == "mlp" else {"a": 1200})
-    spec, blocks = (MLP_SPEC, 2) if model == "mlp" else (LGBM_SLOTS1, 4)
+    # drivers = 1: one group at a time, so exactly one group is in flight when the cancel comes.
+    # The coordinator commits blocks every 0.25 s at most and a group's checkpoint goes when the
+    # group ends, so a group must outlast a few commits for the watcher to see its checkpoint:
+    # MTP epoch blocks of one config over 1,200 rows took ~20 ms (16 blocks: the window was
+    # under 0.1 s and fresh-clone CI missed it), so MTP trains one 3,000-row group for 40 epochs
+    # of batch 8 (a window of about 1 s);
+    # a DP block is a round trip per mini-batch and lasts; LightGBM trains a config's rounds in
+    # one task, so its search takes one config at a time (slots 1)
+    if model == "lightgbm":
+        sizes, spec, blocks = {"a": 1200}, LGBM_SLOTS1, 4
+    elif strategy == "mtp":
+        sizes, spec, blocks = {"a": 3000}, MLP_SPEC_LONG, 2
+    else:
+        sizes, spec, blocks = {"a": 1200, "b": 1200, "c": 240}, MLP_SPEC, 2
+    shop_table(db, sizes)
     args = ("shop", FEATS3, model, spec, json.dumps({"drivers": 1}))
     run_id = cancel_after(dsn, f"SELECT EXISTS (SELECT 1 FROM groupml.run_checkpoints WHERE block >= {blocks})",
                           *args, strategy=strategy)
