@@ -380,6 +380,9 @@ LGBM_SLOTS1 = json.dumps({"method": "grid", "epoch_iters": 5, "slots": 1,
                                     "learning_rate": [0.2]}})
 
 
+LGBM_MTP = json.dumps({"method": "grid", "epoch_iters": 5, "slots": 1,
+                       "space": {"num_leaves": [4, 7, 10, 13, 16, 19], "num_boost_round": [100],
+                                 "min_data_in_leaf": [10], "learning_rate": [0.2]}})
 MLP_SPEC_LONG = json.dumps({"method": "grid", "epoch_iters": 1,
                             "space": {"lr": [0.01, 0.003], "layers": ["8"], "epochs": [40], "batch_size": [8]}})
 
@@ -395,9 +398,10 @@ def test_a_baseline_run_resumed_after_a_cancel_equals_an_uninterrupted_one(dsn, 
     # under 0.1 s and fresh-clone CI missed it), so MTP trains one 3,000-row group for 40 epochs
     # of batch 8 (a window of about 1 s);
     # a DP block is a round trip per mini-batch and lasts; LightGBM trains a config's rounds in
-    # one task, so its search takes one config at a time (slots 1)
+    # one task, so its search takes one config at a time (slots 1), six configs of 100 rounds
+    # over 20,000 rows (a window of about 0.6 s; 1,200 rows gave 0.17 s)
     if model == "lightgbm":
-        sizes, spec, blocks = {"a": 1200}, LGBM_SLOTS1, 4
+        sizes, spec, blocks = {"a": 20000}, LGBM_MTP, 4
     elif strategy == "mtp":
         sizes, spec, blocks = {"a": 3000}, MLP_SPEC_LONG, 2
     else:
