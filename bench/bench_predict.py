@@ -1,14 +1,15 @@
 """Scoring a table with its per-group models: groupml.predict in SQL vs the client-side path.
 
-One model per group is trained first (CALL groupml.train_groups; not timed), logistic
-regression and LightGBM. Then every row is scored with its group's model, each path in a
+One model per group is trained first (CALL groupml.train_groups; not timed): logistic
+regression, LightGBM and an MLP. Then every row is scored with its group's model, each path in a
 NEW session (a BI tool's query; first-use costs included):
 
   ours-rows    SELECT groupml.predict(m.fit, ARRAY[...]) FROM clicks JOIN groupml.models (one call per row)
   ours-batch   groupml.predict_batch(m.fit, x) per group, x = array_agg(ARRAY[...]) GROUP BY the group
                column (one call per group)
   client-copy  psycopg COPY (FORMAT binary) of the rows into numpy, the models fetched once,
-               scored on the client (LightGBM's Booster from the same text; the GLM's weights)
+               scored on the client (LightGBM's Booster from the same text; the GLM's weights;
+               the MLP's torch network)
 
 Both groupml paths are run a second time in the same session (warm: models decoded and
 checked once per session). Every path's predictions are compared with the client's.
@@ -33,7 +34,8 @@ from groupml.devcluster import TempCluster  # noqa: E402
 from groupml.learners import load_model  # noqa: E402
 
 SPECS = {"logistic": {"l2": [1e-3]},
-         "lightgbm": {"num_boost_round": [50], "num_leaves": [15], "min_data_in_leaf": [10]}}
+         "lightgbm": {"num_boost_round": [50], "num_leaves": [15], "min_data_in_leaf": [10]},
+         "mlp": {"layers": ["32,16"], "epochs": [5], "batch_size": [64]}}
 
 
 def ours_rows(conn, feats, run_id):
@@ -88,7 +90,7 @@ def client_copy(dsn, feats, run_id, model):
         if model == "lightgbm":              # what a client does with a LightGBM text
             z = lgb.Booster(model_str=m.model_text).predict(X[rows], raw_score=True, num_threads=1)
             pred = (z > 0).astype(np.float64)
-        else:
+        else:                                # the GLM's weights / the torch network, on the client
             pred = m.predict(X[rows]).astype(np.float64)
         got.update(zip(ids[rows].tolist(), pred.tolist()))
     return time.perf_counter() - t0, t_load, got
@@ -100,6 +102,7 @@ def main(argv=None):
     ap.add_argument("--groups", type=int, default=100)
     ap.add_argument("--features", type=int, default=10)
     ap.add_argument("--quick", action="store_true", help="50k rows, 40 groups")
+    ap.add_argument("--models", default=",".join(SPECS), help="comma-separated subset of " + ",".join(SPECS))
     args = ap.parse_args(argv)
     if args.quick:
         args.rows, args.groups = 50_000, 40
@@ -111,7 +114,8 @@ def main(argv=None):
         conn.execute("CREATE EXTENSION groupml CASCADE")
         create_table(conn, "clicks", grouped_classification(args.rows, args.groups, args.features, seed=3))
         conn.execute("SELECT count(*) FROM clicks")
-        for model, spec in SPECS.items():
+        for model in args.models.split(","):
+            spec = SPECS[model]
             run_id = conn.execute("CALL groupml.train_groups('clicks', ARRAY['country'], %s, 'clicked', %s, "
                                   "%s::jsonb)", [feats, model, json.dumps(spec)]).fetchone()[0]
             n_models = conn.execute("SELECT count(*) FROM groupml.models WHERE run_id = %s AND (fit).status = 'ok'",

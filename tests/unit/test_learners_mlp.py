@@ -639,3 +639,17 @@ def test_torch_is_made_deterministic_without_loading_its_compiler():
     env = {"PYTHONPATH": _mlp.__file__.rsplit("/groupml/", 1)[0], "PATH": "/usr/bin:/bin"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, text=True)
     assert done.stdout.split() == ["True", "False", str(_mlp.TORCH_THREADS), "False"], done.stderr[-500:]
+
+
+def test_decision_values_score_in_eval_mode_whatever_mode_the_net_was_left_in():
+    from groupml.learners import _mlp
+
+    Xtr, ytr, Xva, yva = _split(*_data())
+    tr = MLPTrainer("mlp", Xtr, ytr, Xva, yva)
+    tr.add(0, {**FAST, "dropout": 0.5})
+    tr.run(2)
+    net = tr.model(0).net
+    want = _mlp.decision_values(net, Xva, False)
+    net.train()                                       # as an interrupted epoch leaves it: dropout on
+    assert np.array_equal(_mlp.decision_values(net, Xva, False), want) and not net.training
+    assert not any(m.training for m in net.modules())

@@ -31,10 +31,24 @@ def test_a_hit_needs_the_same_bytes_not_only_the_same_key(monkeypatch):
 
 def test_the_cache_keeps_the_most_recent_models(monkeypatch):
     monkeypatch.setattr(P, "_cache", type(P._cache)())
+    monkeypatch.setattr(P, "_cache_bytes", 0)
     monkeypatch.setattr(P, "CACHE_SIZE", 2)
     a, b, c = _models(3)
     ma, mb = P.load_cached(a), P.load_cached(b)
     assert P.load_cached(a) is ma                           # a is now the most recent
     P.load_cached(c)                                        # evicts b
-    assert len(P._cache) == 2
+    assert len(P._cache) == 2 and P._cache_bytes == len(a) + len(c)
     assert P.load_cached(a) is ma and P.load_cached(b) is not mb
+
+
+def test_the_cache_holds_at_most_its_bytes(monkeypatch):
+    monkeypatch.setattr(P, "_cache", type(P._cache)())
+    monkeypatch.setattr(P, "_cache_bytes", 0)
+    a, b, c = _models(3)
+    monkeypatch.setattr(P, "CACHE_BYTES", len(b) + len(c))
+    for m in (a, b, c):
+        P.load_cached(m)
+    assert list(v[0] for v in P._cache.values()) == [b, c] and P._cache_bytes == len(b) + len(c)
+    monkeypatch.setattr(P, "CACHE_BYTES", 1)                # one model bigger than the budget is still kept
+    P.load_cached(a)
+    assert list(v[0] for v in P._cache.values()) == [a] and P._cache_bytes == len(a)

@@ -335,7 +335,8 @@ def train_epoch(run: MLPRun, Xt, yt, *, epoch: int, shard_id: int = 0) -> float:
 def decision_values(net, X: np.ndarray, regression: bool) -> np.ndarray:
     """Logits (classifier) or predictions (regressor) as float64, in eval mode."""
     torch = torch_module()
-    net.eval()
+    if net.training:        # eval() walks every submodule: 24 us, most of a one-row predict
+        net.eval()
     with torch.no_grad():
         z = net(torch.from_numpy(np.ascontiguousarray(X, dtype=np.float32)))
         if regression:
