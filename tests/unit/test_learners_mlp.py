@@ -626,19 +626,27 @@ def test_mlp_states_of_a_checkpoint_are_checked_before_a_resume_uses_them():
             check_checkpoint_models({"trainer": good}, 5)
 
 
-def test_torch_is_made_deterministic_without_loading_its_compiler():
-    # torch.use_deterministic_algorithms imports torch._inductor (TorchDynamo), 0.75 s of every
-    # new session's first MLP call; groupml sets the same kernel switch without it
+def test_predicting_with_a_stored_mlp_loads_neither_torch_compiler_nor_dynamo():
+    # torch.use_deterministic_algorithms imports torch._inductor, and making an optimizer imports
+    # TorchDynamo: 0.75 s and 0.7 s of a new session's first MLP predict, for nothing a
+    # prediction uses. groupml sets the same kernel switch without the first and loads a model
+    # into a network without an optimizer
     import subprocess
     import sys
     from groupml.learners import _mlp
 
-    code = ("import sys; from groupml.learners import _mlp; torch = _mlp.torch_module(); "
+    Xtr, ytr, Xva, yva = _split(*_data())
+    tr = MLPTrainer("mlp", Xtr, ytr, Xva, yva)
+    tr.add(0, FAST)
+    tr.run(1)
+    code = ("import sys, numpy as np; from groupml.learners import _mlp, load_model; torch = _mlp.torch_module(); "
+            "m = load_model(sys.stdin.buffer.read()); m.predict(np.zeros((1, 4))); "
             "print(torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(), "
-            "torch.get_num_threads(), 'torch._inductor' in sys.modules)")
+            "torch.get_num_threads(), 'torch._inductor' in sys.modules, 'torch._dynamo' in sys.modules)")
     env = {"PYTHONPATH": _mlp.__file__.rsplit("/groupml/", 1)[0], "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, text=True)
-    assert done.stdout.split() == ["True", "False", str(_mlp.TORCH_THREADS), "False"], done.stderr[-500:]
+    done = subprocess.run([sys.executable, "-c", code], input=tr.model(0).to_bytes(), capture_output=True, env=env)
+    assert done.stdout.decode().split() == ["True", "False", str(_mlp.TORCH_THREADS), "False", "False"], \
+        done.stderr[-500:]
 
 
 def test_decision_values_score_in_eval_mode_whatever_mode_the_net_was_left_in():

@@ -347,7 +347,7 @@ def _scratch_net(family: str, params: Mapping[str, Any], d: int):
     net = _NETS.get(key)
     if net is None:
         p = _mlp._family(family).validate_params(params)
-        net, _ = _mlp._build(p, d)
+        net = _mlp.build_net(p, d)
         _NETS[key] = net
         while len(_NETS) > _MAX_NETS:
             _NETS.popitem(last=False)
