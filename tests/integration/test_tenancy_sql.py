@@ -536,6 +536,13 @@ def test_infer_before_training_and_bad_features(db):
     assert (st, msg) == ("2202E", f"groupml: Job {job}'s model expects 3 features; found 2")
     st, msg, _ = sql_error(db, "SELECT groupml.infer(%s, ARRAY[1, NULL, 2]::float8[])", [job])
     assert st == "22000"
+    # several rows used to be flattened into one (a 2 x 1 array passed as one 2-feature row)
+    st, msg, hint = sql_error(db, "SELECT groupml.infer(%s, ARRAY[[1, 2, 3], [4, 5, 6]]::float8[])", [job])
+    assert (st, msg) == ("2202E", "groupml: The 'features' value of infer must be one row; got a two-dimensional "
+                                  "array of 2 rows")
+    assert hint == "Call infer once per row, with a one-dimensional array."
+    assert db.execute("SELECT groupml.infer(%s, ARRAY[[1, 2, 3]]::float8[]) = groupml.infer(%s, ARRAY[1, 2, 3]"
+                      "::float8[])", [job, job]).fetchone()[0]
 
 
 def test_schedule_with_cron(cluster, db, dbname):

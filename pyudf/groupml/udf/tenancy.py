@@ -701,10 +701,15 @@ def infer(job_id, features):
         raise DataError("The 'features' value of infer must be an array of numbers; got null",
                         hint="Pass ARRAY[f1, f2, ...] in the job's feature order.")
     try:
-        X = np.asarray(features, dtype=np.float64).reshape(1, -1)
+        X = np.asarray(features, dtype=np.float64)
     except (TypeError, ValueError):
         raise DataError("The 'features' value of infer must contain numbers only; got a NULL element",
                         hint="Replace NULL features (e.g. with coalesce) before predicting.")
+    if X.ndim > 1 and X.shape[0] != 1:    # several rows: flattening them into one would mix them up
+        from ..errors import ArrayLengthError
+        raise ArrayLengthError(f"The 'features' value of infer must be one row; got a two-dimensional array of "
+                               f"{X.shape[0]} rows", hint="Call infer once per row, with a one-dimensional array.")
+    X = X.reshape(1, -1)
     if not np.isfinite(X).all():
         raise DataError("The 'features' value of infer must not contain NULL, NaN or infinite values",
                         hint="Replace missing features (e.g. with coalesce) before predicting.")
