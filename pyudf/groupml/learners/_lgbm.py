@@ -37,6 +37,7 @@ from ..errors import (ArrayLengthError, DataError, FeatureNotSupportedError,
 from ..validation import check_number
 from . import _container
 from ._extfamilies import EXTRA_FAMILIES, LearnerFamily
+from ._lgbm_check import BLOCK_INTEGRATIONS, CHECK_TIMEOUT_S, OPTIONAL_INTEGRATIONS, CheckTimeout, ModelChecker
 from ._lgbm_text import check_model_text
 from ._metrics import validation_loss, validation_metrics
 from ._data import as_data, check_iterations, choose_metric, train_val
@@ -45,11 +46,6 @@ from ._model import ContainerModel, body_digest, check_body_digest, register_loa
 NUM_THREADS = 1
 MAX_MODEL_TEXT = 1 << 30
 _lgb_mod = None
-
-
-#: Packages LightGBM imports for its optional integrations (scikit-learn API, pandas and
-#: arrow input, dask, plotting); groupml uses none of them.
-OPTIONAL_INTEGRATIONS = ("sklearn", "pandas", "dask", "pyarrow", "cffi", "matplotlib", "graphviz")
 
 
 def lgb_module():
@@ -176,7 +172,6 @@ def _checker():
     """This process's checking child (:mod:`groupml.learners._lgbm_check`), made on first use."""
     global _CHECKER
     if _CHECKER is None:
-        from ._lgbm_check import ModelChecker
         _CHECKER = ModelChecker(_python_executable(), _child_env())
     return _CHECKER
 
@@ -189,7 +184,6 @@ def check_in_child(body: bytes, n_features: int, digest: Optional[str] = None) -
     values); texts made or checked by this process before are trusted without a check
     (``_TRUSTED_BODIES``). ``digest``: the body's SHA-256 when the caller has it already."""
     from ..errors import ModelFormatError
-    from ._lgbm_check import CHECK_TIMEOUT_S, CheckTimeout
 
     digest = digest or body_digest(body)
     if digest in _TRUSTED_BODIES:
@@ -536,10 +530,7 @@ def _rank_server_main(job_fd: int, result_fd: int) -> int:
         _write_all(result_fd, _frame(answer))
 
 
-_RANK_SERVER_BOOT = (
-    "import sys\n"
-    "for m in ('sklearn', 'pandas', 'dask', 'pyarrow', 'cffi', 'matplotlib', 'graphviz'):\n"
-    "    sys.modules[m] = None\n"
+_RANK_SERVER_BOOT = BLOCK_INTEGRATIONS + (
     "from groupml.learners._lgbm import _rank_server_main\n"
     "sys.exit(_rank_server_main(int(sys.argv[1]), int(sys.argv[2])))\n"
 )
@@ -636,10 +627,7 @@ def train_lightgbm_rank_isolated(family, X, y, params: Mapping[str, Any], num_bo
 
 # A worker needs numpy and lightgbm only: hiding the optional packages lightgbm probes at
 # import time (scikit-learn, pandas, dask, ...) cuts a worker's start from ~2 s to ~0.5 s.
-_WORKER_BOOT = (
-    "import sys\n"
-    "for m in ('sklearn', 'pandas', 'dask', 'pyarrow', 'cffi', 'matplotlib', 'graphviz'):\n"
-    "    sys.modules[m] = None\n"
+_WORKER_BOOT = BLOCK_INTEGRATIONS + (
     "from groupml.learners._lgbm import _worker_main\n"
     "sys.exit(_worker_main())\n"
 )

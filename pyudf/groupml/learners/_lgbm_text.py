@@ -157,7 +157,7 @@ def check_tree(kv: Dict[str, str], n_features: int, where: str) -> None:
     for node, (f, kind) in enumerate(zip(features, kinds)):
         if not 0 <= f < n_features:
             raise _damaged(f"{where}: split_feature {f} of node {node} is not a feature index (0..{n_features - 1})")
-        if kind & ~DECISION_BITS or kind < 0:
+        if kind & ~DECISION_BITS:                # a negative kind has every high bit set
             raise _damaged(f"{where}: decision_type {kind} of node {node} is not one LightGBM writes")
         if kind & CATEGORICAL:
             t = thresholds[node]

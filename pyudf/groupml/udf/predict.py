@@ -60,7 +60,10 @@ def _model_of(fit, fn: str):
     return load_cached(bytes(model))
 
 
-def _matrix(model, rows, fn: str) -> np.ndarray:
+_WIDTH_HINT = "Build the features array from the same columns, in the same order, as for training."
+
+
+def _matrix(model, rows, fn: str, *, whose: str = "The model", width_hint: str = _WIDTH_HINT) -> np.ndarray:
     try:
         X = np.asarray(rows, dtype=np.float64)
     except (TypeError, ValueError):
@@ -75,32 +78,33 @@ def _matrix(model, rows, fn: str) -> np.ndarray:
         raise DataError(f"The 'features' value of {fn} must be a two-dimensional array; got {X.ndim} dimensions",
                         hint="Pass ARRAY[ARRAY[...], ARRAY[...]] with one sub-array per row.")
     if X.shape[1] != model.n_features:
-        raise ArrayLengthError(
-            f"The model expects {model.n_features} features; found {X.shape[1]}",
-            hint="Build the features array from the same columns, in the same order, as for training.")
+        raise ArrayLengthError(f"{whose} expects {model.n_features} features; found {X.shape[1]}", hint=width_hint)
     return X
 
 
-def _one_row(model, features, fn: str) -> np.ndarray:
-    X = _matrix(model, features, fn)
+def one_row(model, features, fn: str, *, whose: str = "The model", width_hint: str = _WIDTH_HINT,
+            row_hint: str = "") -> np.ndarray:
+    """``features`` (one row, as an array of one or a 1 x d array) as a 1 x d matrix for
+    ``model``; the ERRORs of :func:`_matrix`, and one for several rows."""
+    X = _matrix(model, features, fn, whose=whose, width_hint=width_hint)
     if X.shape[0] != 1:        # a two-dimensional array: predicting its first row alone would hide the rest
         raise ArrayLengthError(f"The 'features' value of {fn} must be one row; got a two-dimensional array of "
                                f"{X.shape[0]} rows",
-                               hint=f"Pass one row as a one-dimensional array, or use groupml.{fn}_batch for many "
-                                    f"rows at once.")
+                               hint=row_hint or f"Pass one row as a one-dimensional array, or use "
+                                                f"groupml.{fn}_batch for many rows at once.")
     return X
 
 
 @sql_entry
 def predict(fit, features):
     model = _model_of(fit, "predict")
-    return float(model.predict(_one_row(model, features, "predict"))[0])
+    return float(model.predict(one_row(model, features, "predict"))[0])
 
 
 @sql_entry
 def predict_proba(fit, features):
     model = _model_of(fit, "predict_proba")
-    return float(model.predict_proba(_one_row(model, features, "predict_proba"))[0])
+    return float(model.predict_proba(one_row(model, features, "predict_proba"))[0])
 
 
 @sql_entry

@@ -679,7 +679,7 @@ def schedule_with_cron(schedule, max_seconds, policy, cost_aware, database, job_
 # ---------------------------------------------------------------------------- infer
 @sql_entry
 def infer(job_id, features):
-    from .predict import load_cached
+    from .predict import load_cached, one_row
 
     session = backend_session()
     if job_id is None:
@@ -700,23 +700,9 @@ def infer(job_id, features):
     if features is None:
         raise DataError("The 'features' value of infer must be an array of numbers; got null",
                         hint="Pass ARRAY[f1, f2, ...] in the job's feature order.")
-    try:
-        X = np.asarray(features, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise DataError("The 'features' value of infer must contain numbers only; got a NULL element",
-                        hint="Replace NULL features (e.g. with coalesce) before predicting.")
-    if X.ndim > 1 and X.shape[0] != 1:    # several rows: flattening them into one would mix them up
-        from ..errors import ArrayLengthError
-        raise ArrayLengthError(f"The 'features' value of infer must be one row; got a two-dimensional array of "
-                               f"{X.shape[0]} rows", hint="Call infer once per row, with a one-dimensional array.")
-    X = X.reshape(1, -1)
-    if not np.isfinite(X).all():
-        raise DataError("The 'features' value of infer must not contain NULL, NaN or infinite values",
-                        hint="Replace missing features (e.g. with coalesce) before predicting.")
-    if X.shape[1] != model.n_features:
-        from ..errors import ArrayLengthError
-        raise ArrayLengthError(f"Job {job_id}'s model expects {model.n_features} features; found {X.shape[1]}",
-                               hint="Pass the job's feature columns, in the order given to submit_job.")
+    X = one_row(model, features, "infer", whose=f"Job {job_id}'s model",
+                width_hint="Pass the job's feature columns, in the order given to submit_job.",
+                row_hint="Call infer once per row, with a one-dimensional array.")
     return float(model.predict(X)[0])
 
 
