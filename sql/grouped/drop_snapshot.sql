@@ -1,6 +1,7 @@
 CREATE FUNCTION @extschema@.drop_snapshot(snapshot_id bigint) RETURNS boolean
-LANGUAGE sql
-AS $$ WITH d AS (DELETE FROM @extschema@.snapshots s WHERE s.snapshot_id = drop_snapshot.snapshot_id RETURNING 1)
-      SELECT count(*) > 0 FROM d $$;
+LANGUAGE plpython3u
+AS $python$
+from groupml.udf.train import drop_snapshot; return drop_snapshot(snapshot_id)
+$python$;
 COMMENT ON FUNCTION @extschema@.drop_snapshot(bigint) IS
-  'Delete a training snapshot (kept with options.keep_snapshot) and its blocks; true if it existed.';
+  'Delete a training snapshot (kept with options.keep_snapshot) and its blocks; true if it existed. Refused (55006) while another session trains a run that uses it.';

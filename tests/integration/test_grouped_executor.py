@@ -244,6 +244,73 @@ def test_kept_snapshot_is_reused(db, clicks):
     assert db.execute("SELECT count(*) FROM groupml.snapshot_blocks").fetchone()[0] == 0
 
 
+def _waiting_on_a_lock(db, pid):
+    return db.execute("SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()[0]
+
+
+def _wait_for_lock_wait(db, pid):
+    deadline = time.time() + 60
+    while not _waiting_on_a_lock(db, pid) and time.time() < deadline:
+        time.sleep(0.02)
+    assert _waiting_on_a_lock(db, pid)
+
+
+def test_a_snapshot_in_use_by_a_training_call_is_not_dropped(dsn, db, clicks):
+    """drop_snapshot refuses (55006, naming the run and the session) a snapshot that a call in
+    another session is training from, and deletes nothing; once that call ends it drops it.
+    A call taking a snapshot that is being dropped waits for the drop and then reports it
+    gone instead of training from deleted blocks."""
+    a = call(db, 2, "grouped", '{"keep_snapshot": true}')
+    sid = db.execute("SELECT snapshot_id FROM groupml.grouped_runs WHERE run_id = %s", [a]).fetchone()[0]
+    n_blocks = db.execute("SELECT count(*) FROM groupml.snapshot_blocks WHERE snapshot_id = %s", [sid]).fetchone()[0]
+    stmt = (f"CALL groupml.train_groups('clicks', ARRAY['country'], {FEATS}, 'clicked', 'logistic', %s::jsonb, "
+            f"%s::jsonb, workers => 2, strategy => 'gtp')")
+    with psycopg.connect(dsn, autocommit=True) as first, psycopg.connect(dsn) as locker:
+        pid = first.info.backend_pid
+        locker.execute("LOCK TABLE groupml.models IN SHARE MODE")      # the call stops at its first model
+        out = {}
+        thread = threading.Thread(target=lambda: out.update(
+            run=first.execute(stmt, [GRID, json.dumps({"snapshot": sid})]).fetchone()[0]))
+        thread.start()
+        _wait_for_lock_wait(db, pid)
+        b = db.execute("SELECT max(run_id) FROM groupml.runs").fetchone()[0]
+        state, msg, hint = sql_error(db, "SELECT groupml.drop_snapshot(%s)", [sid])
+        assert (state, msg) == ("55006", f"groupml: Snapshot {sid} is in use by run {b}, which another session is "
+                                         f"training (pid {pid}); a snapshot is dropped when no call uses it")
+        assert hint == (f"Wait for that call to end, or stop it with SELECT pg_cancel_backend({pid}); then drop "
+                        f"the snapshot again.")
+        assert db.execute("SELECT count(*) FROM groupml.snapshot_blocks WHERE snapshot_id = %s",
+                          [sid]).fetchone()[0] == n_blocks
+        locker.rollback()
+        thread.join(120)
+        assert out["run"] == b
+    assert_same(models(db, a), models(db, b))
+    # a drop not yet committed: a call taking the snapshot waits for it, then finds it gone
+    with psycopg.connect(dsn) as dropper, psycopg.connect(dsn, autocommit=True) as second:
+        assert dropper.execute("SELECT groupml.drop_snapshot(%s)", [sid]).fetchone()[0] is True
+        pid = second.info.backend_pid
+        out = {}
+
+        def run_second():
+            try:
+                second.execute(stmt, [GRID, json.dumps({"snapshot": sid})])
+            except psycopg.Error as exc:
+                out["error"] = (exc.sqlstate, exc.diag.message_primary)
+        thread = threading.Thread(target=run_second)
+        thread.start()
+        _wait_for_lock_wait(db, pid)
+        dropper.commit()
+        thread.join(120)
+    assert out["error"] == ("42704", f"groupml: The 'snapshot' option of train_groups must name an existing "
+                                     f"snapshot; got {sid}")
+    assert db.execute("SELECT count(*) FROM groupml.snapshot_blocks").fetchone()[0] == 0
+    assert db.execute("SELECT groupml.drop_snapshot(%s)", [sid]).fetchone()[0] is False
+    for bad in ("NULL", "0", "-3"):
+        state, msg, hint = sql_error(db, f"SELECT groupml.drop_snapshot({bad})")
+        assert state == "22023" and msg.startswith("groupml: The 'snapshot_id' value of drop_snapshot must be "), msg
+        assert hint == "Pass a snapshot_id of groupml.snapshots."
+
+
 def _slow_spec():
     return json.dumps({"l2": [10 ** -k for k in range(1, 7)], "max_iter": 400, "tol": 1e-300})
 

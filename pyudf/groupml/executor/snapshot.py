@@ -207,8 +207,10 @@ def build_part(session, req: Mapping[str, Any]) -> bytes:
 
 def check_snapshot(session, snapshot_id: int, source: str, group_by, features, label, seed: int,
                    fraction: float) -> None:
+    # the row lock lasts until the run has recorded the snapshot and committed: drop_snapshot
+    # deletes first, so it either waits for that (and then sees the run) or this finds nothing
     rows = session.query("SELECT source, group_by, features, label, seed, validation_fraction, status "
-                         "FROM groupml.snapshots WHERE snapshot_id = $1", [snapshot_id], ["bigint"])
+                         "FROM groupml.snapshots WHERE snapshot_id = $1 FOR KEY SHARE", [snapshot_id], ["bigint"])
     if not rows:
         raise UndefinedObjectError(f"The 'snapshot' option of train_groups must name an existing snapshot; "
                                    f"got {snapshot_id}", hint="See SELECT * FROM groupml.snapshots.")

@@ -87,5 +87,6 @@ TOPICS["snapshots"] = """\
 groupml.snapshots / snapshot_groups / snapshot_blocks, groupml.drop_snapshot(snapshot_id)
   Training snapshots built by train_groups with workers. Dropped with the run unless
   options.keep_snapshot; reuse with options.snapshot => id (same source, columns, seed, fraction).
+  drop_snapshot is refused (55006) while another session trains a run that uses the snapshot.
   Example: SELECT groupml.drop_snapshot(3);
 """

@@ -298,23 +298,36 @@ def _run_lock_keys(run_id: int):
     return RUN_LOCK_CLASS, low - (1 << 32) if low >= 1 << 31 else low
 
 
+_LOCK_HOLDERS = ("SELECT pid FROM pg_catalog.pg_locks WHERE locktype = 'advisory' AND granted AND classid::int8 = $1 "
+                 "AND objid::int8 = $2 AND objsubid = 2")
+
+
+def _lock_holders(session, run_id: int, *, mine: bool = False):
+    """Pids of the sessions holding ``run_id``'s advisory lock (``mine``: only this one)."""
+    cls, key = _run_lock_keys(run_id)
+    sql = _LOCK_HOLDERS + (" AND pid = pg_catalog.pg_backend_pid()" if mine else "")
+    return [r["pid"] for r in session.query(sql, [cls, key & 0xFFFFFFFF], ["bigint", "bigint"])]
+
+
+def _try_run_lock(session, run_id: int, *, xact: bool = False) -> bool:
+    """Try ``run_id``'s advisory lock: session-level, or until the transaction ends (``xact``)."""
+    fn = "pg_try_advisory_xact_lock" if xact else "pg_try_advisory_lock"
+    return session.query(f"SELECT pg_catalog.{fn}($1, $2) AS ok", list(_run_lock_keys(run_id)),
+                         ["integer", "integer"])[0]["ok"]
+
+
 def _claim_run(session, run_id: int) -> int:
     """Hold ``run_id``'s session-level advisory lock for this call (a call commits as it goes,
     so a transaction lock would not last); raise ObjectInUseError if another session holds it,
     i.e. is training the run now. Two calls on one run would train the same groups and write
     over each other's epochs, checkpoints and models. Released by :func:`_release_run` when the
     call ends, however it ends; a backend that dies releases it with its session."""
-    cls, key = _run_lock_keys(run_id)
-    holder = ("SELECT pid FROM pg_catalog.pg_locks WHERE locktype = 'advisory' AND granted AND classid::int8 = $1 "
-              "AND objid::int8 = $2 AND objsubid = 2")
-    args, types = [cls, key & 0xFFFFFFFF], ["bigint", "bigint"]
-    if session.query(holder + " AND pid = pg_catalog.pg_backend_pid()", args, types):
+    if _lock_holders(session, run_id, mine=True):
         return run_id                       # an earlier call of this session could not release it
     for _ in range(2):                      # the holder may end between the try and the lookup
-        if session.query("SELECT pg_catalog.pg_try_advisory_lock($1, $2) AS ok", [cls, key],
-                         ["integer", "integer"])[0]["ok"]:
+        if _try_run_lock(session, run_id):
             return run_id
-        pids = [r["pid"] for r in session.query(holder, args, types)]
+        pids = _lock_holders(session, run_id)
         if pids:
             raise ObjectInUseError(
                 f"Run {run_id} is being trained by another session (pid {pids[0]}); a run is trained by one "
@@ -335,6 +348,33 @@ def _release_run(session, run_id: int, *, quiet: bool) -> None:
     except Exception:  # noqa: BLE001 - only while another error propagates, which is raised instead
         if not quiet:
             raise
+
+
+@sql_entry
+def drop_snapshot(snapshot_id) -> bool:
+    """Delete a snapshot and its groups and blocks; True if it existed. Refused (55006) while
+    a call of train_groups in another session trains a run that uses it: that call reads the
+    snapshot's blocks on every pass and would fail half-way. Deleting first locks the row
+    against a call that is just taking the snapshot (:func:`check_snapshot` locks it until the
+    run records it); each run that uses it is then locked until this transaction ends, so no
+    call can start on it before the delete is committed (it then builds a fresh snapshot)."""
+    sid = check_number(snapshot_id, "snapshot_id", "drop_snapshot", ge=1, integer=True,
+                       hint="Pass a snapshot_id of groupml.snapshots.")
+    session = backend_session()
+    gone = session.query("DELETE FROM groupml.snapshots WHERE snapshot_id = $1 RETURNING snapshot_id",
+                         [sid], ["bigint"])
+    for r in session.query("SELECT run_id FROM groupml.grouped_runs WHERE snapshot_id = $1 ORDER BY run_id",
+                           [sid], ["bigint"]):
+        run_id = int(r["run_id"])
+        if _try_run_lock(session, run_id, xact=True):
+            continue
+        pids = _lock_holders(session, run_id) or ["unknown"]
+        raise ObjectInUseError(
+            f"Snapshot {sid} is in use by run {run_id}, which another session is training (pid {pids[0]}); "
+            f"a snapshot is dropped when no call uses it",
+            hint=f"Wait for that call to end, or stop it with SELECT pg_cancel_backend({pids[0]}); then drop the "
+                 f"snapshot again.")
+    return bool(gone)
 
 
 @contextlib.contextmanager
