@@ -12,6 +12,8 @@ benchmarks). Identifiers are always quoted with :func:`quote_ident`.
 from __future__ import annotations
 
 import re
+import sys
+import threading
 from typing import Any, Dict, List, Optional, Sequence
 
 
@@ -106,3 +108,12 @@ def backend_session() -> PlpySession:
     if _session is None:
         _session = PlpySession()
     return _session
+
+
+def cancel_check_here():
+    """This backend's cancel check (:meth:`PlpySession.check_cancel`) when called on the main
+    thread of a PL/Python backend, else None: plpy may only be called from that thread, and is
+    absent from client processes and helper processes (spawned, never forked)."""
+    if "plpy" not in sys.modules or threading.current_thread() is not threading.main_thread():
+        return None
+    return backend_session().check_cancel

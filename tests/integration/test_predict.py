@@ -10,7 +10,7 @@ import pytest
 
 from groupml.datagen import create_table, grouped_classification
 from groupml.learners import load_model
-from pg_helpers import children_of, sql_error
+from pg_helpers import cancel_when, children_of, sql_error
 
 pytestmark = pytest.mark.integration
 
@@ -212,6 +212,38 @@ def test_a_new_session_checks_stored_lightgbm_models_in_one_child(dsn, db):
     while os.path.exists(f"/proc/{child}") and time.time() < deadline:
         time.sleep(0.05)
     assert not os.path.exists(f"/proc/{child}")
+
+
+def test_a_cancel_while_a_lightgbm_model_is_checked_is_noticed(dsn, db):
+    # the backend waits for its checking child's answer; a cancel must end the call at once
+    # (it used to wait for the child's 120 s limit and then report the model unreadable), and
+    # the child, whose answer would now be stale, is killed; the next call starts another
+    import signal
+
+    db.execute("CREATE TABLE lg AS SELECT i, 'g' || (i % 2) AS g, (i % 7)::float8 AS x, (i % 3)::float8 AS z, "
+               "(i % 7 > 3) AS y FROM generate_series(1, 600) i")
+    db.execute("CREATE TABLE lgfit AS SELECT g, groupml.learn_over_groups(ARRAY[x, z], y, 'lightgbm', "
+               "'{\"num_boost_round\": [5]}') AS fit FROM lg GROUP BY g")
+    want = db.execute("SELECT groupml.predict(fit, ARRAY[1.0, 2.0]) FROM lgfit WHERE g = 'g1'").fetchone()[0]
+    with psycopg.connect(dsn, autocommit=True) as other:
+        pid = other.info.backend_pid
+        other.execute("SELECT groupml.predict(fit, ARRAY[1.0, 2.0]) FROM lgfit WHERE g = 'g0'")
+        [child] = _checking_children(pid)
+        os.kill(child, signal.SIGSTOP)                 # it will not answer the next text
+        try:
+            thread, fired = cancel_when(dsn, pid, f"SELECT state = 'active' AND wait_event IS NULL FROM "
+                                                  f"pg_stat_activity WHERE pid = {pid}")
+            with pytest.raises(psycopg.errors.QueryCanceled):
+                other.execute("SELECT groupml.predict(fit, ARRAY[1.0, 2.0]) FROM lgfit WHERE g = 'g1'")
+            thread.join()
+            assert fired.is_set()
+        finally:
+            if os.path.exists(f"/proc/{child}"):
+                os.kill(child, signal.SIGCONT)
+        assert not os.path.exists(f"/proc/{child}")    # killed and reaped by the backend
+        assert other.execute("SELECT groupml.predict(fit, ARRAY[1.0, 2.0]) FROM lgfit WHERE g = 'g1'").fetchone()[0] \
+            == want
+        assert len(_checking_children(pid)) == 1 and other.info.backend_pid == pid
 
 
 def test_catalog_models_are_stored_out_of_line_uncompressed(db):

@@ -71,6 +71,35 @@ def test_a_child_that_does_not_answer_is_killed(tmp_path, monkeypatch):
     assert checker._proc is None                       # killed and reaped
 
 
+def test_a_cancel_while_waiting_kills_the_child_and_is_raised(tmp_path):
+    # the caller's interrupt check runs while the child has not answered; what it raises (a
+    # backend's QueryCanceled) comes out at once, long before the timeout, and the child is
+    # killed: its late answer must not be taken for the next text's
+    silent = tmp_path / "python"
+    silent.write_text("#!/bin/sh\nexec sleep 60\n")
+    os.chmod(silent, 0o755)
+    checker = ModelChecker(str(silent), dict(os.environ))
+    calls = []
+
+    def interrupt_check():
+        calls.append(time.monotonic())
+        if len(calls) == 3:
+            raise KeyboardInterrupt("cancel")
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt, match="cancel"):
+        checker.check(_texts(1)[0].encode(), 4, interrupt_check)
+    assert len(calls) == 3 and calls[0] - t0 >= _lgbm_check.POLL_S * 0.9
+    assert checker._proc is None                       # killed and reaped
+
+
+def test_a_check_that_polls_still_gets_the_answer(checker):
+    calls = []
+    texts = _texts(2)
+    assert checker.check(texts[0].encode(), 4, lambda: calls.append(1)) is None     # the child starts: polls
+    assert checker.check(texts[1].encode(), 4, lambda: calls.append(1)) is None
+    assert checker.started == 1
+
+
 def test_check_in_child_reports_what_the_child_found(monkeypatch):
     from groupml.errors import ModelFormatError
 
@@ -79,6 +108,6 @@ def test_check_in_child_reports_what_the_child_found(monkeypatch):
     bad = text.replace("objective=binary sigmoid:1", "objective=no_such_objective")
     with pytest.raises(ModelFormatError, match="The lightgbm model is damaged: .*no_such_objective"):
         _lgbm.check_in_child(bad.encode(), 4)
-    monkeypatch.setattr(_lgbm._checker(), "check", lambda body, n: (_ for _ in ()).throw(CheckTimeout()))
+    monkeypatch.setattr(_lgbm._checker(), "check", lambda body, n, poll: (_ for _ in ()).throw(CheckTimeout()))
     with pytest.raises(ModelFormatError, match="could not be checked: loading it took over 120 s"):
         _lgbm.check_in_child(text.encode(), 4)

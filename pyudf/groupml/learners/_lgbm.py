@@ -32,6 +32,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..db import cancel_check_here
 from ..errors import (ArrayLengthError, DataError, FeatureNotSupportedError,
                       InvalidParameterError, PrerequisiteStateError, UndefinedObjectError)
 from ..validation import check_number
@@ -191,7 +192,7 @@ def check_in_child(body: bytes, n_features: int, digest: Optional[str] = None) -
     check_model_text(body, n_features)       # paths the probes miss: LightGBM would read outside its arrays
     hint = "Use the model as train_groups or learn_over_groups stored it; a changed model cannot be used."
     try:
-        why = _checker().check(body, n_features)
+        why = _checker().check(body, n_features, cancel_check_here())
     except CheckTimeout:
         raise ModelFormatError(f"The lightgbm model could not be checked: loading it took over "
                                f"{CHECK_TIMEOUT_S:.0f} s", hint=hint) from None

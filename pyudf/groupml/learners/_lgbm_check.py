@@ -11,7 +11,10 @@ check itself a few ms, and a session that scores the models of many groups (a BI
 query over a catalog of per-country LightGBM models, say) meets a new text per group. A child
 that crashes on a text reports that text as damaged and is replaced at the next check; an
 idle child exits after :data:`IDLE_EXIT_S`, so a backend does not keep a Python process
-alive for good. One child per process, used under a lock.
+alive for good. One child per process, used under a lock. While it waits for an answer the
+caller's ``interrupt_check`` runs every :data:`POLL_S` (a backend's cancel check): whatever
+it raises kills the child first, so a cancel is noticed within a poll, not after
+:data:`CHECK_TIMEOUT_S`.
 
 Protocol (the child's stdout is moved to /dev/null, so LightGBM's own prints cannot mix in):
 request = 8-byte little-endian text length, 8-byte feature count, the text; reply = one line,
@@ -25,10 +28,11 @@ import select
 import subprocess
 import threading
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 CHECK_TIMEOUT_S = 120.0
 IDLE_EXIT_S = 60.0
+POLL_S = 0.2
 #: Packages LightGBM imports for its optional integrations (scikit-learn API, pandas and
 #: arrow input, dask, plotting); groupml uses none of them.
 OPTIONAL_INTEGRATIONS = ("sklearn", "pandas", "dask", "pyarrow", "cffi", "matplotlib", "graphviz")
@@ -84,9 +88,11 @@ class ModelChecker:
         self._lock = threading.Lock()
         self.started = 0                    # children started so far (tests and diagnostics)
 
-    def check(self, body: bytes, n_features: int) -> Optional[str]:
+    def check(self, body: bytes, n_features: int,
+              interrupt_check: Optional[Callable[[], None]] = None) -> Optional[str]:
         """None if the child loaded ``body`` and predicted the probe rows; else why not
-        ("LightGBM crashed on it (signal 11)", LightGBM's error, ...). Raises CheckTimeout."""
+        ("LightGBM crashed on it (signal 11)", LightGBM's error, ...). Raises CheckTimeout,
+        or what ``interrupt_check`` (called every :data:`POLL_S` while waiting) raises."""
         request = len(body).to_bytes(8, "little") + int(n_features).to_bytes(8, "little") + body
         with self._lock:
             for _ in range(2):
@@ -94,7 +100,7 @@ class ModelChecker:
                 try:
                     proc.stdin.write(request)
                     proc.stdin.flush()
-                    line = self._reply(proc)
+                    line = self._reply(proc, interrupt_check)
                 except BrokenPipeError:
                     line = None
                 if line is not None:
@@ -120,16 +126,25 @@ class ModelChecker:
             self.started += 1
         return self._proc
 
-    def _reply(self, proc: subprocess.Popen) -> Optional[str]:
+    def _reply(self, proc: subprocess.Popen, interrupt_check) -> Optional[str]:
         """The child's reply line, or None at end of file (it exited)."""
         fd, out = proc.stdout.fileno(), bytearray()
         deadline = time.monotonic() + CHECK_TIMEOUT_S
         while not out.endswith(b"\n"):
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
+            if left <= 0:
                 proc.kill()
                 self._reap()
                 raise CheckTimeout()
+            if not select.select([fd], [], [], min(left, POLL_S))[0]:
+                if interrupt_check is not None:
+                    try:
+                        interrupt_check()
+                    except BaseException:
+                        proc.kill()         # its answer would be read as the next text's
+                        self._reap()
+                        raise
+                continue
             part = os.read(fd, 4096)
             if not part:
                 return None

@@ -85,6 +85,8 @@ def load_model(data: bytes):
     except ModelFormatError:
         raise
     except Exception as exc:  # any decoding failure of untrusted bytes
+        if getattr(exc, "sqlstate", None) == "57014":   # a cancel noticed while a model was checked
+            raise
         raise ModelFormatError(f"The groupml model of kind {kind!r} cannot be decoded: "
                                f"{type(exc).__name__}", hint=_HINT) from None
 
