@@ -69,6 +69,19 @@ class PlpySession(Session):
     def check_cancel(self) -> None:
         self.plpy.execute(self._plan("SELECT 1", ()))
 
+    def query_or_error(self, sql, args=(), types=()):
+        """(rows, None), or (None, (sqlstate, message)) when the statement fails: it runs in a
+        subtransaction, so the failure is undone and the caller can report it in its own words.
+        A cancel is raised, never returned."""
+        try:
+            with self.plpy.subtransaction():
+                return self.query(sql, args, types), None
+        except self.plpy.SPIError as exc:
+            state = getattr(exc, "sqlstate", None)
+            if state == "57014":
+                raise
+            return None, (state or "XX000", str(exc).split("\n", 1)[0])
+
     def notice(self, message: str) -> None:
         self.plpy.notice(message)
 

@@ -11,7 +11,9 @@ CREATE TABLE @extschema@.jobs (
     best_observation_id bigint,                 -- the observation whose model infer uses
     best_quality        float8,
     submitted_at        timestamptz NOT NULL DEFAULT clock_timestamp(),
-    submitted_by        name NOT NULL DEFAULT current_user
+    submitted_by        name NOT NULL DEFAULT current_user,
+    -- the inserting transaction: only it may add the job's candidates (_tenancy_add_candidates)
+    submitted_xact      xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id()
 );
 COMMENT ON TABLE @extschema@.jobs IS
   'Multi-tenant model selection: one row per submitted job (source relation, feature and label columns, task, best model so far). Row-level security by owner_role; groupml_admin sees all. Create with groupml.submit_job.';

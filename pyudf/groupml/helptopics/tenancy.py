@@ -34,6 +34,10 @@ groupml.create_tenant(name text, role name DEFAULT current_user) -> bigint (tena
 TOPICS["submit_job"] = """\
 groupml.submit_job(tenant text, source regclass, features text[], label text, candidates jsonb) -> bigint (job_id)
   Registers a model-selection job of a tenant. The tenant's role must be able to SELECT the source.
+  The job's rows are read here, once, as the calling role (its policies apply; a view's functions
+  run with its rights) and stored in groupml.job_data: the coordinator trains on them and never
+  reads the source itself. Later changes to the source do not change the job; revoking the
+  tenant's SELECT on it (or dropping it) fails the job's remaining candidates.
   features: numeric or boolean columns; label: 0/1 (classification) or a number (regression).
   candidates: a JSON array; each entry is
      "logistic"                                         one candidate with the family's defaults
@@ -51,10 +55,12 @@ groupml.submit_job(tenant text, source regclass, features text[], label text, ca
   GLMs rows x (features + 1) x factor (logistic 1, svm 1, linear 0.5) x max_iter / 100;
   LightGBM rows x (features + 1) x num_boost_round x max(8, num_leaves) / 31 x 0.35; MLP rows x epochs x
   (weights x 0.013 + 4900 / batch_size).
-  Errors (nothing is written): unknown tenant (42704), source unreadable by the tenant's role
-  (42501), unknown column (42703), non-numeric column (42804), empty or malformed candidates (22023),
-  a source under row-level security or a security_invoker view (0A000: give the tenant a plain view
-  it owns). One configuration has one key however it is written ({} and {"l2": 0} alike).
+  Errors (nothing is written): unknown tenant (42704), source unreadable by the tenant's role or
+  by the caller (42501), an index or other non-table (42809), unknown column (42703), non-numeric
+  column (42804), empty or malformed candidates (22023), rows that cannot be read (the reading
+  error's SQLSTATE, e.g. 22003 for a value beyond float8), and -- when an administrator submits
+  for a tenant -- a source under row-level security or a security_invoker view (0A000: submit as
+  the tenant's role). One configuration has one key however it is written ({} and {"l2": 0} alike).
 """
 
 TOPICS["run_scheduler"] = """\
@@ -70,7 +76,8 @@ CALL groupml.run_scheduler(max_steps int DEFAULT NULL, max_seconds float8 DEFAUL
   every candidate of every job is done. Cancel (pg_cancel_backend, statement_timeout) loses only
   the step in flight; the next call resumes exactly there (the state is in groupml.scheduler_state).
   Calling with another policy replays the recorded outcomes under the new policy.
-  Needs groupml_admin (it reads every tenant's source through groupml._tenancy_load).
+  Needs groupml_admin (it reads the jobs' rows stored by submit_job in groupml.job_data).
+  A tenant deleting a job or candidate while it trains waits for that step's commit.
   Example:  CALL groupml.run_scheduler(max_steps => 20, policy => 'hybrid');
 """
 
@@ -123,7 +130,7 @@ groupml.tenants (tenant_id, name, role regrole, created_at, created_by)
 
 TOPICS["jobs"] = """\
 groupml.jobs (job_id, tenant_id, owner_role, source regclass, features, label, task, metric, n_rows,
-              best_observation_id, best_quality, submitted_at, submitted_by)
+              best_observation_id, best_quality, submitted_at, submitted_by, submitted_xact)
   One row per submitted job; best_* point to the model groupml.infer uses. Row-level security.
 """
 

@@ -33,7 +33,7 @@ from ..errors import (DataError, FeatureNotSupportedError, GroupmlError, Insuffi
                       InvalidParameterError, PrerequisiteStateError, SearchSpecError, UndefinedObjectError)
 from ..fitting import unpack_rows
 from ..validation import check_bool, check_choice, check_keys, check_number
-from ._source import NUMERIC_TYPES, check_columns, columns, packed_row_expr
+from ._source import check_columns, columns, packed_row_expr
 from . import parse_jsonb, sql_entry
 
 #: Relative cost of one solver iteration over one row-feature, per GLM family (estimated cost unit).
@@ -66,6 +66,25 @@ ADMIN_HINT = "Run it as a member of groupml_admin: GRANT groupml_admin TO <role>
 
 class DuplicateObjectError(GroupmlError):
     sqlstate = "42710"  # duplicate_object
+
+
+class WrongObjectTypeError(GroupmlError):
+    sqlstate = "42809"  # wrong_object_type
+
+
+class SourceReadError(GroupmlError):
+    """Reading a job's source failed; carries the SQLSTATE of the failure (a value out of
+    range, a view that raises, a temporary table of another session, ...)."""
+
+    def __init__(self, sqlstate: str, message: str, *, hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.sqlstate = sqlstate
+
+
+#: Relations submit_job reads a job's rows from, and what pg_class.relkind calls the others.
+SOURCE_KINDS = ("r", "p", "v", "m", "f")
+RELKIND_NAMES = {"i": "an index", "I": "a partitioned index", "S": "a sequence", "t": "a TOAST table",
+                 "c": "a composite type"}
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -182,7 +201,8 @@ def expand_candidates(raw: Any, owner: str = "submit_job") -> Tuple[str, List[Di
                          "Use a grid or a random sample of the space.")
             configs = [t.params for t in make_procedure(spec).ask(MAX_CANDIDATES + 1)]
         else:
-            params = entry.get("params") or {}
+            params = entry.get("params")
+            params = {} if params is None else params       # null as if omitted; [] or 0 are not objects
             if not isinstance(params, dict):
                 raise InvalidParameterError(f"The 'params' value of {where} must be a JSON object; got "
                                             f"{json.dumps(params)}", hint=hint)
@@ -258,20 +278,36 @@ def submit_job(tenant, source, features, label, candidates):
     if source is None:
         raise InvalidParameterError("The 'source' value of submit_job must name a table or view; got null",
                                     hint="Pass source => 'my_table'.")
-    rel = session.query("SELECT $1::regclass::oid::bigint AS oid, $1::regclass::text AS name", [source], ["text"])[0]
+    rel = session.query("SELECT c.oid::bigint AS oid, c.oid::regclass::text AS name, c.relkind::text AS kind, "
+                        "pg_catalog.has_table_privilege(c.oid, 'SELECT') AS caller_reads "
+                        "FROM pg_catalog.pg_class c WHERE c.oid = $1::regclass", [source], ["text"])[0]
+    if rel["kind"] not in SOURCE_KINDS:
+        raise WrongObjectTypeError(
+            f"The source {rel['name']} of submit_job must be a table, view, materialized view or foreign table; "
+            f"it is {RELKIND_NAMES.get(rel['kind'], 'relkind ' + rel['kind'])}",
+            hint="Submit the table (or a view over it) that holds the rows.")
     readable = session.query("SELECT pg_catalog.has_table_privilege($1::oid, $2::oid, 'SELECT') AS ok",
                              [t["role_oid"], rel["oid"]], ["bigint", "bigint"])[0]["ok"]
     if not readable:
         raise InsufficientPrivilegeError(
             f"permission denied for table {rel['name']}: the role '{t['role']}' of tenant '{tenant}' cannot SELECT it",
             hint=f"GRANT SELECT ON {rel['name']} TO {quote_ident(t['role'])};")
-    problem = row_security_problem(session, int(rel["oid"]), int(t["role_oid"]))
-    if problem:
-        raise FeatureNotSupportedError(
-            f"The source {rel['name']} of submit_job {problem}: the coordinator reads a job's rows with the extension "
-            f"owner's rights and would not apply the policies of role '{t['role']}'",
-            hint="Submit a plain view owned by the tenant's role that selects its rows (a view applies the policies "
-                 "of the tables it reads as its owner).")
+    me = session.query("SELECT (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user)::bigint AS oid, "
+                       "current_user::text AS name")[0]
+    if not rel["caller_reads"]:
+        raise InsufficientPrivilegeError(
+            f"permission denied for table {rel['name']}: submit_job reads the job's rows as the calling role "
+            f"'{me['name']}', which cannot SELECT it",
+            hint=f"Submit the job as the tenant's role '{t['role']}' (SET ROLE {quote_ident(t['role'])};), or "
+                 f"GRANT SELECT ON {rel['name']} TO {quote_ident(me['name'])};")
+    if int(me["oid"]) != int(t["role_oid"]):
+        # the rows are read with the caller's policies, which are not necessarily the tenant's
+        problem = row_security_problem(session, int(rel["oid"]), int(t["role_oid"]))
+        if problem:
+            raise FeatureNotSupportedError(
+                f"The source {rel['name']} of submit_job {problem}: the job's rows would be read with the "
+                f"policies of the calling role '{me['name']}', not of the tenant's role '{t['role']}'",
+                hint=f"Submit the job as the tenant's role: SET ROLE {quote_ident(t['role'])};")
     cols = columns(session, int(rel["oid"]))
     if features is None or len(features) == 0:
         raise InvalidParameterError(f"The 'features' value of submit_job must name at least one column; got "
@@ -285,13 +321,15 @@ def submit_job(tenant, source, features, label, candidates):
         raise InvalidParameterError(f"The 'label' column '{label}' of submit_job is also a feature",
                                     hint="Remove the label from the features.")
     task, cands = expand_candidates(parse_jsonb(candidates, "candidates", "submit_job"))
-    can_read = session.query("SELECT pg_catalog.has_table_privilege($1::oid, 'SELECT') AS ok",
-                             [rel["oid"]], ["bigint"])[0]["ok"]
-    if can_read:
-        n_rows = session.query(f"SELECT count(*) AS n FROM {rel['name']}")[0]["n"]
-    else:  # an administrator submitting for a tenant whose table it cannot read: planner estimate
-        n_rows = max(0, int(session.query("SELECT reltuples::bigint AS n FROM pg_catalog.pg_class "
-                                          "WHERE oid = $1::oid", [rel["oid"]], ["bigint"])[0]["n"]))
+    # the rows are read here, as the calling role: whatever the source runs (a view's functions,
+    # policies, casts) runs with that role's rights, and the coordinator trains on these rows
+    packed = packed_row_expr(cols, features + [label])
+    got, failed = session.query_or_error(
+        f"SELECT count(*) AS n_rows, pg_catalog.string_agg({packed}, ''::bytea) AS block FROM {rel['name']}")
+    if failed is not None:
+        raise SourceReadError(failed[0], f"submit_job could not read the rows of {rel['name']}: {failed[1]}",
+                              hint="Fix the source (or submit a view that selects valid rows), then submit again.")
+    n_rows, block = int(got[0]["n_rows"]), bytes(got[0]["block"] or b"")
     for c in cands:     # the same check the definer helper repeats, before anything is written
         estimated_cost(c["family"], c["params"], n_rows, len(features))
     job_id = session.query(
@@ -299,29 +337,20 @@ def submit_job(tenant, source, features, label, candidates):
         "VALUES ($1, $2::oid::regrole, $3::oid::regclass, $4, $5, $6, $7, $8) RETURNING job_id",
         [t["tenant_id"], t["role_oid"], rel["oid"], features, label, task, TASK_METRIC[task], n_rows],
         ["bigint", "bigint", "bigint", "text[]", "text", "text", "text", "bigint"])[0]["job_id"]
-    session.query("SELECT groupml._tenancy_add_candidates($1, $2::jsonb)",
-                  [job_id, json.dumps([{"model": c["family"], "params": c["params"]} for c in cands])],
-                  ["bigint", "text"])
+    session.query("SELECT groupml._tenancy_add_candidates($1, $2::jsonb, $3, $4)",
+                  [job_id, json.dumps([{"model": c["family"], "params": c["params"]} for c in cands]), n_rows, block],
+                  ["bigint", "text", "bigint", "bytea"])
     return job_id
 
 
-def source_problem(session, relid: int, role_oid: int):
-    """(relation name, whether role ``role_oid`` may SELECT ``relid``, and when it may, why the
-    coordinator still may not read it for that role or None: :func:`row_security_problem`)."""
-    ok = session.query("SELECT pg_catalog.has_table_privilege($1::oid, $2::oid, 'SELECT') AS ok, "
-                       "$2::oid::regclass::text AS name", [role_oid, relid], ["bigint", "bigint"])[0]
-    if not ok["ok"]:
-        return ok["name"], False, None
-    return ok["name"], True, row_security_problem(session, relid, role_oid)
-
-
 def row_security_problem(session, relid: int, role_oid: int):
-    """Why the coordinator may not read ``relid`` on behalf of role ``role_oid``, or None.
+    """Why another role may not read ``relid``'s rows on behalf of role ``role_oid``, or None.
 
-    The coordinator reads a job's rows with the extension owner's rights, which skip row-level
-    security: a table whose policies apply to the role, and a ``security_invoker`` view (which
-    would check the reader's rights, i.e. the owner's), are refused. A plain view is fine: it
-    reads its tables with its owner's rights and policies."""
+    submit_job reads a job's rows as the calling role. When that is not the job's role (an
+    administrator submitting for a tenant), the rows would be filtered by the caller's
+    policies: a table whose policies apply to the job's role, and a ``security_invoker`` view
+    (which checks the reader's rights), are refused then. A plain view reads its tables with
+    its owner's rights and policies, whoever reads it."""
     r = session.query(
         "SELECT c.relkind::text AS kind, c.relrowsecurity AS rls, c.relforcerowsecurity AS force_rls, "
         "c.relowner::bigint = $2 AS is_owner, COALESCE((SELECT rolbypassrls OR rolsuper FROM pg_catalog.pg_roles "
@@ -341,47 +370,64 @@ def row_security_problem(session, relid: int, role_oid: int):
 
 # ---------------------------------------------------------------------------- candidates (SECURITY DEFINER)
 @sql_entry
-def add_job_candidates(job_id, candidates):
+def add_job_candidates(job_id, candidates, n_rows, block):
     """Body of groupml._tenancy_add_candidates: runs with the extension owner's rights.
 
     Tenants cannot write candidates themselves: their keys and estimated costs steer the shared
-    scheduler. This adds a job's candidates once, for the job's own role, with keys and costs
-    computed here from the job's source (its rows counted here, not taken from the job row).
+    scheduler. This adds the candidates of a job that *this transaction* inserted (so it was
+    inserted through row-level security by a member of the job's role: nobody can add
+    candidates to another's job), once, with keys and costs computed here from the job's rows,
+    and stores those rows (``block``, packed by submit_job as the calling role) for the
+    coordinator. It runs no tenant code: it reads only groupml's tables, never a source.
     """
     session = backend_session()
     owner = "submit_job"
-    if job_id is None:
-        raise InvalidParameterError("The 'job_id' value of _tenancy_add_candidates must be a job id; got null",
-                                    hint="Call groupml.submit_job(...); it adds the candidates.")
+    hint = "Call groupml.submit_job(...); it adds the candidates in the transaction that inserts the job."
+    if job_id is None or n_rows is None or block is None:
+        raise InvalidParameterError("_tenancy_add_candidates needs a job id, a row count and the rows; got null",
+                                    hint=hint)
     rows = session.query(
-        "SELECT j.owner_role::oid::bigint AS role_oid, j.source::oid::bigint AS relid, j.features, j.task, "
-        "EXISTS (SELECT 1 FROM groupml.candidates c WHERE c.job_id = j.job_id) AS has_candidates, "
-        "EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid = j.source::oid) AS rel_exists "
+        "SELECT j.owner_role::oid::bigint AS role_oid, j.features, j.label, j.task, j.metric, "
+        "EXISTS (SELECT 1 FROM groupml.candidates c WHERE c.job_id = j.job_id) "
+        "OR EXISTS (SELECT 1 FROM groupml.job_data d WHERE d.job_id = j.job_id) AS has_candidates, "
+        "j.submitted_xact = pg_catalog.pg_current_xact_id() AS ours "
         "FROM groupml.jobs j WHERE j.job_id = $1", [job_id], ["bigint"])
-    if not rows:
-        raise UndefinedObjectError(f"Job {job_id} does not exist", hint="Call groupml.submit_job(...).")
+    # the job row must be one this transaction inserted (submitted_xact defaults to the
+    # inserting transaction's id, 64 bits, never reused; tenants cannot UPDATE jobs). The same
+    # message whether the job exists or not, so this tells nobody about other tenants' jobs.
+    if not rows or not rows[0]["ours"]:
+        raise InsufficientPrivilegeError(f"permission denied: job {job_id} was not inserted by this transaction; "
+                                         f"a job's candidates are added by the submit_job call that creates it",
+                                         hint=hint)
     j = rows[0]
     if j["has_candidates"]:
         raise PrerequisiteStateError(f"Job {job_id} already has candidates; a job's candidates are added once",
                                      hint="Submit another job with groupml.submit_job(...).")
-    if not j["rel_exists"]:
-        raise UndefinedObjectError(f"The source relation of job {job_id} no longer exists",
-                                   hint="Submit the job again on an existing table or view.")
-    name, readable, problem = source_problem(session, int(j["relid"]), int(j["role_oid"]))
-    if not readable:
-        raise InsufficientPrivilegeError(f"permission denied for table {name}: the role of job {job_id} "
-                                         f"cannot SELECT it", hint=f"GRANT SELECT ON {name} TO that role;")
-    if problem:
-        raise FeatureNotSupportedError(f"The source {name} of job {job_id} {problem}",
-                                       hint="Submit a plain view owned by the tenant's role.")
+    features = list(j["features"] or [])
+    # a job row written by hand gets the checks submit_job makes
+    if not features or len(set(features)) != len(features) or j["label"] in features \
+            or any(not isinstance(f, str) or not f for f in features):
+        raise InvalidParameterError(f"Job {job_id} must name distinct feature columns, without its label; got "
+                                    f"features {features}, label {j['label']!r}", hint=hint)
+    if j["metric"] != TASK_METRIC.get(j["task"]):
+        raise InvalidParameterError(f"The metric of job {job_id} must be {TASK_METRIC.get(j['task'])!r} for a "
+                                    f"{j['task']} job; got {j['metric']!r}", hint=hint)
+    width = 8 * (len(features) + 1)
+    block = bytes(block)
+    n_rows = check_number(n_rows, "n_rows", "_tenancy_add_candidates", ge=len(block) // width, integer=True,
+                          hint=hint)
+    if len(block) % width:
+        raise DataError(f"The rows of job {job_id} must be packed {len(features) + 1} doubles each; got "
+                        f"{len(block)} bytes", hint=hint)
     task, cands = expand_candidates(parse_jsonb(candidates, "candidates", owner), owner)
     if task != j["task"]:
         raise InvalidParameterError(f"The 'candidates' value of {owner} must be {j['task']} models for job {job_id}; "
                                     f"got {task} models", hint="Submit one job per task.")
-    n_rows = session.query(f"SELECT count(*) AS n FROM {name}")[0]["n"]
-    d = len(j["features"])
-    costs = [estimated_cost(c["family"], c["params"], n_rows, d) for c in cands]
+    costs = [estimated_cost(c["family"], c["params"], n_rows, len(features)) for c in cands]
     session.query("UPDATE groupml.jobs SET n_rows = $2 WHERE job_id = $1", [job_id, n_rows], ["bigint", "bigint"])
+    session.query("INSERT INTO groupml.job_data (job_id, owner_role, n_rows, block) "
+                  "VALUES ($1, $2::oid::regrole, $3, $4)", [job_id, j["role_oid"], n_rows, block],
+                  ["bigint", "bigint", "bigint", "bytea"])
     session.query(
         "INSERT INTO groupml.candidates (job_id, owner_role, key, family, params, estimated_cost) "
         "SELECT $1, $2::oid::regrole, k, f, p::jsonb, c FROM unnest($3::text[], $4::text[], $5::text[], $6::float8[]) "
@@ -390,38 +436,6 @@ def add_job_candidates(job_id, candidates):
          [json.dumps(c["params"]) for c in cands], costs],
         ["bigint", "bigint", "text[]", "text[]", "text[]", "float8[]"])
     return len(cands)
-
-
-# ---------------------------------------------------------------------------- loading a job (SECURITY DEFINER)
-def load_job_block(job_id):
-    """Body of groupml._tenancy_load: runs with the extension owner's rights (search_path pinned).
-
-    Returns (n_rows, block, error); expected problems are reported in ``error`` so the
-    coordinator can record the candidate as failed without catching database errors.
-    """
-    session = backend_session()
-    rows = session.query(
-        "SELECT j.source::oid::bigint AS relid, j.owner_role::oid::bigint AS role_oid, j.features, j.label, "
-        "EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid = j.source::oid) AS rel_exists "
-        "FROM groupml.jobs j WHERE j.job_id = $1", [job_id], ["bigint"])
-    if not rows:
-        return None, None, f"job {job_id} does not exist"
-    j = rows[0]
-    if not j["rel_exists"]:
-        return None, None, f"the source relation of job {job_id} (oid {j['relid']}) no longer exists"
-    name, readable, problem = source_problem(session, int(j["relid"]), int(j["role_oid"]))
-    if not readable:
-        return None, None, f"the job's role may no longer SELECT from {name}"
-    if problem:
-        return None, None, f"{name} {problem}; the coordinator does not read it for another role"
-    cols = columns(session, int(j["relid"]))
-    for c in list(j["features"]) + [j["label"]]:
-        if cols.get(c) not in NUMERIC_TYPES:
-            return None, None, f"column {c!r} of {name} is missing or not numeric"
-    packed = packed_row_expr(cols, list(j["features"]) + [j["label"]])
-    got = session.query(f"SELECT count(*) AS n_rows, pg_catalog.string_agg({packed}, ''::bytea) AS block "
-                        f"FROM {name}")[0]
-    return got["n_rows"], got["block"], None
 
 
 # ---------------------------------------------------------------------------- run_scheduler
@@ -503,14 +517,29 @@ def _save_scheduler(session, sched, steps: int):
 
 
 def _load_data(session, job_id: int, n_features: int):
-    """(X, y, n_skipped) of a job, or an error text."""
-    got = session.query("SELECT n_rows, block, error FROM groupml._tenancy_load($1)", [job_id], ["bigint"])[0]
-    if got["error"] is not None:
-        return None, got["error"]
-    raw = got["block"] or b""
-    arr = unpack_rows(raw, n_features + 1)
+    """(X, y, n_skipped) of a job, or an error text. The rows are those submit_job read as the
+    submitting role (``groupml.job_data``); they are used only while the job's role may still
+    read its source, so revoking that privilege (or dropping the source) stops the training."""
+    got = session.query(
+        "SELECT d.n_rows, d.block, j.source::oid::bigint AS relid, "
+        "EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid = j.source::oid) AS rel_exists, "
+        "pg_catalog.has_table_privilege(j.owner_role::oid, j.source::oid, 'SELECT') AS readable "
+        "FROM groupml.jobs j LEFT JOIN groupml.job_data d USING (job_id) WHERE j.job_id = $1", [job_id], ["bigint"])
+    if not got:
+        return None, f"job {job_id} does not exist"
+    g = got[0]
+    if not g["rel_exists"]:
+        return None, f"the source relation of job {job_id} (oid {g['relid']}) no longer exists"
+    if not g["readable"]:
+        name = session.query("SELECT pg_catalog.format('%I.%I', n.nspname, c.relname) AS n FROM pg_catalog.pg_class c "
+                             "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1::oid",
+                             [g["relid"]], ["bigint"])[0]["n"]
+        return None, f"the job's role may no longer SELECT from {name}"
+    if g["n_rows"] is None:
+        return None, f"job {job_id} has no stored rows (its candidates were not added by submit_job)"
+    arr = unpack_rows(bytes(g["block"]), n_features + 1)
     return (np.ascontiguousarray(arr[:, :n_features]), arr[:, n_features].copy(),
-            int(got["n_rows"]) - arr.shape[0]), None
+            int(g["n_rows"]) - arr.shape[0]), None
 
 
 # Numerical trouble in a learner is a failed candidate, not a failed run.
@@ -582,7 +611,8 @@ def run_scheduler(max_steps, max_seconds, policy, cost_aware):
         job_id = _job_of(tenant)
         rows = session.query(
             "SELECT c.candidate_id, c.family, c.params::text AS params, j.features, j.metric "
-            "FROM groupml.candidates c JOIN groupml.jobs j USING (job_id) WHERE c.job_id = $1 AND c.key = $2",
+            "FROM groupml.candidates c JOIN groupml.jobs j USING (job_id) WHERE c.job_id = $1 AND c.key = $2 "
+            "FOR KEY SHARE OF c, j",    # a tenant deleting them waits for this step's commit
             [job_id, key], ["bigint", "text"])
         if not rows:  # job or candidate deleted by its tenant: retire it without training
             sched.observe_failure(tenant, key, 0.0)
@@ -655,10 +685,12 @@ def schedule_with_cron(schedule, max_seconds, policy, cost_aware, database, job_
         raise InvalidParameterError(f"The 'database' value of {owner} must name a database; got {database!r}",
                                     hint="Omit it for the current database.")
     _require_admin(session, owner)
+    # pg_settings leaves out what this role may not read (current_setting would raise 42501)
     info = session.query(
         "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'pg_cron') AS installed, "
-        "current_database() AS db, pg_catalog.current_setting('shared_preload_libraries') AS preload, "
-        "pg_catalog.current_setting('cron.database_name', true) AS cron_db")[0]
+        "current_database() AS db, (SELECT setting FROM pg_catalog.pg_settings WHERE name = "
+        "'shared_preload_libraries') AS preload, "
+        "(SELECT setting FROM pg_catalog.pg_settings WHERE name = 'cron.database_name') AS cron_db")[0]
     if not info["installed"]:
         if "pg_cron" not in (info["preload"] or ""):
             hint = ("Add pg_cron to shared_preload_libraries in postgresql.conf (and set cron.database_name), "
