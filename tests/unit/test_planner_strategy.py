@@ -321,3 +321,18 @@ def test_forced_wrap_around_is_the_placement_priced(pattern, sizes, p):
     assert "forced" not in auto.explanation
     glm = make_plan(sizes, 4, 10, p, "grouped", placement="wrap_around")   # GLMs: one placement anyway
     assert glm.makespan == make_plan(sizes, 4, 10, p, "grouped").makespan
+
+
+def test_mtp_is_not_planned_task_by_task_beyond_its_bound():
+    # one task per (group, configuration): 2,000 groups x 1,000 configurations is left out of
+    # auto, and refused when asked for, instead of building two million tuples
+    from groupml.planner._strategy import MAX_MTP_TASKS
+
+    sizes = {f"g{i}": 100 for i in range(2000)}
+    plan = choose_strategy(sizes, 1000, 10, 2)
+    assert plan.strategy != "mtp" and "mtp" not in plan.estimates
+    with pytest.raises(InvalidParameterError) as info:
+        choose_strategy(sizes, 1000, 10, 2, strategy="mtp")
+    assert info.value.message == (f"The 'mtp' strategy plans one task per group and configuration, at most "
+                                  f"{MAX_MTP_TASKS}; got 2000 groups x 1000 configurations = 2000000")
+    assert "mtp" in choose_strategy(sizes, 500, 10, 2).estimates

@@ -133,6 +133,20 @@ def test_budgets():
         "The 'partial_iters' value of search early_stopping must be >= 1; got 0"
 
 
+def test_hyperband_brackets_are_bounded():
+    # 2**30 epochs with eta 2 would start 2.2e9 configurations: planning alone exhausted the
+    # server's memory. The bound names the count; the same budget with fewer rungs passes
+    space = {"lr": {"uniform": [0.1, 1]}}
+    e = err({"method": "hyperband", "max_epochs": 2 ** 30, "eta": 2, "space": space})
+    assert e.message == ("The 'max_epochs' value of search must be small enough that Hyperband's brackets start at "
+                         "most 100000 configurations (eta 2, min_epochs 1); they would start 2224630924; "
+                         "got 1073741824")
+    assert "Lower max_epochs" in e.hint
+    ok = parse_search({"method": "hyperband", "max_epochs": 2 ** 30, "min_epochs": 2 ** 20, "eta": 2, "space": space})
+    assert ok.max_epochs == 2 ** 30
+    assert parse_search({"method": "hyperband", "max_epochs": 81, "space": space}).eta == 3
+
+
 @pytest.mark.parametrize("key", ["n_trials", "seed", "epoch_iters", "max_epochs", "min_epochs", "eta"])
 def test_null_is_not_a_default_for_numeric_keys(key):
     e = err({"lr": {"uniform": [0, 1]}, "method": "hyperband", key: None})

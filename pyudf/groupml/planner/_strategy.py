@@ -165,6 +165,19 @@ def estimate_gtp(workload: Workload, n_workers: int, costs: UnitCosts) -> Strate
     return _finish("gtp", per, parts, pl)
 
 
+#: Most (group, configuration) tasks MTP plans: its plan lists every one of them.
+MAX_MTP_TASKS = 1_000_000
+
+
+def _check_mtp_size(n_groups: int, n_configs: int) -> None:
+    if n_groups * n_configs > MAX_MTP_TASKS:
+        raise InvalidParameterError(
+            f"The 'mtp' strategy plans one task per group and configuration, at most {MAX_MTP_TASKS}; got "
+            f"{n_groups} groups x {n_configs} configurations = {n_groups * n_configs}",
+            hint="Use strategy 'grouped', 'gtp' or 'dp' (or 'auto', which leaves mtp out here), or search fewer "
+                 "configurations.")
+
+
 def estimate_mtp(workload: Workload, n_workers: int, costs: UnitCosts) -> StrategyEstimate:
     """MTP: each (group, config) is one task; tasks go largest first to the worker that
     would finish them first, counting the data it must fetch.  A worker copies a group's rows once (network) and re-reads its local copy
@@ -173,6 +186,7 @@ def estimate_mtp(workload: Workload, n_workers: int, costs: UnitCosts) -> Strate
     and ships the training state there and back (2 model transfers)."""
     p = check_workers(n_workers)
     w, s, h = workload, workload.n_configs, workload.epochs
+    _check_mtp_size(len(w.group_sizes), s)
     parts = {k: [0.0] * p for k in ("compute", "load", "disk", "startup")}
     n_tasks = w.blocks if w.pattern == "sequential" else 1
     start = n_tasks * costs.task_startup + (2 * n_tasks * costs.model_transfer if w.pattern == "sequential" else 0.0)
@@ -410,6 +424,12 @@ def choose_strategy(group_sizes: Mapping[Hashable, int], n_configs: int, epochs:
     workload = Workload(group_sizes, n_configs, epochs, pattern, batch_size, blocks, pass_task_rows)
     names = list(dict.fromkeys(list(candidates) + ([strategy] if strategy != "auto" else [])))
     names.sort(key=STRATEGIES.index)
+    if "mtp" in names and len(group_sizes) * n_configs > MAX_MTP_TASKS:
+        if strategy == "mtp":
+            _check_mtp_size(len(group_sizes), n_configs)
+        names.remove("mtp")             # auto: too many tasks to plan one by one
+        if not names:
+            _check_mtp_size(len(group_sizes), n_configs)
     ests = {name: ESTIMATORS[name](workload, p, costs) if name != "grouped" or forced_placement is None
             else estimate_grouped(workload, p, costs, forced_placement) for name in names}
     if strategy == "auto":

@@ -319,6 +319,17 @@ def parse_search(spec: Any, *, param_names: Optional[Iterable[str]] = None,
     eta = _int(spec, "eta", owner, 3, ge=2, hint="eta is the halving rate; 3 keeps the best third.")
     slots = _int(spec, "slots", owner, None, ge=1, le=MAX_TRIALS, nullable=True,
                  hint="slots is the number of configurations trained together per data pass.")
+    if method == "hyperband":
+        # Li et al.'s brackets start ceil((s_max + 1) / (s + 1) * eta**s) configurations each:
+        # huge for a large max_epochs / min_epochs ratio (2.2e9 at 2**30 with eta 2), which
+        # planning alone would not survive
+        from ._halving import hyperband_brackets
+
+        total = sum(rungs[0][0] for rungs in hyperband_brackets(max_epochs, eta, min_epochs))
+        if total > MAX_TRIALS:
+            fail("max_epochs", owner, f"small enough that Hyperband's brackets start at most {MAX_TRIALS} "
+                 f"configurations (eta {eta}, min_epochs {min_epochs}); they would start {total}", max_epochs,
+                 cls=SearchSpecError, hint="Lower max_epochs, or raise min_epochs or eta.")
     return SearchSpec(method=method, space=space, n_trials=n_trials, seed=seed,
                       early_stopping=_early_stopping(spec.get("early_stopping"), owner),
                       epoch_iters=epoch_iters, max_epochs=max_epochs, min_epochs=min_epochs, eta=eta,
