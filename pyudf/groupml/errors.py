@@ -71,6 +71,12 @@ class DatatypeMismatchError(GroupmlError, TypeError):
     sqlstate = "42804"  # datatype_mismatch
 
 
+class UndefinedFunctionError(GroupmlError, LookupError):
+    """A needed operator or function does not exist for a type (42883)."""
+
+    sqlstate = "42883"  # undefined_function
+
+
 class InsufficientPrivilegeError(GroupmlError, PermissionError):
     sqlstate = "42501"  # insufficient_privilege
 

@@ -92,17 +92,19 @@ def default_threads() -> int:
     return max(1, min(os.cpu_count() or 1, MAX_THREADS))
 
 
-def parse_options(options: dict, family) -> dict:
-    check_keys(options, OPTIONS_OWNER, OPTION_KEYS, cls=InvalidParameterError,
+def parse_options(options: dict, family, owner: str = OPTIONS_OWNER) -> dict:
+    """The fitting options (``owner``: whose options the messages name; train_groups checks
+    its own keys first, :func:`groupml.udf.train._check_option_keys`)."""
+    check_keys(options, owner, OPTION_KEYS, cls=InvalidParameterError,
                hint="Options are validation_fraction, metric, seed, progress and threads; see SELECT groupml.help('learn_over_groups').")
     out = {
         "validation_fraction": check_number(options.get("validation_fraction", 0.2), "validation_fraction",
-                                            OPTIONS_OWNER, gt=0, lt=1,
+                                            owner, gt=0, lt=1,
                                             hint="Use a fraction such as 0.2 (20% of each group's rows)."),
-        "seed": check_number(options.get("seed", 0), "seed", OPTIONS_OWNER, ge=0, le=2 ** 63 - 1, integer=True),
+        "seed": check_number(options.get("seed", 0), "seed", owner, ge=0, le=2 ** 63 - 1, integer=True),
         "metric": options.get("metric"),
-        "progress": check_bool(options.get("progress", False), "progress", OPTIONS_OWNER),
-        "threads": check_number(options.get("threads", default_threads()), "threads", OPTIONS_OWNER, ge=1,
+        "progress": check_bool(options.get("progress", False), "progress", owner),
+        "threads": check_number(options.get("threads", default_threads()), "threads", owner, ge=1,
                                 le=MAX_THREADS, integer=True,
                                 hint=f"Groups trained at the same time in this backend (BLAS limited to one "
                                      f"thread each); default min(CPUs, {MAX_THREADS}); 1 trains them one after "
@@ -110,7 +112,7 @@ def parse_options(options: dict, family) -> dict:
     }
     if out["metric"] is not None:
         from .validation import check_choice
-        check_choice(out["metric"], "metric", OPTIONS_OWNER, family.metric_names,
+        check_choice(out["metric"], "metric", owner, family.metric_names,
                      hint=f"Model '{family.name}' can be selected on {', '.join(family.metric_names)}.")
     return out
 
@@ -265,13 +267,13 @@ class _Metered:
             self.trial_seconds[tid] = self.trial_seconds.get(tid, 0.0) + dt / len(active)
 
 
-def validate_request(model: str, search: dict, options: dict):
+def validate_request(model: str, search: dict, options: dict, options_owner: str = OPTIONS_OWNER):
     """Everything about a request that can be checked before any row is read."""
     from .learners import get_learner_family
 
     family = get_learner_family(model)
     spec = plan_search(family, search)
-    opts = parse_options(options, family)
+    opts = parse_options(options, family, options_owner)
     return family, spec, opts
 
 

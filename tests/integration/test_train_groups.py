@@ -190,6 +190,13 @@ def test_helper_processes_give_the_same_catalog_as_the_backend_alone(db, clicks)
      "learn_over_groups"),
     ('{"processes": 2}', 2, "groupml: The 'processes' option of train_groups applies to workers => 1 and "
                             "strategy 'auto'; got workers => 2, strategy 'auto'", "Worker backends"),
+    # train_groups' own options named, not learn_over_groups'
+    ('{"keep_snapshot": true}', 1, "groupml: The 'keep_snapshot' option of train_groups applies to runs on worker "
+                                   "backends; got it with workers => 1 and strategy 'auto'", "workers => 2"),
+    ('{"foo": 1}', 1, "groupml: Unknown key 'foo' in train_groups options; allowed keys are metric, processes, "
+                      "progress, seed, validation_fraction", "help('train_groups')"),
+    ('{"validation_fraction": 2}', 2, "groupml: The 'validation_fraction' value of train_groups options must be "
+                                      "< 1; got 2", "fraction"),
 ])
 def test_bad_processes_option(db, clicks, options, workers, message, hint_part):
     state, msg, hint = sql_error(db, "CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], "
@@ -211,6 +218,37 @@ def test_a_data_error_while_training_fails_the_run_and_leaves_no_snapshot(db, wo
     assert db.execute("SELECT status FROM groupml.runs").fetchall() == [("failed",)]
     assert db.execute("SELECT count(*) FROM groupml.snapshots").fetchone()[0] == 0
     assert db.execute("SELECT count(*) FROM groupml.progress WHERE status = 'running'").fetchone()[0] == 0
+
+
+def test_a_group_by_column_that_cannot_be_sorted_is_refused_with_its_type(db):
+    db.execute("CREATE TABLE pointk AS SELECT point(i % 2, 0) AS g, (i % 7)::float8 AS x1, i % 2 = 0 AS y "
+               "FROM generate_series(1, 50) i")
+    for stmt in ("CALL groupml.train_groups('pointk', ARRAY['g'], ARRAY['x1'], 'y', 'logistic')",
+                 "CALL groupml.train_groups('pointk', ARRAY['g'], ARRAY['x1'], 'y', 'logistic', workers => 2)",
+                 "SELECT * FROM groupml.explain_train_groups('pointk', ARRAY['g'], ARRAY['x1'], 'y', 'logistic')",
+                 "SELECT * FROM groupml.explain_search('pointk', ARRAY['x1'], 'y', 'logistic', '{}', "
+                 "group_by => ARRAY['g'])"):
+        state, msg, hint = sql_error(db, stmt)
+        assert state == "42883" and msg.startswith("groupml: Column 'g' of ") and \
+            msg.endswith(" group_by must have a type that can be grouped and sorted; it is point"), (stmt, msg)
+        assert hint == "Group by a cast of it, e.g. a view with (col)::text."
+    assert db.execute("SELECT count(*) FROM groupml.runs").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize("strategy", ["gtp", "dp"])
+def test_a_data_error_in_a_worker_keeps_its_sqlstate_and_leaves_no_snapshot(db, strategy):
+    # features an MLP cannot train on are only seen by the worker that trains the group: its
+    # error used to come back as XX000 "worker failed" with a hint to resume, which failed the
+    # same way every time, and the run kept its snapshot
+    db.execute("CREATE TABLE hugef AS SELECT i % 2 AS g, (i % 5) * 1e299 AS x1, (i % 3)::float8 AS x2, "
+               "i % 2 = (i / 2) % 2 AS y FROM generate_series(1, 200) i")
+    state, msg, hint = sql_error(db, "CALL groupml.train_groups('hugef', ARRAY['g'], ARRAY['x1', 'x2'], 'y', 'mlp', "
+                                     "'{\"epochs\": [1]}', workers => 2, strategy => %s)", [strategy])
+    assert state == "22000", (state, msg)
+    assert msg.startswith("groupml: worker ") and "The features of an MLP must lie within +-1e+30" in msg, msg
+    assert hint and "run_id" not in hint
+    assert db.execute("SELECT status FROM groupml.runs").fetchall() == [("failed",)]
+    assert db.execute("SELECT count(*) FROM groupml.snapshots").fetchone()[0] == 0
 
 
 def _waiting_on_a_lock(db, pid):

@@ -40,14 +40,14 @@ PATTERN_STRATEGIES = {"algebraic": ("grouped", "gtp", "mtp", "dp"), "sequential"
 
 
 # ------------------------------------------------------------------ request validation
-def validate_any(model, search: dict, options: dict):
+def validate_any(model, search: dict, options: dict, options_owner: str = "train_groups options"):
     """:func:`groupml.fitting.validate_request` for every learner family (GLM, MLP, LightGBM)."""
     from ..fitting import parse_options, plan_search
     from ..learners import get_learner_family
 
     family = get_learner_family(model)
     spec = plan_search(family, search)
-    opts = parse_options(options, family)
+    opts = parse_options(options, family, options_owner)
     return family, spec, opts
 
 

@@ -19,7 +19,7 @@ import time
 from concurrent.futures import Future, InvalidStateError
 from typing import Any, Dict, List, Optional
 
-from ..errors import GroupmlError, InvalidParameterError, PrerequisiteStateError
+from ..errors import DataError, GroupmlError, InvalidParameterError, PrerequisiteStateError
 
 # a libpq value is quoted ('...', backslash escapes inside) or unquoted, where a backslash
 # escapes the next character too (an escaped space does not end the value)
@@ -35,6 +35,30 @@ def redact(text: str) -> str:
 
 class WorkerLostError(GroupmlError):
     sqlstate = "08006"  # connection_failure
+
+
+class WorkerDataError(DataError):
+    """A worker's task failed on the data (SQLSTATE class 22, e.g. features out of a
+    learner's range): not a lost worker -- resuming would fail the same way -- so it keeps
+    the worker's SQLSTATE, message and hint."""
+
+    def __init__(self, sqlstate: str, message: str, *, hint=None):
+        super().__init__(message, hint=hint)
+        self.sqlstate = sqlstate
+
+
+def _task_error(exc: BaseException, where: str, text: str) -> GroupmlError:
+    """What a failed task raises on the coordinator: WorkerDataError for a data error the
+    worker reported, else WorkerLostError with ``where`` and the first line of ``text``."""
+    import psycopg
+
+    state = getattr(exc, "sqlstate", None) if isinstance(exc, psycopg.Error) else None
+    if state and state.startswith("22"):
+        primary = exc.diag.message_primary or text
+        primary = primary[len("groupml: "):] if primary.startswith("groupml: ") else primary
+        return WorkerDataError(state, f"{where}: {redact(primary)}", hint=exc.diag.message_hint)
+    lines = redact(text).strip().splitlines() or ["(no message)"]
+    return WorkerLostError(f"{where} failed: {lines[0]}")
 
 
 def _settle(fut: Future, result=None, exc: Optional[BaseException] = None) -> None:
@@ -204,10 +228,10 @@ class WorkerPool:
                 self._busy[i] = 0
                 self._running[i] = None
                 text = str(exc) if isinstance(exc, (psycopg.Error, WorkerLostError)) else f"{type(exc).__name__}: {exc}"
-                lines = redact(text).strip().splitlines() or ["(no message)"]
-                msg = f"worker {i} ('{self.endpoints[i]['name']}', backend pid {self.pids[i]}) failed: {lines[0]}"
-                self.errors[i] = msg
-                _settle(task.future, exc=WorkerLostError(msg))
+                err = _task_error(exc, f"worker {i} ('{self.endpoints[i]['name']}', backend pid {self.pids[i]})",
+                                  text)
+                self.errors[i] = err.message
+                _settle(task.future, exc=err)
                 continue
             t1 = time.perf_counter() - self.t0
             self._busy[i] = 0

@@ -25,7 +25,7 @@ from .checkpoint import decode, encode, fingerprint
 from .glm import ShardEvaluator, _Aborted, fit_sharded_group
 from .invariants import schedule_violations
 from .plan import group_tasks, make_plan, pass_task_rows, placement_for, resumed_plan, workload_of
-from .pool import WorkerLostError, WorkerPool, resolve_endpoints
+from .pool import WorkerDataError, WorkerLostError, WorkerPool, resolve_endpoints
 from .snapshot import (DEFAULT_BLOCK_ROWS, build_snapshot, can_build_in_parallel, check_snapshot, delete_snapshot,
                        drop_snapshot, load_validation, snapshot_groups, snapshot_intact)
 
@@ -438,7 +438,7 @@ class _SnapshotParts:
             delete_snapshot(self.session, sid)
             self.session.commit()
             exc = bad[0]
-            raise exc if isinstance(exc, WorkerLostError) else WorkerLostError(str(exc))
+            raise exc if isinstance(exc, (WorkerLostError, WorkerDataError)) else WorkerLostError(str(exc))
         return [json.loads(f.result()) for f in futs]
 
 

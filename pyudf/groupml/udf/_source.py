@@ -11,7 +11,7 @@ from typing import Dict, Iterable, List
 
 from ..db import quote_ident
 from ..errors import (DatatypeMismatchError, InsufficientPrivilegeError, InvalidParameterError,
-                      UndefinedColumnError)
+                      UndefinedColumnError, UndefinedFunctionError)
 
 NUMERIC_TYPES = {"smallint", "integer", "bigint", "real", "double precision", "numeric", "boolean"}
 
@@ -45,6 +45,19 @@ def check_columns(cols: Dict[str, str], names, what: str, source: str, *, numeri
                 f"Column '{name}' of {owner} {what} must be numeric or boolean; it is {cols[name]}",
                 hint="Cast or encode it into a numeric column first (e.g. a view with CASE or one-hot columns).")
     return names
+
+
+def check_group_by_sortable(session, source: str, group_by: List[str], cols: Dict[str, str], owner: str) -> None:
+    """Groups are formed and ordered by the group-by columns: each needs equality and ordering
+    (a btree operator class). A type without (point, json, xml, ...) is refused with its name
+    instead of PostgreSQL's 'could not identify an ordering operator'."""
+    for g in group_by:
+        col = quote_ident(g)
+        _, failed = session.query_or_error(f"SELECT 1 FROM {source} GROUP BY {col} ORDER BY {col} LIMIT 0")
+        if failed is not None:
+            raise UndefinedFunctionError(
+                f"Column '{g}' of {owner} group_by must have a type that can be grouped and sorted; it is "
+                f"{cols.get(g, 'of another type')}", hint="Group by a cast of it, e.g. a view with (col)::text.")
 
 
 def check_select_privilege(session, source, owner: str, role: str | None = None) -> None:

@@ -21,7 +21,7 @@ import numpy as np
 from ..db import quote_ident
 from ..errors import InvalidParameterError
 from ..validation import check_keys, check_number
-from ._source import check_columns, check_select_privilege, columns
+from ._source import check_columns, check_group_by_sortable, check_select_privilege, columns
 from . import parse_object, sql_entry
 
 MAX_COST_RUNS = 1000
@@ -234,6 +234,7 @@ def explain_search(source, features, label, model, search, group_by, options):
     check_select_privilege(session, source, owner)
     cols = columns(session, source)
     group_by = check_columns(cols, group_by or [], "group_by", source, numeric=False, owner=owner)
+    check_group_by_sortable(session, source, group_by, cols, owner)
     features = check_columns(cols, features, "features", source, numeric=True, owner=owner)
     if not features:
         raise InvalidParameterError(f"The 'features' value of {owner} must name at least one column; got []",

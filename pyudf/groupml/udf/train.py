@@ -23,8 +23,8 @@ from ..db import backend_session, quote_ident
 from ..procpool import MAX_PROCESSES
 from ..validation import check_number
 from ..errors import DataError, GroupmlError, InvalidParameterError, ObjectInUseError, UndefinedObjectError
-from ._source import (check_columns, check_select_privilege, columns, group_clause_sql, group_key_sql,
-                      packed_scan_sql)
+from ._source import (check_columns, check_group_by_sortable, check_select_privilege, columns, group_clause_sql,
+                      group_key_sql, packed_scan_sql)
 from . import parse_object, sql_entry
 
 OWNER = "train_groups"
@@ -40,6 +40,7 @@ def _validate(session, source, group_by, features, label, model, search, options
     check_select_privilege(session, source, OWNER)
     cols = columns(session, source)
     group_by = check_columns(cols, group_by or [], "group_by", source, numeric=False, owner=OWNER)
+    check_group_by_sortable(session, source, group_by, cols, OWNER)
     features = check_columns(cols, features, "features", source, numeric=True, owner=OWNER)
     if not features:
         raise InvalidParameterError("The 'features' value of train_groups must name at least one column; got []",
@@ -65,6 +66,30 @@ def _check_workers(workers, strategy):
 # Below this many rows, starting helper processes (about 0.3 s of imports each, in
 # parallel with loading) costs more than training the groups in the backend saves.
 MIN_ROWS_FOR_HELPERS = 20_000
+
+
+#: Whose options the messages about train_groups' options name.
+OPTIONS = "train_groups options"
+
+
+def _check_option_keys(options: dict, executor: bool) -> None:
+    """train_groups' own option keys: the fitting options, then 'processes' for a run in this
+    backend or the executor's keys for a run on worker backends (the messages used to name
+    learn_over_groups' options and list 'threads')."""
+    from ..executor.run import EXEC_KEYS
+    from ..fitting import OPTION_KEYS
+    from ..validation import check_keys
+
+    fit_keys = [k for k in OPTION_KEYS if k != "threads"]
+    if not executor:
+        for k in options:
+            if k in EXEC_KEYS:
+                raise InvalidParameterError(
+                    f"The '{k}' option of train_groups applies to runs on worker backends; got it with workers => 1 "
+                    f"and strategy 'auto'", hint="Pass workers => 2 (or more), or a strategy, to use it; or drop it.")
+    allowed = fit_keys + ["processes"] + (list(EXEC_KEYS) if executor else [])   # processes: checked after
+    check_keys(options, OPTIONS, allowed, cls=InvalidParameterError,
+               hint="See SELECT groupml.help('train_groups') for the options.")
 
 
 def _processes_option(options: dict):
@@ -170,8 +195,9 @@ def train_groups(source, group_by, features, label, model, search, options, run_
     search_obj, options_obj, cols, group_by, features = _validate(session, source, group_by, features, label,
                                                                   model, search, options)
     processes = _processes_option(options_obj)
-    options_obj = {k: v for k, v in options_obj.items() if k != "processes"}
     executor = workers > 1 or strategy != "auto"
+    _check_option_keys(options_obj, executor)
+    options_obj = {k: v for k, v in options_obj.items() if k != "processes"}
     if executor and processes is not None:
         raise InvalidParameterError(
             f"The 'processes' option of train_groups applies to workers => 1 and strategy 'auto'; got "
@@ -183,7 +209,7 @@ def train_groups(source, group_by, features, label, model, search, options, run_
         fit_options, exec_options, family, spec, opts, _ = _check_executor_request(
             session, source, group_by, features, label, model, search_obj, options_obj, strategy)
     else:
-        validate_request(model, search_obj, options_obj)
+        validate_request(model, search_obj, options_obj, OPTIONS)
 
     with _attempt(session, run_id, source, group_by, features, label, model, search_obj, options_obj,
                   (strategy, workers) if executor else None) as (run_id, done), \
@@ -481,7 +507,7 @@ def _validate_model(model, search_obj, fit_options):
     if isinstance(model, str) and model in LEARNER_FAMILIES and access_pattern(model) != "algebraic":
         from ..executor.patterns import validate_any
         return validate_any(model, search_obj, fit_options)
-    return validate_request(model, search_obj, fit_options)
+    return validate_request(model, search_obj, fit_options, OPTIONS)
 
 
 @sql_entry
