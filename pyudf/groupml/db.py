@@ -86,7 +86,16 @@ class PlpySession(Session):
         self.plpy.notice(message)
 
     def commit(self) -> None:
-        self.plpy.commit()
+        try:
+            self.plpy.commit()
+        except self.plpy.SPIError as exc:
+            if getattr(exc, "sqlstate", None) != "2D000":
+                raise
+            from .errors import InvalidTransactionTerminationError
+            raise InvalidTransactionTerminationError(
+                "This procedure commits as it goes (so a crash or cancel resumes, not restarts); it cannot run "
+                "inside a transaction block", hint="CALL it on its own, not between BEGIN and COMMIT (psql's "
+                "autocommit; in a driver, outside an explicit transaction).") from None
 
 
 class PsycopgSession(Session):

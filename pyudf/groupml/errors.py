@@ -91,6 +91,12 @@ class PrerequisiteStateError(GroupmlError, RuntimeError):
     sqlstate = "55000"  # object_not_in_prerequisite_state
 
 
+class InvalidTransactionTerminationError(GroupmlError):
+    """A procedure that commits was called inside a transaction block (2D000)."""
+
+    sqlstate = "2D000"  # invalid_transaction_termination
+
+
 class ObjectInUseError(PrerequisiteStateError):
     """The object is in use by another session, e.g. a run another session is training (55006)."""
 

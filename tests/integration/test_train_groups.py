@@ -220,6 +220,18 @@ def test_a_data_error_while_training_fails_the_run_and_leaves_no_snapshot(db, wo
     assert db.execute("SELECT count(*) FROM groupml.progress WHERE status = 'running'").fetchone()[0] == 0
 
 
+def test_procedures_that_commit_say_so_inside_a_transaction_block(dsn, db, clicks):
+    # they used to fail with PL/Python's raw "spiexceptions.InvalidTransactionTermination"
+    for stmt in ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic')",
+                 "CALL groupml.run_scheduler(max_steps => 1)"):
+        with psycopg.connect(dsn) as conn:                    # not autocommit: the CALL runs inside BEGIN
+            state, msg, hint = sql_error(conn, stmt)
+        assert (state, msg) == ("2D000", "groupml: This procedure commits as it goes (so a crash or cancel resumes, "
+                                         "not restarts); it cannot run inside a transaction block"), stmt
+        assert hint.startswith("CALL it on its own, not between BEGIN and COMMIT")
+    assert db.execute("SELECT count(*) FROM groupml.runs").fetchone()[0] == 0
+
+
 def test_a_group_by_column_that_cannot_be_sorted_is_refused_with_its_type(db):
     db.execute("CREATE TABLE pointk AS SELECT point(i % 2, 0) AS g, (i % 7)::float8 AS x1, i % 2 = 0 AS y "
                "FROM generate_series(1, 50) i")
