@@ -268,6 +268,10 @@ def test_synthetic_generator_structure():
     assert wide.std(axis=1).mean() < 0.5 * narrow.std(axis=1).mean()
     noisy, _ = synthetic_dataset(50, 10, 0.5, 0.1, user_weight=0.1, sigma_u=0.3, noise=0.02, seed=1)
     assert noisy.shape == (50, 10)
+    # a width whose square underflows: independent models, not a NaN covariance (it was reported
+    # as an internal 'quality' argument the caller never passed)
+    tiny, _ = synthetic_dataset(20, 10, 1e-300, 0.1, seed=1)
+    assert np.isfinite(tiny).all() and tiny.shape == (20, 10)
 
 
 # ---------------------------------------------------------------- bad input

@@ -35,7 +35,11 @@ OWNER = "simulate"
 
 def _se_cov(features: np.ndarray, width: float) -> np.ndarray:
     d = features[:, None] - features[None, :]
-    return np.exp(-(d * d) / (width * width))
+    if width * width >= np.finfo(float).tiny:
+        return np.exp(-(d * d) / (width * width))
+    d = d / width                   # width**2 underflows (width < 1e-154): scale first, 0/0 was NaN
+    with np.errstate(over="ignore"):
+        return np.exp(-(d * d))
 
 
 def _correlated(rng: np.random.Generator, cov: np.ndarray, n: int) -> np.ndarray:
