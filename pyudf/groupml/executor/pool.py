@@ -55,8 +55,11 @@ def _task_error(exc: BaseException, where: str, text: str) -> GroupmlError:
     state = getattr(exc, "sqlstate", None) if isinstance(exc, psycopg.Error) else None
     if state and state.startswith("22"):
         primary = exc.diag.message_primary or text
-        primary = primary[len("groupml: "):] if primary.startswith("groupml: ") else primary
-        return WorkerDataError(state, f"{where}: {redact(primary)}", hint=exc.diag.message_hint)
+        # ours carry our prefix; a PostgreSQL error inside the worker's PL/Python carries its class
+        primary = re.sub(r"^(groupml: |spiexceptions\.\w+: )", "", primary)
+        return WorkerDataError(state, f"{where}: {redact(primary)}",
+                               hint=exc.diag.message_hint or "The source's rows caused it: fix them (or a view over "
+                                                             "them), then call train_groups again.")
     lines = redact(text).strip().splitlines() or ["(no message)"]
     return WorkerLostError(f"{where} failed: {lines[0]}")
 
