@@ -97,6 +97,12 @@ class InvalidTransactionTerminationError(GroupmlError):
     sqlstate = "2D000"  # invalid_transaction_termination
 
 
+class TooManyConnectionsError(GroupmlError):
+    """The server has no connection slots left for the workers asked for (53300)."""
+
+    sqlstate = "53300"  # too_many_connections
+
+
 class ObjectInUseError(PrerequisiteStateError):
     """The object is in use by another session, e.g. a run another session is training (55006)."""
 

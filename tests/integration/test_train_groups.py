@@ -232,6 +232,17 @@ def test_procedures_that_commit_say_so_inside_a_transaction_block(dsn, db, click
     assert db.execute("SELECT count(*) FROM groupml.runs").fetchone()[0] == 0
 
 
+def test_more_loopback_workers_than_free_connections_are_refused_before_the_run(db, clicks):
+    # each worker failed to connect ('too many clients') after the run existed: XX000, a failed run
+    max_conn = int(db.execute("SHOW max_connections").fetchone()[0])
+    state, msg, hint = sql_error(db, "CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', "
+                                     "'logistic', workers => %s)", [max_conn + 4])
+    assert state == "53300" and msg.startswith("groupml: The 'workers' value of train_groups must be <= the "), msg
+    assert msg.endswith(f"; got {max_conn + 4}") and f"(max_connections {max_conn}, " in msg
+    assert "raise max_connections" in hint
+    assert db.execute("SELECT count(*) FROM groupml.runs").fetchone()[0] == 0
+
+
 def test_a_group_by_column_that_cannot_be_sorted_is_refused_with_its_type(db):
     db.execute("CREATE TABLE pointk AS SELECT point(i % 2, 0) AS g, (i % 7)::float8 AS x1, i % 2 = 0 AS y "
                "FROM generate_series(1, 50) i")

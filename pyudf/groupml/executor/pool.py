@@ -88,6 +88,27 @@ def loopback_dsn(session) -> str:
     return make_conninfo(host=host, port=str(port), dbname=r["db"], user=r["usr"])
 
 
+def check_loopback_slots(session, workers: int) -> None:
+    """Loopback workers are connections to this server: refuse (53300), before anything is
+    written, more of them than it has free slots (each worker failed to connect with 'too many
+    clients' only after the run had been created: XX000 and a failed run)."""
+    if session.query("SELECT EXISTS (SELECT 1 FROM groupml.worker_endpoints WHERE enabled "
+                     "AND pg_catalog.lower(pg_catalog.btrim(dsn)) <> 'loopback') AS remote")[0]["remote"]:
+        return
+    r = session.query(
+        "SELECT pg_catalog.current_setting('max_connections')::int AS max_conn, "
+        "pg_catalog.current_setting('superuser_reserved_connections')::int AS reserved, "
+        "(SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user) AS su, "
+        "(SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE backend_type = 'client backend')::int AS used")[0]
+    free = r["max_conn"] - r["used"] - (0 if r["su"] else r["reserved"])
+    if workers > free:
+        from ..errors import TooManyConnectionsError
+        raise TooManyConnectionsError(
+            f"The 'workers' value of train_groups must be <= the {max(free, 0)} connections this server has free "
+            f"for loopback workers (max_connections {r['max_conn']}, {r['used']} in use); got {workers}",
+            hint="Use fewer workers, close idle sessions, or raise max_connections (a restart).")
+
+
 def resolve_endpoints(session, workers: int) -> List[Dict[str, str]]:
     rows = session.query("SELECT name, dsn FROM groupml.worker_endpoints WHERE enabled ORDER BY name")
     if not rows:
