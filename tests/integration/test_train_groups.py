@@ -141,6 +141,10 @@ def test_bad_input_writes_nothing(db, clicks):
          "42704", "groupml: The 'run_id' value of train_groups must name an existing run; got 999"),
         ("CALL groupml.train_groups('no_such_table', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic')",
          "42P01", 'relation "no_such_table" does not exist'),
+        ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'clicked'], 'clicked', 'logistic')",
+         "22023", "groupml: The 'label' column 'clicked' of train_groups is also a feature"),
+        ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', "
+         "'{\"l2\": [{}]}')", "22023", "groupml: The 'l2[0]' value of search must be a non-empty object"),
     ]
     for sql, state, message in cases:
         got_state, msg, hint = sql_error(db, sql)

@@ -137,7 +137,7 @@ class _Parser:
 
     def space(self, raw: Any, path: str) -> Space:
         if not isinstance(raw, Mapping) or not raw:
-            fail("space" if not path else path, self.owner, "a non-empty object of parameter dimensions",
+            fail("space" if not path else path.rstrip("."), self.owner, "a non-empty object of parameter dimensions",
                  _show(raw) if isinstance(raw, Mapping) else raw, cls=SearchSpecError,
                  hint='Example: {"lr": [0.01, 0.1, 1], "l2": {"loguniform": [1e-6, 1]}}')
         return tuple(self.dimension(name, value, path) for name, value in raw.items())

@@ -47,6 +47,13 @@ def check_columns(cols: Dict[str, str], names, what: str, source: str, *, numeri
     return names
 
 
+def check_label_not_a_feature(label: str, features: List[str], owner: str) -> None:
+    """A model given its own label as a feature learns nothing (and scores perfectly)."""
+    if label in features:
+        raise InvalidParameterError(f"The 'label' column '{label}' of {owner} is also a feature",
+                                    hint="Remove the label from the features.")
+
+
 def check_group_by_sortable(session, source: str, group_by: List[str], cols: Dict[str, str], owner: str) -> None:
     """Groups are formed and ordered by the group-by columns: each needs equality and ordering
     (a btree operator class). A type without (point, json, xml, ...) is refused with its name

@@ -21,7 +21,8 @@ import numpy as np
 from ..db import quote_ident
 from ..errors import InvalidParameterError
 from ..validation import check_keys, check_number
-from ._source import check_columns, check_group_by_sortable, check_select_privilege, columns
+from ._source import (check_columns, check_group_by_sortable, check_label_not_a_feature, check_select_privilege,
+                      columns)
 from . import parse_object, sql_entry
 
 MAX_COST_RUNS = 1000
@@ -243,6 +244,7 @@ def explain_search(source, features, label, model, search, group_by, options):
         raise InvalidParameterError(f"The 'label' value of {owner} must be a column name; got null",
                                     hint="Pass the label column, e.g. 'clicked'.")
     check_columns(cols, [label], "label", source, numeric=True, owner=owner)
+    check_label_not_a_feature(label, features, owner)
     if group_by:
         keys = ", ".join(quote_ident(g) for g in group_by)
         sql = (f"SELECT count(*) AS groups, coalesce(sum(c), 0) AS n_rows, coalesce(max(c), 0) AS largest "

@@ -33,7 +33,7 @@ from ..errors import (DataError, FeatureNotSupportedError, GroupmlError, Insuffi
                       InvalidParameterError, PrerequisiteStateError, SearchSpecError, UndefinedObjectError)
 from ..fitting import unpack_rows
 from ..validation import check_bool, check_choice, check_keys, check_number
-from ._source import check_columns, columns, packed_row_expr
+from ._source import check_columns, check_label_not_a_feature, columns, packed_row_expr
 from . import parse_jsonb, sql_entry
 
 #: Relative cost of one solver iteration over one row-feature, per GLM family (estimated cost unit).
@@ -317,9 +317,7 @@ def submit_job(tenant, source, features, label, candidates):
         raise InvalidParameterError(f"The 'features' value of submit_job must not repeat a column; got {features}",
                                     hint="Name each feature column once.")
     label = check_columns(cols, [label], "label", rel["name"], numeric=True, owner="submit_job")[0]
-    if label in features:
-        raise InvalidParameterError(f"The 'label' column '{label}' of submit_job is also a feature",
-                                    hint="Remove the label from the features.")
+    check_label_not_a_feature(label, features, "submit_job")
     task, cands = expand_candidates(parse_jsonb(candidates, "candidates", "submit_job"))
     # the rows are read here, as the calling role: whatever the source runs (a view's functions,
     # policies, casts) runs with that role's rights, and the coordinator trains on these rows

@@ -23,8 +23,8 @@ from ..db import backend_session, quote_ident
 from ..procpool import MAX_PROCESSES
 from ..validation import check_number
 from ..errors import DataError, GroupmlError, InvalidParameterError, ObjectInUseError, UndefinedObjectError
-from ._source import (check_columns, check_group_by_sortable, check_select_privilege, columns, group_clause_sql,
-                      group_key_sql, packed_scan_sql)
+from ._source import (check_columns, check_group_by_sortable, check_label_not_a_feature, check_select_privilege,
+                      columns, group_clause_sql, group_key_sql, packed_scan_sql)
 from . import parse_object, sql_entry
 
 OWNER = "train_groups"
@@ -49,6 +49,7 @@ def _validate(session, source, group_by, features, label, model, search, options
         raise InvalidParameterError("The 'label' value of train_groups must be a column name; got null",
                                     hint="Pass the label column, e.g. label => 'clicked'.")
     check_columns(cols, [label], "label", source, numeric=True, owner=OWNER)
+    check_label_not_a_feature(label, features, OWNER)
     return search_obj, options_obj, cols, group_by, features
 
 
