@@ -793,3 +793,27 @@ def test_schedule_with_cron_as_an_administrator_without_pg_cron(cluster, db, dbn
         st, msg, hint = sql_error(adm, "SELECT groupml.schedule_with_cron('* * * * *', 50)")
     assert (st, msg) == ("55000", f"groupml: pg_cron is not installed in database '{dbname}'")
     assert "CREATE EXTENSION pg_cron" in hint
+
+
+def test_a_revocation_takes_effect_at_the_next_step_of_a_running_call(cluster, db, dbname, roles, setup):
+    # the coordinator cached a job's rows for the whole call and checked the source only when
+    # it loaded them: a REVOKE (or DROP) during a long call did not stop the job's training
+    with _connect(cluster, dbname, roles["adm"]) as adm, psycopg.connect(cluster.dsn(dbname)) as locker:
+        locker.execute("LOCK TABLE groupml.observations IN SHARE MODE")     # step 1 waits before its insert
+        thread = threading.Thread(target=lambda: adm.execute("CALL groupml.run_scheduler(policy => 'roundrobin')"))
+        thread.start()
+        pid = adm.info.backend_pid
+        deadline = time.time() + 60
+        while not db.execute("SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s",
+                             [pid]).fetchone()[0] and time.time() < deadline:
+            time.sleep(0.02)
+        db.execute(sql.SQL("REVOKE SELECT ON data_b FROM {}").format(sql.Identifier(roles["tb"])))
+        locker.rollback()
+        thread.join(300)
+    rows = dict(db.execute("SELECT status, count(*) FROM groupml.observations WHERE job_id = %s GROUP BY 1",
+                           [setup["tb"]]).fetchall())
+    assert rows.get("ok", 0) <= 1 and rows.get("ok", 0) + rows["failed"] == 6, rows    # at most the step in flight
+    assert {r[0] for r in db.execute("SELECT error FROM groupml.observations WHERE job_id = %s AND status = 'failed'",
+                                     [setup["tb"]])} == {"the job's role may no longer SELECT from public.data_b"}
+    assert db.execute("SELECT count(*) FROM groupml.observations WHERE job_id = %s AND status = 'ok'",
+                      [setup["ta"]]).fetchone()[0] == 6

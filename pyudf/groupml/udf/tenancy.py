@@ -514,30 +514,37 @@ def _save_scheduler(session, sched, steps: int):
     return got[0]["updated_at"], sched
 
 
-def _load_data(session, job_id: int, n_features: int):
-    """(X, y, n_skipped) of a job, or an error text. The rows are those submit_job read as the
-    submitting role (``groupml.job_data``); they are used only while the job's role may still
-    read its source, so revoking that privilege (or dropping the source) stops the training."""
+def _source_problem(session, job_id: int):
+    """Why a job may not be trained now, or None: its source was dropped, or its role may no
+    longer SELECT it. Checked before every step (catalog facts only; the rows are cached), so a
+    revocation takes effect at the next step, not at the next call of run_scheduler."""
     got = session.query(
-        "SELECT d.n_rows, d.block, j.source::oid::bigint AS relid, "
+        "SELECT j.source::oid::bigint AS relid, "
         "EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid = j.source::oid) AS rel_exists, "
         "pg_catalog.has_table_privilege(j.owner_role::oid, j.source::oid, 'SELECT') AS readable "
-        "FROM groupml.jobs j LEFT JOIN groupml.job_data d USING (job_id) WHERE j.job_id = $1", [job_id], ["bigint"])
+        "FROM groupml.jobs j WHERE j.job_id = $1", [job_id], ["bigint"])
     if not got:
-        return None, f"job {job_id} does not exist"
+        return f"job {job_id} does not exist"
     g = got[0]
     if not g["rel_exists"]:
-        return None, f"the source relation of job {job_id} (oid {g['relid']}) no longer exists"
+        return f"the source relation of job {job_id} (oid {g['relid']}) no longer exists"
     if not g["readable"]:
         name = session.query("SELECT pg_catalog.format('%I.%I', n.nspname, c.relname) AS n FROM pg_catalog.pg_class c "
                              "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1::oid",
                              [g["relid"]], ["bigint"])[0]["n"]
-        return None, f"the job's role may no longer SELECT from {name}"
-    if g["n_rows"] is None:
+        return f"the job's role may no longer SELECT from {name}"
+    return None
+
+
+def _load_data(session, job_id: int, n_features: int):
+    """(X, y, n_skipped) of a job, or an error text: the rows submit_job read as the submitting
+    role (``groupml.job_data``)."""
+    got = session.query("SELECT n_rows, block FROM groupml.job_data WHERE job_id = $1", [job_id], ["bigint"])
+    if not got:
         return None, f"job {job_id} has no stored rows (its candidates were not added by submit_job)"
-    arr = unpack_rows(bytes(g["block"]), n_features + 1)
+    arr = unpack_rows(bytes(got[0]["block"]), n_features + 1)
     return (np.ascontiguousarray(arr[:, :n_features]), arr[:, n_features].copy(),
-            int(g["n_rows"]) - arr.shape[0]), None
+            int(got[0]["n_rows"]) - arr.shape[0]), None
 
 
 # Numerical trouble in a learner is a failed candidate, not a failed run.
@@ -620,9 +627,11 @@ def run_scheduler(max_steps, max_seconds, policy, cost_aware):
             continue
         c = rows[0]
         t0 = datetime.datetime.now(datetime.timezone.utc)
-        if job_id not in cache:
-            cache[job_id] = _load_data(session, job_id, len(c["features"]))
-        data, error = cache[job_id]
+        data, error = None, _source_problem(session, job_id)
+        if error is None:
+            if job_id not in cache:
+                cache[job_id] = _load_data(session, job_id, len(c["features"]))
+            data, error = cache[job_id]
         clock = time.perf_counter()
         quality = model = None
         if error is None:
