@@ -245,6 +245,22 @@ def test_kept_snapshot_is_reused(db, clicks):
     assert db.execute("SELECT count(*) FROM groupml.snapshot_blocks").fetchone()[0] == 0
 
 
+def test_the_snapshot_of_a_deleted_run_is_dropped_by_the_next_run(db, clicks):
+    # deleting a run while it trains took its grouped_runs row but left its (unkept) snapshot,
+    # a full copy of the source no later call would drop
+    a = call(db, 2, "grouped", '{"keep_snapshot": true}')
+    sid = db.execute("SELECT snapshot_id FROM groupml.grouped_runs WHERE run_id = %s", [a]).fetchone()[0]
+    db.execute("UPDATE groupml.snapshots SET keep = false WHERE snapshot_id = %s", [sid])   # as while training
+    db.execute("DELETE FROM groupml.runs WHERE run_id = %s", [a])
+    assert db.execute("SELECT count(*) FROM groupml.snapshot_blocks WHERE snapshot_id = %s", [sid]).fetchone()[0] > 0
+    notices = []
+    db.add_notice_handler(lambda d: notices.append(d.message_primary))
+    b = call(db, 2, "grouped")
+    assert f"groupml: dropped snapshot {sid}: no run refers to it (its run was deleted)" in notices
+    assert db.execute("SELECT count(*) FROM groupml.snapshots").fetchone()[0] == 0
+    assert db.execute("SELECT status FROM groupml.runs WHERE run_id = %s", [b]).fetchone()[0] == "done"
+
+
 def _waiting_on_a_lock(db, pid):
     return db.execute("SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()[0]
 
@@ -379,6 +395,40 @@ def test_resume_after_the_coordinator_is_cancelled(cluster, dsn, db):
     again = db.execute(stmt.replace("RUN", str(run_id)), [_slow_spec()]).fetchone()[0]
     assert again == run_id
     assert db.execute("SELECT status, groups_done FROM groupml.runs WHERE run_id = %s", [run_id]).fetchone() == ("done", 6)
+
+
+def test_worker_tasks_end_soon_after_their_coordinator_is_terminated(cluster, dsn, db):
+    # a terminated coordinator never closes its pool: its workers used to run their current
+    # task to the end (a whole group's search: here about half a minute); with
+    # client_connection_check_interval they notice the closed connection within a second or so
+    data = grouped_classification(3000, 2, 4, seed=45, exponent=0.0)
+    create_table(db, "mlpdata", data)
+    stmt = ("CALL groupml.train_groups('mlpdata', ARRAY['country'], ARRAY['f1', 'f2', 'f3', 'f4'], 'clicked', 'mlp', "
+            "'{\"epochs\": [300], \"batch_size\": [8]}', workers => 2, strategy => 'gtp')")
+    busy = ("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'groupml worker%' AND state = 'active' "
+            "AND clock_timestamp() - query_start > interval '1 second' AND query LIKE '%_gap_task%'")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        pid = conn.info.backend_pid
+        done = threading.Event()
+
+        def terminate():
+            deadline = time.time() + 120
+            while db.execute(busy).fetchone()[0] < 2 and time.time() < deadline:
+                time.sleep(0.05)
+            with psycopg.connect(dsn, autocommit=True) as killer:
+                killer.execute("SELECT pg_terminate_backend(%s)", [pid])
+            done.set()
+        thread = threading.Thread(target=terminate)
+        thread.start()
+        with pytest.raises(psycopg.OperationalError):
+            conn.execute(stmt)
+        thread.join()
+    assert done.is_set()
+    deadline = time.time() + 10
+    left = "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'groupml worker%'"
+    while db.execute(left).fetchone()[0] and time.time() < deadline:
+        time.sleep(0.1)
+    assert db.execute(left).fetchone()[0] == 0
 
 
 def test_bad_input_writes_nothing(cluster, dbname, db, clicks):

@@ -184,6 +184,9 @@ class WorkerPool:
                                        application_name=f"groupml worker {i} run {self.run_id}")
                 conn.execute(f"SET lock_timeout = {int(self.lock_timeout_ms)}")
                 conn.execute("SET statement_timeout = 0")
+                # a coordinator that dies (pg_terminate_backend, a crash) closes this connection:
+                # the worker notices at its next interrupt check instead of finishing its task
+                conn.execute("SET client_connection_check_interval = 1000")
                 self.pids[i] = conn.info.backend_pid
                 self.addresses[i] = conn.execute(
                     "SELECT pg_catalog.host(pg_catalog.inet_server_addr())").fetchone()[0]

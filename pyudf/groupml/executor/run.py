@@ -27,7 +27,7 @@ from .invariants import schedule_violations
 from .plan import group_tasks, make_plan, pass_task_rows, placement_for, resumed_plan, workload_of
 from .pool import WorkerDataError, WorkerLostError, WorkerPool, resolve_endpoints
 from .snapshot import (DEFAULT_BLOCK_ROWS, build_snapshot, can_build_in_parallel, check_snapshot, delete_snapshot,
-                       drop_snapshot, load_validation, snapshot_groups, snapshot_intact)
+                       drop_orphan_snapshots, drop_snapshot, load_validation, snapshot_groups, snapshot_intact)
 
 EXEC_KEYS = ("keep_snapshot", "snapshot", "worker_memory_mb", "block_rows", "lock_timeout_ms", "drivers",
              "network_timeout_s", "flexible_hops", "placement", "checkpoint_every_s", "whole_group_tasks",
@@ -109,6 +109,8 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
                           lock_timeout_ms=exec_options["lock_timeout_ms"], clock_start=since)
 
     # -- snapshot (committed before any worker starts: workers see only committed rows)
+    for orphan in drop_orphan_snapshots(session):
+        session.notice(f"groupml: dropped snapshot {orphan}: no run refers to it (its run was deleted)")
     sid, pool = _snapshot_for_run(session, run_id, source, group_by, features, label, cols, seed, fraction,
                                   exec_options, new_pool if workers > 1 else None)
     _record_snapshot(session, run_id, sid)

@@ -275,6 +275,16 @@ def delete_snapshot(session, snapshot_id: int) -> None:
     session.query("DELETE FROM groupml.snapshots WHERE snapshot_id = $1", [snapshot_id], ["bigint"])
 
 
+def drop_orphan_snapshots(session) -> List[int]:
+    """Delete the snapshots no run refers to and nobody kept (``keep`` false): a run deleted
+    while it trained leaves its snapshot so (its grouped_runs row goes with it, the snapshot
+    would have been dropped at the run's end). A run records its snapshot in the transaction
+    that commits the snapshot row, so a snapshot being built is never without its run."""
+    return [int(r["snapshot_id"]) for r in session.query(
+        "DELETE FROM groupml.snapshots s WHERE NOT s.keep AND NOT EXISTS (SELECT 1 FROM groupml.grouped_runs g "
+        "WHERE g.snapshot_id = s.snapshot_id) RETURNING s.snapshot_id")]
+
+
 def drop_snapshot(session, snapshot_id: Optional[int]) -> None:
     """Remove a run's snapshot unless it is kept."""
     if snapshot_id is not None:
