@@ -4,6 +4,7 @@ explain_search, cost-model calibration in groupml.cost_runs, and spec ERRORs."""
 import json
 
 import numpy as np
+import psycopg
 import pytest
 
 from groupml.datagen import create_table, grouped_classification
@@ -166,6 +167,19 @@ def test_calibrate_cost_model_rejects_bad_sizes(db):
     assert state == "42704" and "tree" in msg
     state, msg, _ = sql_error(db, "SELECT * FROM groupml.calibrate_cost_model(NULL, 'logistic', 0)")
     assert msg == "groupml: The 'passes' value of calibrate_cost_model must be >= 1; got 0"
+    # n x k margins: 10 million rows x 1000 configurations was 80 GB of them
+    state, msg, _ = sql_error(db, """SELECT * FROM groupml.calibrate_cost_model('[{"n": 10000000, "d": 5, "k": 1000}]')""")
+    assert (state, msg) == ("22023", "groupml: A calibration size of calibrate_cost_model must have n*k <= 50000000 "
+                                     "values; got n=10000000, k=1000")
+    assert db.execute("SELECT count(*) FROM groupml.cost_runs").fetchone()[0] == 0
+    # a long size notices a cancel after every pass (it was checked only between sizes)
+    db.execute("SET statement_timeout = '1s'")
+    try:
+        with pytest.raises(psycopg.errors.QueryCanceled):
+            db.execute("""SELECT * FROM groupml.calibrate_cost_model('[{"n": 2000000, "d": 20, "k": 20}]',
+                          passes => 1000)""")
+    finally:
+        db.execute("SET statement_timeout = 0")
     assert db.execute("SELECT count(*) FROM groupml.cost_runs").fetchone()[0] == 0
 
 

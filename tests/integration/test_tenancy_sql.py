@@ -520,6 +520,11 @@ def test_bad_input_is_rejected_and_writes_nothing(cluster, db, dbname, roles):
     assert db.execute("SELECT count(*) FROM groupml.tenants").fetchone()[0] == 1
     st, msg, _ = sql_error(db, "SELECT * FROM groupml.simulate_scheduler('hybrid', 0.5, 0.1, n_models => 200000)")
     assert (st, msg) == ("22023", "groupml: The 'n_models' value of simulate_scheduler must be <= 5000; got 200000")
+    st, msg, hint = sql_error(db, "SELECT * FROM groupml.simulate_scheduler('hybrid', 0.5, 0.1, n_users => 100000, "
+                                  "n_models => 200)")
+    assert (st, msg) == ("22023", "groupml: The 'n_users' x 'n_models' value of simulate_scheduler must be <= "
+                                  "1000000; got 100000 x 200 = 20000000")
+    assert "200 x 100" in hint
 
     st, msg, hint = sql_error(db, "CALL groupml.run_scheduler(policy => 'bogus')")
     assert (st, msg) == ("22023", "groupml: The 'policy' value of run_scheduler must be one of 'eirate', 'fcfs', "
@@ -628,6 +633,15 @@ def test_simulate_scheduler(db):
     assert all(r[2] >= r[1] - 1e-12 and r[3] >= r[1] - 1e-12 for r in rows)
     st, msg, hint = sql_error(db, "SELECT * FROM groupml.simulate_scheduler('best')")
     assert st == "22023" and msg.startswith("groupml: The 'policy' value of simulate_scheduler must be one of")
+    # a long simulation notices a cancel (it never called into PostgreSQL: cancel and terminate
+    # waited for the whole run)
+    db.execute("SET statement_timeout = '1s'")
+    try:
+        with pytest.raises(psycopg.errors.QueryCanceled):
+            db.execute("SELECT count(*) FROM groupml.simulate_scheduler('hybrid', 0.5, 1.0, seeds => 1000, "
+                       "n_users => 5000, n_models => 100, n_tenants => 50)")
+    finally:
+        db.execute("SET statement_timeout = 0")
 
 
 def test_help_and_comments(db):

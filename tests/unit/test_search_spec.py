@@ -133,6 +133,13 @@ def test_budgets():
         "The 'partial_iters' value of search early_stopping must be >= 1; got 0"
 
 
+def test_tpe_slots_are_bounded():
+    space = {"l2": {"loguniform": [1e-6, 1]}}
+    assert err({"method": "tpe", "n_trials": 100000, "slots": 100000, "space": space}).message == \
+        "The 'slots' value of search must be <= 1000 for method 'tpe'; got 100000"
+    assert parse_search({"method": "tpe", "n_trials": 5000, "slots": 1000, "space": space}).slots == 1000
+
+
 def test_hyperband_brackets_are_bounded():
     # 2**30 epochs with eta 2 would start 2.2e9 configurations: planning alone exhausted the
     # server's memory. The bound names the count; the same budget with fewer rungs passes

@@ -130,7 +130,7 @@ class MTPMLPTrainer(ShardedMLPTrainer):
 
 
 def mlp_block(req: Mapping[str, Any], blob: Optional[bytes], X: np.ndarray, y: np.ndarray,
-              X_val: np.ndarray) -> bytes:
+              X_val: np.ndarray, interrupt_check=None) -> bytes:
     """Worker side of an MTP block: ``req['epochs']`` epochs of one config over the whole
     group (a fresh state when ``blob`` is empty, initialised as ``MLPTrainer`` does), then
     its decision values on the validation rows. Packed: header (status, epochs_done,
@@ -151,7 +151,7 @@ def mlp_block(req: Mapping[str, Any], blob: Optional[bytes], X: np.ndarray, y: n
     yt = torch.from_numpy(y.astype(np.float32))
     status = "running"
     for _ in range(int(req["epochs"])):
-        loss = _mlp.train_epoch(run, Xt, yt, epoch=run.epochs_done, shard_id=0)
+        loss = _mlp.train_epoch(run, Xt, yt, epoch=run.epochs_done, shard_id=0, interrupt_check=interrupt_check)
         run.epochs_done += 1
         if not math.isfinite(loss):
             status = "diverged"

@@ -331,17 +331,19 @@ def gap_task(session, request: Mapping[str, Any], blob: Optional[bytes]) -> byte
         return pack_stats(X, y)
     if op == "mlp_visit":
         from ..learners import visit
-        return visit(_mlp_state(req, blob), X, y, epoch=int(req["epoch"]), shard_id=int(req["shard"]))
+        return visit(_mlp_state(req, blob), X, y, epoch=int(req["epoch"]), shard_id=int(req["shard"]),
+                     interrupt_check=session.check_cancel)
     if op == "mlp_block":
         from .baselines import mlp_block
         Xv, _ = validation_arrays(session, req)
-        return mlp_block(req, blob, X, y, Xv)
+        return mlp_block(req, blob, X, y, Xv, interrupt_check=session.check_cancel)
     if op == "mlp_grad":
         from .baselines import mlp_grad
         return mlp_grad(req, blob or b"", X, y)
     if op == "lgbm_fit":
         from ..learners import train_lightgbm
-        return train_lightgbm(req["family"], X, y, req["params"], int(req["rounds"])).encode("utf-8")
+        return train_lightgbm(req["family"], X, y, req["params"], int(req["rounds"]),
+                              interrupt_check=session.check_cancel).encode("utf-8")
     if op == "lgbm_rank":
         from ..learners._lgbm import train_lightgbm_rank_isolated
         text = train_lightgbm_rank_isolated(req["family"], X, y, req["params"], int(req["rounds"]), req["machines"],

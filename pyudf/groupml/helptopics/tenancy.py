@@ -119,7 +119,8 @@ groupml.simulate_scheduler(policy text DEFAULT 'hybrid', sigma_m float8 DEFAULT 
   (ease.ml appendix B; no training): n_tenants users are scheduled, the others are the history of
   the GP prior. Returns the accuracy loss (best possible quality - best so far) averaged over
   tenants and seeds, the worst tenant's loss and the worst seed's average, against cumulative cost
-  (number of runs when cost_aware is false).
+  (number of runs when cost_aware is false). n_users x n_models <= 1,000,000; cancel is noticed
+  every step.
   Example:  SELECT * FROM groupml.simulate_scheduler('hybrid', 0.5, 1.0, seeds => 3);
 """
 

@@ -24,6 +24,11 @@ from ..errors import DataError, SearchSpecError
 from ..validation import check_choice, check_number, fail
 from ._families import MAX_ITERATIONS
 
+#: Most leaves over all of a LightGBM model's trees (num_boost_round x num_leaves): about
+#: 0.4 GB of booster memory and model text at the bound (a million rounds grew a backend
+#: until LightGBM aborted it on std::bad_alloc, which restarted the server).
+MAX_TOTAL_LEAVES = 4_000_000
+
 CLASSIFICATION_METRICS = ("logloss", "accuracy", "auc")
 REGRESSION_METRICS = ("rmse", "mse", "mae", "r2")
 MAX_LAYERS = 16
@@ -31,6 +36,9 @@ MAX_WIDTH = 65536
 #: Weights between hidden layers (widths multiplied pairwise, summed): an in-database MLP of at
 #: most 10 million of them (40 MB in float32, about four times that with gradients and Adam).
 MAX_HIDDEN_WEIGHTS = 10_000_000
+#: Hidden units times batch_size: the activations of one mini-batch (about five float32 copies
+#: of them live at once: pre- and post-activation values and their gradients), ~160 MB here.
+MAX_BATCH_UNITS = 8_000_000
 
 
 class LearnerFamily:
@@ -164,6 +172,12 @@ class MLPFamily(LearnerFamily):
                                            "while training; 0 disables it.")
         out["batch_size"] = check_number(out["batch_size"], "batch_size", owner, ge=1,
                                          integer=True)
+        units = out["batch_size"] * sum(out["layers"])
+        if units > MAX_BATCH_UNITS:
+            fail("batch_size", owner, f"<= {max(1, MAX_BATCH_UNITS // max(1, sum(out['layers'])))} with "
+                 f"{sum(out['layers'])} hidden units (batch_size x hidden units = {units}, the activations of a "
+                 f"mini-batch, must stay <= {MAX_BATCH_UNITS})", out["batch_size"],
+                 hint="Use a smaller batch_size or narrower layers.")
         check_choice(out["optimizer"], "optimizer", owner, ("sgd", "adam"))
         out["lr"] = check_number(out["lr"], "lr", owner, gt=0,
                                  hint="lr is the optimizer's step size, e.g. 0.001 for adam.")
@@ -214,6 +228,12 @@ class LightGBMFamily(LearnerFamily):
         out["num_boost_round"] = check_number(out["num_boost_round"], "num_boost_round", owner,
                                               ge=1, le=MAX_ITERATIONS, integer=True,
                                               hint="num_boost_round is the number of trees.")
+        leaves = out["num_boost_round"] * out["num_leaves"]
+        if leaves > MAX_TOTAL_LEAVES:
+            fail("num_boost_round", owner, f"<= {MAX_TOTAL_LEAVES // out['num_leaves']} with num_leaves "
+                 f"{out['num_leaves']} (the trees' leaves, num_boost_round x num_leaves = {leaves}, must stay <= "
+                 f"{MAX_TOTAL_LEAVES}: they bound the model's memory)", out["num_boost_round"],
+                 hint="Fewer rounds with a larger learning_rate, or fewer leaves.")
         out["min_data_in_leaf"] = check_number(out["min_data_in_leaf"], "min_data_in_leaf",
                                                owner, ge=1, le=2 ** 31 - 1, integer=True)
         out["feature_fraction"] = check_number(out["feature_fraction"], "feature_fraction",

@@ -286,8 +286,8 @@ class LightGBMTrainer:
                     cfg.rounds += 1
                     if cfg.rounds >= cfg.params["num_boost_round"]:
                         cfg.status = "max_iter"
-            if self.interrupt_check is not None:
-                self.interrupt_check()
+                if self.interrupt_check is not None:
+                    self.interrupt_check()          # every round: a block may be a million rounds
 
     def score(self, trial_id: int) -> float:
         return validation_loss(self.metric, self.y_val, self._val_margins(trial_id))
@@ -345,8 +345,10 @@ def extend_margins(booster, X: np.ndarray, margins: Optional[np.ndarray], scored
 
 
 def train_lightgbm(family, X, y, params: Mapping[str, Any],
-                   num_boost_round: Optional[int] = None) -> str:
-    """Single-node training of one config; returns the model text."""
+                   num_boost_round: Optional[int] = None,
+                   interrupt_check: Optional[Callable[[], None]] = None) -> str:
+    """Single-node training of one config; returns the model text. ``interrupt_check`` is
+    called after every round (a worker's cancel check)."""
     lgb = lgb_module()
     fam = _family(family)
     p = fam.validate_params(params)
@@ -355,7 +357,8 @@ def train_lightgbm(family, X, y, params: Mapping[str, Any],
     rounds = p["num_boost_round"] if num_boost_round is None else check_number(
         num_boost_round, "num_boost_round", "LightGBM training", ge=1, integer=True)
     lp = lgb_params(fam, p)
-    booster = lgb.train(lp, lgb.Dataset(X, label=y, params=lp), num_boost_round=rounds)
+    callbacks = [] if interrupt_check is None else [lambda env: interrupt_check()]
+    booster = lgb.train(lp, lgb.Dataset(X, label=y, params=lp), num_boost_round=rounds, callbacks=callbacks)
     return booster.model_to_string()
 
 

@@ -313,8 +313,15 @@ def train_step(net, xb, tb, regression: bool, generator=None, masks=None):
     return loss
 
 
-def train_epoch(run: MLPRun, Xt, yt, *, epoch: int, shard_id: int = 0) -> float:
-    """One pass of mini-batch updates over ``Xt``/``yt`` (float32 tensors); mean batch loss."""
+#: Mini-batches between two interrupt checks inside an epoch (an epoch of batch size 1 over a
+#: large group could not be cancelled: minutes per epoch).
+CHECK_EVERY_BATCHES = 64
+
+
+def train_epoch(run: MLPRun, Xt, yt, *, epoch: int, shard_id: int = 0,
+                interrupt_check: Optional[Callable[[], None]] = None) -> float:
+    """One pass of mini-batch updates over ``Xt``/``yt`` (float32 tensors); mean batch loss.
+    ``interrupt_check`` runs every :data:`CHECK_EVERY_BATCHES` batches."""
     torch = torch_module()
     n = int(Xt.shape[0])
     if n == 0:
@@ -336,9 +343,15 @@ def train_epoch(run: MLPRun, Xt, yt, *, epoch: int, shard_id: int = 0) -> float:
         opt.step()
         total += float(loss)
         batches += 1
+        if interrupt_check is not None and batches % CHECK_EVERY_BATCHES == 0:
+            interrupt_check()
     net.eval()
     run.visits += 1
     return total / batches
+
+
+#: Activation values one forward pass of decision_values may hold per layer (rows x widest layer).
+DECISION_CHUNK_VALUES = 4_000_000
 
 
 def decision_values(net, X: np.ndarray, regression: bool) -> np.ndarray:
@@ -346,11 +359,20 @@ def decision_values(net, X: np.ndarray, regression: bool) -> np.ndarray:
     torch = torch_module()
     if net.training:        # eval() walks every submodule: 24 us, most of a one-row predict
         net.eval()
+    X = np.ascontiguousarray(X, dtype=np.float32)
+    # rows in chunks, so a wide net's activations over a large validation set stay bounded
+    # (200,000 rows x 65,536 units would be 52 GB at once); one chunk for the usual sizes
+    widest = max([X.shape[1] if X.ndim == 2 else 1] + [int(m.out_features) for m in net.modules()
+                                                       if hasattr(m, "out_features")])
+    step = max(1, DECISION_CHUNK_VALUES // widest)
     with torch.no_grad():
-        z = net(torch.from_numpy(np.ascontiguousarray(X, dtype=np.float32)))
-        if regression:
-            z = z * net.y_scale + net.y_mean
-    return z.double().numpy().reshape(-1)
+        parts = []
+        for s in range(0, max(1, X.shape[0]), step):
+            z = net(torch.from_numpy(X[s:s + step]))
+            if regression:
+                z = z * net.y_scale + net.y_mean
+            parts.append(z.double().numpy().reshape(-1))
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 # ------------------------------------------------------------------ bytes (never pickle)
@@ -567,7 +589,8 @@ class MLPTrainer:
             for _ in range(iterations):
                 if self._status[tid] != "running":
                     break
-                loss = train_epoch(run, self._Xt, self._yt, epoch=run.epochs_done, shard_id=0)
+                loss = train_epoch(run, self._Xt, self._yt, epoch=run.epochs_done, shard_id=0,
+                                   interrupt_check=self.interrupt_check)
                 run.epochs_done += 1
                 self.passes += 1
                 if not math.isfinite(loss):

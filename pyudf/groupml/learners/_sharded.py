@@ -72,7 +72,7 @@ def init_state(family, params: Mapping[str, Any], shards: Sequence[Shard]) -> by
     return _mlp.run_to_bytes(_mlp.new_run(family, params, d, stats))
 
 
-def visit(state: bytes, X, y, *, epoch: int, shard_id: int) -> bytes:
+def visit(state: bytes, X, y, *, epoch: int, shard_id: int, interrupt_check=None) -> bytes:
     """Train the config in ``state`` for one pass over one shard; return the new state.
 
     Pure: the same (state, shard, epoch, shard_id) always gives the same bytes.
@@ -87,7 +87,7 @@ def visit(state: bytes, X, y, *, epoch: int, shard_id: int) -> bytes:
     y = run.family.prepare_labels(y, f"shard {shard_id}")
     Xt = torch.from_numpy(X.astype(np.float32))
     yt = torch.from_numpy(y.astype(np.float32))
-    _mlp.train_epoch(run, Xt, yt, epoch=int(epoch), shard_id=int(shard_id))
+    _mlp.train_epoch(run, Xt, yt, epoch=int(epoch), shard_id=int(shard_id), interrupt_check=interrupt_check)
     run.epochs_done = max(run.epochs_done, int(epoch) + 1)
     return _mlp.run_to_bytes(run)
 

@@ -22,7 +22,7 @@ cumulative cost (cost-aware) or number of runs (cost-oblivious).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -118,7 +118,7 @@ class SimulationResult:
 
 def simulate(quality, cost=None, policy: str = "hybrid", cost_aware: bool = True, seed: int = 0, *,
              n_test: int = 10, budget_fraction: float = 0.5, max_steps: Optional[int] = None,
-             **scheduler_options) -> SimulationResult:
+             interrupt_check: Optional[Callable[[], None]] = None, **scheduler_options) -> SimulationResult:
     """Run the scheduler on ``quality`` (users x models) and ``cost`` without training.
 
     Users are shuffled with ``seed``; the first ``n_test`` become tenants, the rest form
@@ -161,6 +161,8 @@ def simulate(quality, cost=None, policy: str = "hybrid", cost_aware: bool = True
     cum, avg, worst = [0.0], [float((best_possible - best).mean())], [float((best_possible - best).max())]
     trace = []
     while spent < budget - 1e-12 and len(trace) < limit:
+        if interrupt_check is not None:
+            interrupt_check()                   # a backend's cancel check, every step
         step = sched.next_step()
         if step is None:
             break

@@ -90,14 +90,16 @@ def _synthetic(n: int, d: int, seed: int):
     return X, y
 
 
-def measure_passes(family: str, n: int, d: int, k: int, passes: int, seed: int = 0):
-    """(wall seconds, passes) of ``passes`` batched gradient passes of ``k`` configs over synthetic data."""
+def measure_passes(family: str, n: int, d: int, k: int, passes: int, seed: int = 0, interrupt_check=None):
+    """(wall seconds, passes) of ``passes`` batched gradient passes of ``k`` configs over synthetic
+    data; ``interrupt_check`` runs after every pass (a cancel)."""
     from ..learners import GLMTrainer
 
     X, y = _synthetic(n, d, seed)
     if family == "linear":
         y = X[:, 0] + 0.1 * y
     trainer = GLMTrainer(family, X, y)
+    trainer.interrupt_check = interrupt_check
     for j in range(k):
         trainer.add(j, {"solver": "gd", "lr": 1e-3, "tol": 1e-300, "max_iter": passes + 1,
                         "l2": 10.0 ** -(j % 6)})
@@ -139,11 +141,15 @@ def calibrate_cost_model(sizes, family, passes):
                 raise InvalidParameterError(
                     f"A calibration size of {owner} must have n*d <= 50000000 values; got n={plan[-1][0]}, "
                     f"d={plan[-1][1]}", hint="Calibrate on smaller synthetic tables; the model extrapolates.")
+            if plan[-1][0] * plan[-1][2] > 50_000_000:      # the passes hold n x k margins and residuals
+                raise InvalidParameterError(
+                    f"A calibration size of {owner} must have n*k <= 50000000 values; got n={plan[-1][0]}, "
+                    f"k={plan[-1][2]}", hint="Calibrate on smaller synthetic tables; the model extrapolates.")
     session = backend_session()
     measured = []
     for i, (n, d, k) in enumerate(plan):
         session.check_cancel()
-        secs, done = measure_passes(fam, n, d, k, passes, seed=i)
+        secs, done = measure_passes(fam, n, d, k, passes, seed=i, interrupt_check=session.check_cancel)
         record_cost_run(session, n=n, d=d, k=k, workers=1, passes=done, seconds=secs,
                         source="calibrate_cost_model", family=fam)
         measured.append((n, d, k, done, secs))

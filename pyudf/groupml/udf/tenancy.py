@@ -56,6 +56,8 @@ TASK_METRIC = {"classification": "accuracy", "regression": "r2"}
 #: (a tenant holding a perfect model has nothing left to gain).
 QUALITY_MAX = 1.0
 MAX_CANDIDATES = 1000
+#: Users x models of one simulate_scheduler dataset (each user's qualities become GP history).
+MAX_SIMULATED_CELLS = 1_000_000
 STATE_NAME = "default"
 #: Advisory lock key of a coordinator step (transaction-scoped): 'groupml' in ASCII.
 SCHEDULER_LOCK = 0x67726F75706D6C
@@ -761,11 +763,19 @@ def simulate_scheduler(policy, sigma_m, alpha, seeds, cost_aware, n_users, n_mod
     n_tenants = check_number(n_tenants, "n_tenants", owner, ge=1, lt=n_users, integer=True,
                              hint="The other users form the history that feeds the GP prior.")
     grid_points = check_number(grid_points, "grid_points", owner, ge=2, le=10000, integer=True)
+    if n_users * n_models > MAX_SIMULATED_CELLS:
+        raise InvalidParameterError(
+            f"The 'n_users' x 'n_models' value of {owner} must be <= {MAX_SIMULATED_CELLS}; got {n_users} x "
+            f"{n_models} = {n_users * n_models}",
+            hint="Every user's qualities are held as the GP's history: simulate fewer users or models "
+                 "(the paper's SYN datasets are 200 x 100).")
+    session = backend_session()
     results = []
     for seed in range(seeds):
+        session.check_cancel()
         q, c = synthetic_dataset(n_users, n_models, sigma_m, alpha, seed=1000 + seed)
         results.append(simulate(q, c, policy, cost_aware, seed=seed, n_test=n_tenants,
-                                budget_fraction=budget_fraction))
+                                budget_fraction=budget_fraction, interrupt_check=session.check_cancel))
     grid = np.linspace(0.0, max(float(r.cum_cost[-1]) for r in results), grid_points)
     agg = aggregate(results, grid)
     return [(float(g), float(a), float(w), float(r))
