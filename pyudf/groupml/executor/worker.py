@@ -280,6 +280,11 @@ def unpack_stats(blob: bytes, d: int) -> Dict[str, Any]:
             "sxx": a[3 + d:3 + 2 * d].copy()}
 
 
+def _cancel_check(session):
+    """The session's cancel check (None without a session: the pure-Python tests)."""
+    return None if session is None else session.check_cancel
+
+
 def gap_task(session, request: Mapping[str, Any], blob: Optional[bytes]) -> bytes:
     """``groupml._gap_task(request, blob)``: one unit of work of the sequential or sampling
     pattern on this backend's shard of a snapshot.
@@ -332,18 +337,18 @@ def gap_task(session, request: Mapping[str, Any], blob: Optional[bytes]) -> byte
     if op == "mlp_visit":
         from ..learners import visit
         return visit(_mlp_state(req, blob), X, y, epoch=int(req["epoch"]), shard_id=int(req["shard"]),
-                     interrupt_check=session.check_cancel)
+                     interrupt_check=_cancel_check(session))
     if op == "mlp_block":
         from .baselines import mlp_block
         Xv, _ = validation_arrays(session, req)
-        return mlp_block(req, blob, X, y, Xv, interrupt_check=session.check_cancel)
+        return mlp_block(req, blob, X, y, Xv, interrupt_check=_cancel_check(session))
     if op == "mlp_grad":
         from .baselines import mlp_grad
         return mlp_grad(req, blob or b"", X, y)
     if op == "lgbm_fit":
         from ..learners import train_lightgbm
         return train_lightgbm(req["family"], X, y, req["params"], int(req["rounds"]),
-                              interrupt_check=session.check_cancel).encode("utf-8")
+                              interrupt_check=_cancel_check(session)).encode("utf-8")
     if op == "lgbm_rank":
         from ..learners._lgbm import train_lightgbm_rank_isolated
         text = train_lightgbm_rank_isolated(req["family"], X, y, req["params"], int(req["rounds"]), req["machines"],
