@@ -41,8 +41,12 @@ def test_lightgbm_total_leaves_are_bounded():
         fam.validate_params({"num_boost_round": 31, "num_leaves": 131072})
 
 
-def test_lightgbm_checks_for_cancel_after_every_round():
-    # a block of a million rounds used to be checked only at its end
+def test_lightgbm_checks_for_cancel_within_a_block(monkeypatch):
+    # a block of a million rounds used to be checked only at its end; now at most every
+    # CHECK_EVERY_S (0 here: every round)
+    from groupml.learners import _lgbm
+
+    monkeypatch.setattr(_lgbm, "CHECK_EVERY_S", 0.0)
     X, y = _data()
     tr = make_trainer("lightgbm", X[:1600], y[:1600], X[1600:], y[1600:])
     tr.add(0, {"num_boost_round": 1000, "num_leaves": 7})
