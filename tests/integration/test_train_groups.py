@@ -141,6 +141,9 @@ def test_bad_input_writes_nothing(db, clicks):
          "42704", "groupml: The 'run_id' value of train_groups must name an existing run; got 999"),
         ("CALL groupml.train_groups('no_such_table', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic')",
          "42P01", 'relation "no_such_table" does not exist'),
+        ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY[['f1'], ['f2']], 'clicked', 'logistic')",
+         "22023", "groupml: The 'features' value of train_groups must be a one-dimensional array of column names; "
+                  "got a nested array"),
         ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'clicked'], 'clicked', 'logistic')",
          "22023", "groupml: The 'label' column 'clicked' of train_groups is also a feature"),
         ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', "

@@ -33,6 +33,9 @@ def check_columns(cols: Dict[str, str], names, what: str, source: str, *, numeri
         raise InvalidParameterError(f"The '{what}' value of {owner} must be an array of column names; got null",
                                     hint="Pass ARRAY['col1', 'col2'].")
     names = [names] if isinstance(names, str) else list(names)
+    if any(isinstance(n, (list, tuple)) for n in names):      # PL/Python passes text[][] as nested lists
+        raise InvalidParameterError(f"The '{what}' value of {owner} must be a one-dimensional array of column "
+                                    f"names; got a nested array", hint="Pass ARRAY['col1', 'col2'].")
     for name in names:
         if not isinstance(name, str) or name == "":
             raise InvalidParameterError(f"The '{what}' value of {owner} must name a column; got {name!r}",
