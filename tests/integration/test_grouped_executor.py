@@ -245,6 +245,41 @@ def test_kept_snapshot_is_reused(db, clicks):
     assert db.execute("SELECT count(*) FROM groupml.snapshot_blocks").fetchone()[0] == 0
 
 
+def test_a_run_deleted_while_it_trains_stops_its_call_cleanly(dsn, db, clicks):
+    # the call used to fail with a raw ForeignKeyViolation at its next insert and leave its
+    # snapshot behind
+    with psycopg.connect(dsn, autocommit=True) as conn, psycopg.connect(dsn) as locker:
+        pid = conn.info.backend_pid
+        locker.execute("LOCK TABLE groupml.models IN SHARE MODE")     # the call waits at its first model
+        out = {}
+
+        def run():
+            try:
+                call(conn, 2, "grouped", spec=_slow_spec())
+            except psycopg.Error as exc:
+                out["error"] = (exc.sqlstate, exc.diag.message_primary, exc.diag.message_hint)
+        thread = threading.Thread(target=run)
+        thread.start()
+        _wait_for_lock_wait(db, pid)
+        run_id = db.execute("SELECT max(run_id) FROM groupml.runs").fetchone()[0]
+        deleter = threading.Thread(target=lambda: db.execute("DELETE FROM groupml.runs WHERE run_id = %s", [run_id]))
+        deleter.start()                                 # waits for the call's uncommitted rows
+        deadline = time.time() + 60
+        waiting = ("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                   "AND query LIKE 'DELETE FROM groupml.runs%'")
+        with psycopg.connect(dsn, autocommit=True) as watcher:
+            while not watcher.execute(waiting).fetchone()[0] and time.time() < deadline:
+                time.sleep(0.02)
+            assert watcher.execute(waiting).fetchone()[0] == 1
+        locker.rollback()
+        thread.join(120)
+        deleter.join(120)
+    assert out["error"][:2] == ("42704", f"groupml: Run {run_id} was deleted while it was being trained; this call "
+                                         f"stops"), out
+    assert db.execute("SELECT count(*) FROM groupml.snapshots").fetchone()[0] == 0
+    assert db.execute("SELECT count(*) FROM groupml.runs").fetchone()[0] == 0
+
+
 def test_the_snapshot_of_a_deleted_run_is_dropped_by_the_next_run(db, clicks):
     # deleting a run while it trains took its grouped_runs row but left its (unkept) snapshot,
     # a full copy of the source no later call would drop

@@ -19,7 +19,7 @@ from typing import Any, Dict, List
 
 import numpy as np
 
-from ..errors import GroupmlError
+from ..errors import GroupmlError, UndefinedObjectError
 from ..validation import check_bool, check_choice, check_number
 from .checkpoint import decode, encode, fingerprint
 from .glm import ShardEvaluator, _Aborted, fit_sharded_group
@@ -235,7 +235,10 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
                 Xv = load_validation(session, sid, g["group_no"], d)
                 in_flight[ex.submit(drive, g, Xv, resume_states.pop(g["gkey"], None))] = g
             finished, _ = wait(list(in_flight), timeout=0.25, return_when=FIRST_COMPLETED)
-            session.check_cancel()
+            # also the cancel check; a run deleted meanwhile would fail the next insert on a foreign key
+            if not session.query("SELECT EXISTS (SELECT 1 FROM groupml.runs WHERE run_id = $1) AS ok",
+                                 [run_id], ["bigint"])[0]["ok"]:
+                raise _RunDeleted()
             wrote = _flush_events(session, run_id, events, group_logs, fps,
                                   {in_flight[f]["gkey"] for f in finished if f.exception() is None})
             for fut in finished:
@@ -262,6 +265,13 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
             pool.close()
         if ex is not None:
             ex.shutdown(wait=True, cancel_futures=True)
+        if isinstance(exc, _RunDeleted):
+            if not exec_options["keep_snapshot"] and exec_options["snapshot"] is None:
+                drop_snapshot(session, sid)
+            session.commit()
+            raise UndefinedObjectError(
+                f"Run {run_id} was deleted while it was being trained; this call stops",
+                hint="Nothing of the run is left (its snapshot is dropped unless kept); start a new run.") from None
         if isinstance(exc, (WorkerLostError, ScheduleInvariantError)):
             session.query("UPDATE groupml.runs SET status = 'failed' WHERE run_id = $1", [run_id], ["bigint"])
             session.commit()
@@ -354,6 +364,10 @@ def _store_finished_group(session, run_id: int, gkey: str, result, log, store, p
     session.notice(f"groupml: group {position} {gkey}: {result.status}"
                    + (f", {result.metric} {result.score:.4f}" if result.score is not None else "")
                    + f" ({result.passes} passes)")
+
+
+class _RunDeleted(Exception):
+    """The run's row disappeared while the run trained (another session deleted it)."""
 
 
 def _record_snapshot(session, run_id: int, sid: int) -> None:
