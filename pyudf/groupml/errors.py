@@ -103,6 +103,12 @@ class TooManyConnectionsError(GroupmlError):
     sqlstate = "53300"  # too_many_connections
 
 
+class OutOfMemoryError(GroupmlError):
+    """A call needed more memory than the backend could get (53200)."""
+
+    sqlstate = "53200"  # out_of_memory
+
+
 class ObjectInUseError(PrerequisiteStateError):
     """The object is in use by another session, e.g. a run another session is training (55006)."""
 

@@ -63,6 +63,21 @@ def test_batch_forms_equal_row_by_row(db, models):
     assert all(per_row[i] == p for _, ids, preds in shown for i, p in zip(ids, preds))
 
 
+def test_batch_forms_score_many_rows_in_chunks_like_one_call(db, models):
+    # more rows than one chunk (BATCH_CHUNK_ROWS, a cancel check between chunks): same values
+    from groupml.udf.predict import BATCH_CHUNK_ROWS
+
+    n = 2 * BATCH_CHUNK_ROWS + 7
+    X = np.random.default_rng(3).standard_normal((n, 3))
+    one = "(SELECT fit FROM country_models ORDER BY country LIMIT 1)"
+    model = load_model(bytes(db.execute(f"SELECT ({one}).model").fetchone()[0]))
+    got = db.execute(f"SELECT groupml.predict_proba_batch({one}, %s::float8[])", [X.tolist()]).fetchone()[0]
+    labels = db.execute(f"SELECT groupml.predict_batch({one}, %s::float8[])", [X.tolist()]).fetchone()[0]
+    assert len(got) == len(labels) == n
+    np.testing.assert_allclose(got, model.predict_proba(X), rtol=0, atol=1e-12)
+    assert labels == model.predict(X).astype(float).tolist()
+
+
 def test_predict_errors(db, models):
     state, msg, hint = sql_error(db, "SELECT groupml.predict(fit, ARRAY[1.0, 2.0]) FROM country_models LIMIT 1")
     assert state == "2202E"

@@ -172,3 +172,20 @@ def test_a_cancel_is_passed_on_as_the_same_error_under_our_prefix(plpy):
     with pytest.raises(plpy.Error) as info:
         other_spi_error()
     assert type(info.value).__name__ == "UndefinedTable"
+
+
+def test_running_out_of_memory_is_our_53200_not_a_bare_python_error(plpy):
+    # a predict_batch of 8 million rows reported SQLSTATE 38000 "MemoryError:" with a traceback
+    # (12 million: "unrecognized exception:" and no text at all)
+    from groupml.udf import sql_entry
+
+    @sql_entry
+    def predict_batch():
+        raise MemoryError()
+
+    with pytest.raises(plpy.Error) as info:
+        predict_batch()
+    err = info.value
+    assert type(err).__name__ == "groupml" and err.sqlstate == "53200"
+    assert str(err) == "groupml ran out of memory in predict_batch"
+    assert err.hint.startswith("Process less at once")

@@ -63,9 +63,10 @@ def split_options(options: Dict[str, Any]):
                                    le=1 << 20, integer=True, hint="Rows per packed snapshot block; default 8192."),
         "lock_timeout_ms": check_number(ex.get("lock_timeout_ms", 10000), "lock_timeout_ms", OWNER, ge=1, le=1 << 30,
                                         integer=True, hint="Lock timeout of worker connections in ms."),
-        "drivers": None if ex.get("drivers") is None else check_number(ex["drivers"], "drivers", OWNER, ge=1, le=1024,
+        "drivers": None if ex.get("drivers") is None else check_number(ex["drivers"], "drivers", OWNER, ge=1, le=256,
                                                                        integer=True,
-                                                                       hint="Groups trained concurrently."),
+                                                                       hint="Groups trained concurrently, a thread "
+                                                                            "each (450 could not start)."),
         "flexible_hops": check_bool(ex.get("flexible_hops", True), "flexible_hops", OWNER,
                                     hint="true: an MLP config whose next shard's worker is busy takes another "
                                          "unvisited shard (logged); false: the seeded hop order only."),

@@ -13,7 +13,7 @@ import functools
 import json
 from typing import Any
 
-from ..errors import GroupmlError, InvalidParameterError
+from ..errors import GroupmlError, InvalidParameterError, OutOfMemoryError
 
 
 _sql_error_class = None
@@ -54,6 +54,13 @@ def sql_entry(fn):
             return fn(*args, **kwargs)
         except GroupmlError as exc:
             raise_sql(exc)
+        except MemoryError:
+            # numpy, torch or Python could not allocate: PL/Python reported a bare 38000
+            # "MemoryError" (or "unrecognized exception") with a traceback
+            raise_sql(OutOfMemoryError(
+                f"groupml ran out of memory in {fn.__name__}",
+                hint="Process less at once (fewer rows per call, a smaller grid or model), or give the server "
+                     "more memory."))
         except Exception as exc:
             if getattr(exc, "sqlstate", None) != "57014":     # plpy.spiexceptions.QueryCanceled
                 raise
