@@ -88,6 +88,8 @@ groupml.predict_batch(fit groupml.fit, features float8[][]) -> float8[]
     JOIN country_models m USING (country);
   For models in a table of your own, ALTER TABLE ... ALTER COLUMN fit SET STORAGE EXTERNAL
   before filling it spares decompressing the model on every call (groupml.models does this).
+  Rows are scored 4096 at a time with a cancel check between; the array itself takes memory
+  (8 bytes per value, several copies while it is converted): batch very large groups.
 """
 
 TOPICS["predict_proba_batch"] = """\
