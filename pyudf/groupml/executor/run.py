@@ -236,9 +236,11 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
                 Xv = load_validation(session, sid, g["group_no"], d)
                 in_flight[ex.submit(drive, g, Xv, resume_states.pop(g["gkey"], None))] = g
             finished, _ = wait(list(in_flight), timeout=0.25, return_when=FIRST_COMPLETED)
-            # also the cancel check; a run deleted meanwhile would fail the next insert on a foreign key
-            if not session.query("SELECT EXISTS (SELECT 1 FROM groupml.runs WHERE run_id = $1) AS ok",
-                                 [run_id], ["bigint"])[0]["ok"]:
+            # also the cancel check. A run deleted meanwhile would fail the next insert on a foreign
+            # key: the row lock (until this transaction's commit) waits out a delete in progress, and
+            # keeps one from starting before this transaction's inserts are in
+            if not session.query("SELECT run_id FROM groupml.runs WHERE run_id = $1 FOR KEY SHARE",
+                                 [run_id], ["bigint"]):
                 raise _RunDeleted()
             wrote = _flush_events(session, run_id, events, group_logs, fps,
                                   {in_flight[f]["gkey"] for f in finished if f.exception() is None})
