@@ -281,7 +281,9 @@ def submit_job(tenant, source, features, label, candidates):
         raise InvalidParameterError("The 'source' value of submit_job must name a table or view; got null",
                                     hint="Pass source => 'my_table'.")
     rel = session.query("SELECT c.oid::bigint AS oid, c.oid::regclass::text AS name, c.relkind::text AS kind, "
-                        "pg_catalog.has_table_privilege(c.oid, 'SELECT') AS caller_reads "
+                        "pg_catalog.has_table_privilege(c.oid, 'SELECT') AS caller_reads, "
+                        "(SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user)::bigint AS me, "
+                        "current_user::text AS me_name "
                         "FROM pg_catalog.pg_class c WHERE c.oid = $1::regclass", [source], ["text"])[0]
     if rel["kind"] not in SOURCE_KINDS:
         raise WrongObjectTypeError(
@@ -294,21 +296,19 @@ def submit_job(tenant, source, features, label, candidates):
         raise InsufficientPrivilegeError(
             f"permission denied for table {rel['name']}: the role '{t['role']}' of tenant '{tenant}' cannot SELECT it",
             hint=f"GRANT SELECT ON {rel['name']} TO {quote_ident(t['role'])};")
-    me = session.query("SELECT (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user)::bigint AS oid, "
-                       "current_user::text AS name")[0]
     if not rel["caller_reads"]:
         raise InsufficientPrivilegeError(
             f"permission denied for table {rel['name']}: submit_job reads the job's rows as the calling role "
-            f"'{me['name']}', which cannot SELECT it",
+            f"'{rel['me_name']}', which cannot SELECT it",
             hint=f"Submit the job as the tenant's role '{t['role']}' (SET ROLE {quote_ident(t['role'])};), or "
-                 f"GRANT SELECT ON {rel['name']} TO {quote_ident(me['name'])};")
-    if int(me["oid"]) != int(t["role_oid"]):
+                 f"GRANT SELECT ON {rel['name']} TO {quote_ident(rel['me_name'])};")
+    if int(rel["me"]) != int(t["role_oid"]):
         # the rows are read with the caller's policies, which are not necessarily the tenant's
         problem = row_security_problem(session, int(rel["oid"]), int(t["role_oid"]))
         if problem:
             raise FeatureNotSupportedError(
                 f"The source {rel['name']} of submit_job {problem}: the job's rows would be read with the "
-                f"policies of the calling role '{me['name']}', not of the tenant's role '{t['role']}'",
+                f"policies of the calling role '{rel['me_name']}', not of the tenant's role '{t['role']}'",
                 hint=f"Submit the job as the tenant's role: SET ROLE {quote_ident(t['role'])};")
     cols = columns(session, int(rel["oid"]))
     if features is None or len(features) == 0:
