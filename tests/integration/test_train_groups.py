@@ -281,6 +281,33 @@ def test_a_data_error_in_a_worker_keeps_its_sqlstate_and_leaves_no_snapshot(db, 
     assert db.execute("SELECT count(*) FROM groupml.snapshots").fetchone()[0] == 0
 
 
+def test_a_worker_that_gives_up_on_a_lock_names_lock_timeout_ms(dsn, db):
+    # the parallel snapshot build's workers insert the blocks; a session holding the blocks
+    # table in SHARE mode makes them wait, and after lock_timeout_ms they give up. That used
+    # to end as XX000 "worker ... failed: canceling statement due to lock timeout", naming
+    # neither the option nor the session in the way
+    db.execute("CREATE TABLE locky AS SELECT i % 2 AS g, (i % 7)::float8 AS x1, i % 3 = 0 AS y "
+               "FROM generate_series(1, 400) i")
+    with psycopg.connect(dsn) as locker:
+        locker.execute("LOCK TABLE groupml.snapshot_blocks IN SHARE MODE")
+        state, msg, hint = sql_error(db, "CALL groupml.train_groups('locky', ARRAY['g'], ARRAY['x1'], 'y', 'logistic', "
+                                         "'{}', '{\"lock_timeout_ms\": 300}', workers => 2)")
+        locker.rollback()
+    assert state == "55P03", (state, msg)
+    assert "waited longer than its lock timeout (option lock_timeout_ms = 300) for a lock held by another " \
+           "transaction: canceling statement due to lock timeout" in msg, msg
+    assert msg.startswith("groupml: run ") and " stopped while building its snapshot: worker " in msg, msg
+    assert hint.startswith("Raise the lock_timeout_ms option of train_groups, or end the transaction holding the "
+                           "lock (pg_locks, pg_stat_activity). Call train_groups again with run_id => "), hint
+    assert db.execute("SELECT status FROM groupml.runs").fetchall() == [("failed",)]
+    assert db.execute("SELECT count(*) FROM groupml.snapshots").fetchone()[0] == 0
+    run_id = db.execute("SELECT run_id FROM groupml.runs").fetchone()[0]
+    db.execute("CALL groupml.train_groups('locky', ARRAY['g'], ARRAY['x1'], 'y', 'logistic', '{}', "
+               "'{\"lock_timeout_ms\": 300}', %s, workers => 2)", [run_id])
+    assert db.execute("SELECT status FROM groupml.runs").fetchall() == [("done",)]
+    assert db.execute("SELECT count(*) FROM groupml.models").fetchone()[0] == 2
+
+
 def _waiting_on_a_lock(db, pid):
     return db.execute("SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()[0]
 

@@ -37,6 +37,13 @@ class WorkerLostError(GroupmlError):
     sqlstate = "08006"  # connection_failure
 
 
+class WorkerLockTimeoutError(WorkerLostError):
+    """A worker's task waited longer than the run's ``lock_timeout_ms`` for a lock (a
+    concurrent session held it): the run is resumable once the lock is free."""
+
+    sqlstate = "55P03"  # lock_not_available
+
+
 class WorkerDataError(DataError):
     """A worker's task failed on the data (SQLSTATE class 22, e.g. features out of a
     learner's range): not a lost worker -- resuming would fail the same way -- so it keeps
@@ -47,17 +54,29 @@ class WorkerDataError(DataError):
         self.sqlstate = sqlstate
 
 
-def _task_error(exc: BaseException, where: str, text: str) -> GroupmlError:
+def _primary(exc, text: str) -> str:
+    """A worker error's primary message, redacted, without the prefix PL/Python adds: ours
+    carry 'groupml: ', a PostgreSQL error inside the worker's PL/Python its class name."""
+    primary = exc.diag.message_primary or text
+    return redact(re.sub(r"^(groupml: |spiexceptions\.\w+: )", "", primary)).strip()
+
+
+def _task_error(exc: BaseException, where: str, text: str, lock_timeout_ms: Optional[int] = None) -> GroupmlError:
     """What a failed task raises on the coordinator: WorkerDataError for a data error the
-    worker reported, else WorkerLostError with ``where`` and the first line of ``text``."""
+    worker reported, WorkerLockTimeoutError when it gave up waiting for a lock (naming the
+    option that set the wait), else WorkerLostError with ``where`` and the first line of ``text``."""
     import psycopg
 
     state = getattr(exc, "sqlstate", None) if isinstance(exc, psycopg.Error) else None
+    if state == "55P03":
+        waited = f" (option lock_timeout_ms = {lock_timeout_ms})" if lock_timeout_ms is not None else ""
+        return WorkerLockTimeoutError(
+            f"{where} waited longer than its lock timeout{waited} for a lock held by another transaction: "
+            f"{_primary(exc, text)}",
+            hint="Raise the lock_timeout_ms option of train_groups, or end the transaction holding the lock "
+                 "(pg_locks, pg_stat_activity).")
     if state and state.startswith("22"):
-        primary = exc.diag.message_primary or text
-        # ours carry our prefix; a PostgreSQL error inside the worker's PL/Python carries its class
-        primary = re.sub(r"^(groupml: |spiexceptions\.\w+: )", "", primary)
-        return WorkerDataError(state, f"{where}: {redact(primary)}",
+        return WorkerDataError(state, f"{where}: {_primary(exc, text)}",
                                hint=exc.diag.message_hint or "The source's rows caused it: fix them (or a view over "
                                                              "them), then call train_groups again.")
     lines = redact(text).strip().splitlines() or ["(no message)"]
@@ -256,7 +275,7 @@ class WorkerPool:
                 self._running[i] = None
                 text = str(exc) if isinstance(exc, (psycopg.Error, WorkerLostError)) else f"{type(exc).__name__}: {exc}"
                 err = _task_error(exc, f"worker {i} ('{self.endpoints[i]['name']}', backend pid {self.pids[i]})",
-                                  text)
+                                  text, self.lock_timeout_ms)
                 self.errors[i] = err.message
                 _settle(task.future, exc=err)
                 continue

@@ -25,7 +25,7 @@ from .checkpoint import decode, encode, fingerprint
 from .glm import ShardEvaluator, _Aborted, fit_sharded_group
 from .invariants import schedule_violations
 from .plan import group_tasks, make_plan, pass_task_rows, placement_for, resumed_plan, workload_of
-from .pool import WorkerDataError, WorkerLostError, WorkerPool, resolve_endpoints
+from .pool import WorkerDataError, WorkerLockTimeoutError, WorkerLostError, WorkerPool, resolve_endpoints
 from .snapshot import (DEFAULT_BLOCK_ROWS, build_snapshot, can_build_in_parallel, check_snapshot, delete_snapshot,
                        drop_orphan_snapshots, drop_snapshot, load_validation, snapshot_groups, snapshot_intact)
 
@@ -278,9 +278,8 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
         if isinstance(exc, (WorkerLostError, ScheduleInvariantError)):
             session.query("UPDATE groupml.runs SET status = 'failed' WHERE run_id = $1", [run_id], ["bigint"])
             session.commit()
-            raise GroupmlError(
-                f"run {run_id} stopped: {exc.message}; {n_done} of {n_groups} groups are committed",
-                hint=f"Call train_groups again with run_id => {run_id} to resume from the committed groups.") \
+            raise _stopped(exc, f"run {run_id} stopped: {exc.message}; {n_done} of {n_groups} groups are committed",
+                           f"Call train_groups again with run_id => {run_id} to resume from the committed groups.") \
                 from None
         raise
     if pool is not None:
@@ -424,15 +423,23 @@ def _snapshot_for_run(session, run_id: int, source: str, group_by, features, lab
                 session.commit()
                 n_done = session.query("SELECT count(*) AS n FROM groupml.models WHERE run_id = $1", [run_id],
                                        ["bigint"])[0]["n"]
-                raise GroupmlError(
-                    f"run {run_id} stopped while building its snapshot: {exc.message}; {n_done} groups are committed",
-                    hint=f"Call train_groups again with run_id => {run_id} once the cause is fixed; it builds the "
-                         f"snapshot again and resumes from the committed groups.") from None
+                raise _stopped(exc, f"run {run_id} stopped while building its snapshot: {exc.message}; {n_done} "
+                                    f"groups are committed",
+                               f"Call train_groups again with run_id => {run_id} once the cause is fixed; it builds "
+                               f"the snapshot again and resumes from the committed groups.") from None
             raise
         how = f" by {parallel.parts} workers" if parallel is not None else ""
         session.notice(f"groupml: run {run_id}: snapshot {sid} of {source} built{how} in "
                        f"{time.perf_counter() - t0:.2f} s")
     return sid, pool
+
+
+def _stopped(exc: GroupmlError, message: str, hint: str) -> GroupmlError:
+    """The error that ends a run whose worker failed: XX000 with how to resume, or, when the
+    worker gave up waiting for a lock, lock_not_available with the worker's own hint first."""
+    if isinstance(exc, WorkerLockTimeoutError):
+        return WorkerLockTimeoutError(message, hint=f"{exc.hint} {hint}")
+    return GroupmlError(message, hint=hint)
 
 
 class _SnapshotParts:
