@@ -214,6 +214,38 @@ def test_a_cancelled_parallel_build_is_rebuilt_on_resume(dsn, db, clicks):
     assert_same(models(db, run_id), models(db, call(db, 2)))
 
 
+def test_workers_read_the_callers_table_not_a_namesake_on_their_search_path(cluster, dbname, db):
+    """Worker backends are new sessions with the default search_path. They used to resolve the
+    source by the bare name the caller's session printed, so a view public.t of an ordinary
+    role stood in for the caller's s2.t -- and its functions ran as the (superuser) caller."""
+    db.execute("CREATE ROLE mallory LOGIN")
+    db.execute("GRANT CREATE ON SCHEMA public TO mallory")
+    db.execute("CREATE SCHEMA s2")
+    db.execute("CREATE TABLE s2.t AS SELECT i % 3 AS g, (i % 7)::float8 AS x1, ((i * 13) % 11)::float8 AS x2, "
+               "(i % 7) > 3 AS y FROM generate_series(1, 3000) i")
+    with psycopg.connect(cluster.dsn(dbname, user="mallory"), autocommit=True) as m:
+        m.execute("CREATE TABLE public.ran_as (who name, super boolean)")
+        m.execute("GRANT INSERT ON public.ran_as TO PUBLIC")
+        m.execute("CREATE FUNCTION public.spy() RETURNS int LANGUAGE plpgsql AS $$ BEGIN "
+                  "INSERT INTO public.ran_as SELECT current_user, rolsuper FROM pg_roles "
+                  "WHERE rolname = current_user; RETURN 0; END $$")
+        m.execute("CREATE VIEW public.t AS SELECT 7 + public.spy() AS g, 1.0::float8 AS x1, 2.0::float8 AS x2, "
+                  "true AS y FROM generate_series(1, 3000)")
+        m.execute("GRANT SELECT ON public.t TO PUBLIC")
+    try:
+        db.execute("SET search_path = s2, public")
+        db.execute("CALL groupml.train_groups('t', ARRAY['g'], ARRAY['x1', 'x2'], 'y', 'logistic', workers => 2)")
+        db.execute("RESET search_path")
+        assert db.execute("SELECT count(*) FROM public.ran_as").fetchone()[0] == 0
+        assert db.execute("SELECT source, status FROM groupml.runs").fetchall() == [("s2.t", "done")]
+        assert sorted(r[0] for r in db.execute("SELECT group_key->>'g' FROM groupml.models")) == ["0", "1", "2"]
+    finally:
+        db.execute("RESET search_path")
+        db.execute("DROP SCHEMA s2 CASCADE")
+        db.execute("DROP OWNED BY mallory CASCADE")
+        db.execute("DROP ROLE mallory")
+
+
 def test_auto_and_explain(db, clicks):
     rows = db.execute(f"SELECT strategy, chosen, worker, estimated_seconds, shards, explanation FROM "
                       f"groupml.explain_train_groups('clicks', ARRAY['country'], {FEATS}, 'clicked', 'logistic', "
@@ -470,11 +502,11 @@ def test_bad_input_writes_nothing(cluster, dbname, db, clicks):
     db.execute("CREATE TABLE words (country text, f1 text, clicked boolean)")
     cases = [
         ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'nope'], 'clicked', 'logistic', "
-         "workers => 2)", "42703", "groupml: Column 'nope' of train_groups features does not exist in clicks"),
+         "workers => 2)", "42703", "groupml: Column 'nope' of train_groups features does not exist in public.clicks"),
         ("CALL groupml.train_groups('words', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', workers => 2)",
          "42804", "groupml: Column 'f1' of train_groups features must be numeric or boolean; it is text"),
         ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'missing', 'logistic', workers => 2)",
-         "42703", "groupml: Column 'missing' of train_groups label does not exist in clicks"),
+         "42703", "groupml: Column 'missing' of train_groups label does not exist in public.clicks"),
         ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], NULL, 'logistic', workers => 2)",
          "22023", "groupml: The 'label' value of train_groups must be a column name; got null"),
         ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', workers => 0)",
@@ -512,7 +544,7 @@ def test_bad_input_writes_nothing(cluster, dbname, db, clicks):
     with psycopg.connect(dsn_for(cluster, dbname, "nobody_gx"), autocommit=True) as conn:
         got = sql_error(conn, "CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', "
                               "'logistic', workers => 2)")
-        assert got[0] == "42501" and got[1].startswith("groupml: permission denied for table clicks")
+        assert got[0] == "42501" and got[1].startswith("groupml: permission denied for table public.clicks")
     with psycopg.connect(dsn_for(cluster, dbname, None), autocommit=True) as conn:
         conn.execute("CREATE TEMP TABLE tmp_clicks AS SELECT * FROM clicks")
         got = sql_error(conn, "CALL groupml.train_groups('tmp_clicks', ARRAY['country'], ARRAY['f1'], 'clicked', "

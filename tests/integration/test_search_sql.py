@@ -219,15 +219,39 @@ def test_explain_search_hyperband_slots_and_ungrouped(db, clicks):
     assert plan["groups"][0] == "1" and plan["rows"][0] == "3000"
 
 
+def test_a_role_with_column_grants_reads_those_columns_only(cluster, dbname, db, clicks):
+    # SELECT granted on the columns used is enough (it used to need SELECT on the whole table);
+    # a column outside the grant is named with its own 42501
+    db.execute("CREATE ROLE colreader LOGIN")
+    db.execute("GRANT SELECT (country, f1, f2, clicked) ON clicks TO colreader")
+    try:
+        with psycopg.connect(cluster.dsn(dbname, user="colreader"), autocommit=True) as conn:
+            stmt = ("SELECT item, value FROM groupml.explain_search('clicks', {}, 'clicked', 'logistic', '{{}}', "
+                    "ARRAY['country']) WHERE item IN ('groups', 'rows') ORDER BY item")
+            got = conn.execute(stmt.format("ARRAY['f1', 'f2']")).fetchall()
+            assert got == db.execute(stmt.format("ARRAY['f1', 'f2']")).fetchall() and len(got) == 2
+            state, msg, hint = sql_error(conn, stmt.format("ARRAY['f1', 'f3']"))
+            assert (state, msg, hint) == (
+                "42501", "groupml: permission denied for column f3 of table public.clicks: explain_search needs "
+                         "SELECT on the columns it reads", "GRANT SELECT (\"f3\") ON public.clicks TO the calling role.")
+            state, msg, _ = sql_error(conn, "SELECT * FROM groupml.explain_train_groups('clicks', ARRAY['country'], "
+                                            "ARRAY['f3', 'id'], 'clicked', 'logistic')")
+            assert (state, msg) == ("42501", "groupml: permission denied for column f3 of table public.clicks: "
+                                             "train_groups needs SELECT on the columns it reads")
+    finally:
+        db.execute("DROP OWNED BY colreader")
+        db.execute("DROP ROLE colreader")
+
+
 def test_explain_search_rejects_bad_columns(db, clicks):
     state, msg, hint = sql_error(db, "SELECT * FROM groupml.explain_search('clicks', ARRAY['f1', 'nope'], "
                                      "'clicked', 'logistic', '{}')")
     assert state == "42703"
-    assert msg == "groupml: Column 'nope' of explain_search features does not exist in clicks"
-    assert "Columns of clicks" in hint
+    assert msg == "groupml: Column 'nope' of explain_search features does not exist in public.clicks"
+    assert "Columns of public.clicks" in hint
     state, msg, _ = sql_error(db, "SELECT * FROM groupml.explain_search('clicks', ARRAY['f1'], 'clicked', "
                                   "'logistic', '{}', ARRAY['country', 'zz'])")
-    assert msg == "groupml: Column 'zz' of explain_search group_by does not exist in clicks"
+    assert msg == "groupml: Column 'zz' of explain_search group_by does not exist in public.clicks"
     state, msg, _ = sql_error(db, "SELECT * FROM groupml.explain_search('clicks', ARRAY['country'], 'clicked', "
                                   "'logistic', '{}')")
     assert state == "42804"

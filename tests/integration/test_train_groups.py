@@ -93,7 +93,7 @@ def test_commits_group_by_group(cluster, dsn, db, clicks, processes):
             f"'{{\"processes\": {processes}}}', RUN)")
     with psycopg.connect(dsn, autocommit=True) as conn:
         pid = conn.info.backend_pid
-        thread, fired = cancel_when(dsn, pid, "SELECT groups_done >= 1 FROM groupml.runs WHERE source = 'big'")
+        thread, fired = cancel_when(dsn, pid, "SELECT groups_done >= 1 FROM groupml.runs WHERE source = 'public.big'")
         seen, stop = set(), threading.Event()
         spy = threading.Thread(target=lambda: [seen.update(_helpers_of(pid)) or time.sleep(0.01)
                                                for _ in iter(stop.is_set, True)])
@@ -108,7 +108,7 @@ def test_commits_group_by_group(cluster, dsn, db, clicks, processes):
         assert conn.execute("SELECT 1").fetchone() == (1,)      # the backend stays usable
         assert _helpers_of(pid) == []                            # no helper outlives the cancel
     run_id, status, done = db.execute("SELECT run_id, status, groups_done FROM groupml.runs "
-                                      "WHERE source = 'big'").fetchone()
+                                      "WHERE source = 'public.big'").fetchone()
     assert status == "running" and 1 <= done < 3
     stored = db.execute("SELECT count(*) FROM groupml.models WHERE run_id = %s", [run_id]).fetchone()[0]
     assert stored == done  # every committed group is complete: model and counter together
@@ -124,13 +124,13 @@ def test_commits_group_by_group(cluster, dsn, db, clicks, processes):
 def test_bad_input_writes_nothing(db, clicks):
     cases = [
         ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'nope'], 'clicked', 'logistic')",
-         "42703", "groupml: Column 'nope' of train_groups features does not exist in clicks"),
+         "42703", "groupml: Column 'nope' of train_groups features does not exist in public.clicks"),
         ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'country'], 'clicked', 'logistic')",
          "42804", "groupml: Column 'country' of train_groups features must be numeric or boolean; it is text"),
         ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'missing', 'logistic')",
-         "42703", "groupml: Column 'missing' of train_groups label does not exist in clicks"),
+         "42703", "groupml: Column 'missing' of train_groups label does not exist in public.clicks"),
         ("CALL groupml.train_groups('clicks', ARRAY['cntry'], ARRAY['f1'], 'clicked', 'logistic')",
-         "42703", "groupml: Column 'cntry' of train_groups group_by does not exist in clicks"),
+         "42703", "groupml: Column 'cntry' of train_groups group_by does not exist in public.clicks"),
         ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'tree')",
          "42704", "groupml: Unknown model family 'tree'"),
         ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', "
@@ -168,8 +168,8 @@ def test_a_source_the_caller_cannot_read(cluster, dbname, db, clicks):
     db.execute("DROP OWNED BY analyst")
     db.execute("DROP ROLE analyst")
     assert state == "42501"
-    assert msg == "groupml: permission denied for table clicks: train_groups needs SELECT on it"
-    assert hint == "GRANT SELECT ON clicks TO the calling role."
+    assert msg == "groupml: permission denied for table public.clicks: train_groups needs SELECT on it"
+    assert hint == "GRANT SELECT ON public.clicks TO the calling role."
 
 
 def test_helper_processes_give_the_same_catalog_as_the_backend_alone(db, clicks):

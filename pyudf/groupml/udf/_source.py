@@ -70,21 +70,37 @@ def check_group_by_sortable(session, source: str, group_by: List[str], cols: Dic
                 f"{cols.get(g, 'of another type')}", hint="Group by a cast of it, e.g. a view with (col)::text.")
 
 
-def check_select_privilege(session, source, owner: str, role: str | None = None) -> None:
-    """The calling role (or ``role``) must be able to SELECT from ``source``."""
+def check_select_privilege(session, source, owner: str) -> str:
+    """The calling role must be able to SELECT from ``source`` (the whole table, or at least
+    one column: :func:`check_column_privileges` then checks the columns used). Returns the
+    relation's schema-qualified, quoted name: worker backends and later calls resolve that,
+    never a bare name against their own search_path."""
     if source is None:
         raise InvalidParameterError(f"The 'source' value of {owner} must name a table or view; got null",
                                     hint="Pass the relation's name, e.g. 'clicks' or 'myschema.clicks'.")
-    if role is None:
-        ok = session.query("SELECT pg_catalog.has_table_privilege($1::regclass, 'SELECT') AS ok",
-                           [source], ["text"])[0]["ok"]
-    else:
-        ok = session.query("SELECT pg_catalog.has_table_privilege($1, $2::regclass, 'SELECT') AS ok",
-                           [role, source], ["name", "text"])[0]["ok"]
-    if not ok:
-        who = "the calling role" if role is None else f"role {role}"
-        raise InsufficientPrivilegeError(f"permission denied for table {source}: {owner} needs SELECT on it",
-                                         hint=f"GRANT SELECT ON {source} TO {who}.")
+    r = session.query("SELECT pg_catalog.format('%I.%I', n.nspname, c.relname) AS name, "
+                      "pg_catalog.has_any_column_privilege(c.oid, 'SELECT') AS ok "
+                      "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+                      "WHERE c.oid = $1::regclass", [source], ["text"])[0]
+    if not r["ok"]:
+        raise InsufficientPrivilegeError(f"permission denied for table {r['name']}: {owner} needs SELECT on it",
+                                         hint=f"GRANT SELECT ON {r['name']} TO the calling role.")
+    return r["name"]
+
+
+def check_column_privileges(session, source: str, names: Iterable[str], owner: str) -> None:
+    """Every column ``owner`` reads must be readable by the calling role (table-wide SELECT
+    covers them all; a column grant covers its column)."""
+    names = list(dict.fromkeys(names))
+    denied = session.query("SELECT u.col FROM unnest($2::text[]) WITH ORDINALITY AS u(col, i) "
+                           "WHERE NOT pg_catalog.has_column_privilege($1::regclass, u.col, 'SELECT') ORDER BY u.i",
+                           [source, names], ["text", "text[]"])
+    if denied:
+        cols = ", ".join(quote_ident(r["col"]) for r in denied)
+        raise InsufficientPrivilegeError(
+            f"permission denied for column {denied[0]['col']} of table {source}: {owner} needs SELECT on "
+            f"the columns it reads",
+            hint=f"GRANT SELECT ({cols}) ON {source} TO the calling role.")
 
 
 def value_expr(col: str, typ: str) -> str:

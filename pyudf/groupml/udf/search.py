@@ -21,8 +21,8 @@ import numpy as np
 from ..db import quote_ident
 from ..errors import InvalidParameterError
 from ..validation import check_keys, check_number
-from ._source import (check_columns, check_group_by_sortable, check_label_not_a_feature, check_select_privilege,
-                      columns)
+from ._source import (check_column_privileges, check_columns, check_group_by_sortable, check_label_not_a_feature,
+                      check_select_privilege, columns)
 from . import parse_object, sql_entry
 
 MAX_COST_RUNS = 1000
@@ -238,7 +238,7 @@ def explain_search(source, features, label, model, search, group_by, options):
     if source is None:
         raise InvalidParameterError(f"The 'source' value of {owner} must be a table or view; got null",
                                     hint="Pass the table name, e.g. 'clicks'.")
-    check_select_privilege(session, source, owner)
+    source = check_select_privilege(session, source, owner)
     cols = columns(session, source)
     group_by = check_columns(cols, group_by or [], "group_by", source, numeric=False, owner=owner)
     check_group_by_sortable(session, source, group_by, cols, owner)
@@ -251,6 +251,7 @@ def explain_search(source, features, label, model, search, group_by, options):
                                     hint="Pass the label column, e.g. 'clicked'.")
     check_columns(cols, [label], "label", source, numeric=True, owner=owner)
     check_label_not_a_feature(label, features, owner)
+    check_column_privileges(session, source, list(group_by) + list(features) + [label], owner)
     if group_by:
         keys = ", ".join(quote_ident(g) for g in group_by)
         sql = (f"SELECT count(*) AS groups, coalesce(sum(c), 0) AS n_rows, coalesce(max(c), 0) AS largest "

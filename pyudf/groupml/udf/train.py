@@ -23,8 +23,8 @@ from ..db import backend_session, quote_ident
 from ..procpool import MAX_PROCESSES
 from ..validation import check_number
 from ..errors import DataError, GroupmlError, InvalidParameterError, ObjectInUseError, UndefinedObjectError
-from ._source import (check_columns, check_group_by_sortable, check_label_not_a_feature, check_select_privilege,
-                      columns, group_clause_sql, group_key_sql, packed_scan_sql)
+from ._source import (check_column_privileges, check_columns, check_group_by_sortable, check_label_not_a_feature,
+                      check_select_privilege, columns, group_clause_sql, group_key_sql, packed_scan_sql)
 from . import parse_object, sql_entry
 
 OWNER = "train_groups"
@@ -37,7 +37,7 @@ def _load_blocks(session, source: str, group_by, features, label, cols):
 def _validate(session, source, group_by, features, label, model, search, options):
     search_obj = parse_object(search, "search", OWNER)
     options_obj = parse_object(options, "options", OWNER)
-    check_select_privilege(session, source, OWNER)
+    source = check_select_privilege(session, source, OWNER)
     cols = columns(session, source)
     group_by = check_columns(cols, group_by or [], "group_by", source, numeric=False, owner=OWNER)
     check_group_by_sortable(session, source, group_by, cols, OWNER)
@@ -50,7 +50,8 @@ def _validate(session, source, group_by, features, label, model, search, options
                                     hint="Pass the label column, e.g. label => 'clicked'.")
     check_columns(cols, [label], "label", source, numeric=True, owner=OWNER)
     check_label_not_a_feature(label, features, OWNER)
-    return search_obj, options_obj, cols, group_by, features
+    check_column_privileges(session, source, list(group_by) + list(features) + [label], OWNER)
+    return source, search_obj, options_obj, cols, group_by, features
 
 
 def _check_workers(workers, strategy):
@@ -193,8 +194,8 @@ def train_groups(source, group_by, features, label, model, search, options, run_
 
     session = backend_session()
     workers, strategy = _check_workers(workers, strategy)
-    search_obj, options_obj, cols, group_by, features = _validate(session, source, group_by, features, label,
-                                                                  model, search, options)
+    source, search_obj, options_obj, cols, group_by, features = _validate(session, source, group_by, features,
+                                                                          label, model, search, options)
     processes = _processes_option(options_obj)
     executor = workers > 1 or strategy != "auto"
     _check_option_keys(options_obj, executor)
@@ -442,8 +443,8 @@ def explain_train_groups(source, group_by, features, label, model, search, optio
 
     session = backend_session()
     workers, strategy = _check_workers(workers, strategy)
-    search_obj, options_obj, cols, group_by, features = _validate(session, source, group_by, features, label,
-                                                                  model, search, options)
+    source, search_obj, options_obj, cols, group_by, features = _validate(session, source, group_by, features,
+                                                                          label, model, search, options)
     fit_options, exec_options, family, spec, opts, pattern = _check_executor_request(
         session, source, group_by, features, label, model, search_obj, options_obj, strategy,
         on_workers=workers > 1 or strategy != "auto")      # as train_groups would run
