@@ -162,6 +162,8 @@ def test_bad_input_writes_nothing(db, clicks):
 def test_a_source_the_caller_cannot_read(cluster, dbname, db, clicks):
     db.execute("CREATE ROLE analyst LOGIN")
     db.execute("GRANT USAGE ON SCHEMA groupml TO analyst")
+    db.execute("GRANT ALL ON ALL TABLES IN SCHEMA groupml TO analyst")      # past the catalog check
+    db.execute("GRANT USAGE ON ALL SEQUENCES IN SCHEMA groupml TO analyst")
     with psycopg.connect(cluster.dsn(dbname, user="analyst"), autocommit=True) as conn:
         state, msg, hint = sql_error(conn, "CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], "
                                            "'clicked', 'logistic')")
@@ -170,6 +172,47 @@ def test_a_source_the_caller_cannot_read(cluster, dbname, db, clicks):
     assert state == "42501"
     assert msg == "groupml: permission denied for table public.clicks: train_groups needs SELECT on it"
     assert hint == "GRANT SELECT ON public.clicks TO the calling role."
+
+
+def test_a_role_without_catalog_rights_is_told_before_anything_is_written(cluster, dbname, db, clicks):
+    # the catalog has no grants to PUBLIC; such a role used to get PostgreSQL's "permission
+    # denied for table runs" from the middle of the call, with a Python traceback
+    db.execute("CREATE ROLE outsider LOGIN")
+    db.execute("GRANT SELECT ON clicks TO outsider")
+    cases = [
+        ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic')",
+         "groupml: permission denied for table groupml.runs: train_groups needs SELECT on it (it writes groupml's "
+         "catalog)", "GRANT SELECT, INSERT, UPDATE ON groupml.runs; GRANT SELECT, INSERT ON groupml.models; "
+                     "GRANT INSERT ON groupml.trials; GRANT INSERT ON groupml.cost_runs"),
+        ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', workers => 2)",
+         "groupml: permission denied for table groupml.runs: train_groups with workers or a strategy needs SELECT "
+         "on it (it writes groupml's catalog)", "GRANT SELECT ON groupml.worker_endpoints"),
+        ("SELECT groupml.drop_snapshot(1)",
+         "groupml: permission denied for table groupml.snapshots: drop_snapshot needs SELECT on it (it writes "
+         "groupml's catalog)", "GRANT SELECT, DELETE ON groupml.snapshots; GRANT SELECT ON groupml.grouped_runs"),
+        ("SELECT * FROM groupml.calibrate_cost_model()",
+         "groupml: permission denied for table groupml.cost_runs: calibrate_cost_model needs INSERT on it (it "
+         "writes groupml's catalog)", "GRANT INSERT ON groupml.cost_runs"),
+    ]
+    try:
+        with psycopg.connect(cluster.dsn(dbname, user="outsider"), autocommit=True) as conn:
+            for stmt, msg, grants in cases:
+                state, got, hint = sql_error(conn, stmt)
+                assert (state, got) == ("42501", msg), stmt
+                assert hint.startswith("Run it as the extension's owner, or have an administrator grant the calling "
+                                       "role: ") and grants in hint, hint
+            # planning data is shared read-only: nobody else may add (or pre-claim) cost runs
+            state, got, _ = sql_error(conn, "INSERT INTO groupml.cost_runs (n, d, k, passes, seconds, source) "
+                                            "VALUES (1000, 2, 1, 1, 0.001, 'x')")
+            assert (state, got) == ("42501", "permission denied for table cost_runs")
+        assert db.execute("SELECT count(*) FROM groupml.runs").fetchone()[0] == 0
+        for bad in ("'NaN'", "'Infinity'"):     # NaN > 0 holds in PostgreSQL: the CHECK excludes both
+            state, _, _ = sql_error(db, f"INSERT INTO groupml.cost_runs (n, d, k, passes, seconds, source) "
+                                        f"VALUES (1000, 2, 1, 1, {bad}, 'x')")
+            assert state == "23514", bad
+    finally:
+        db.execute("DROP OWNED BY outsider")
+        db.execute("DROP ROLE outsider")
 
 
 def test_helper_processes_give_the_same_catalog_as_the_backend_alone(db, clicks):

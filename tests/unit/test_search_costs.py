@@ -2,6 +2,7 @@
 cost model's accuracy on held-out measured runs of the batched trainer."""
 
 import json
+import math
 import statistics
 
 import numpy as np
@@ -183,3 +184,18 @@ def test_record_cost_run_and_load_cost_model():
     last = s.rows[-1]
     assert (last["n"], last["d"], last["passes"], last["family"]) == (res.n_train, 5, res.passes, "logistic")
     assert last["k"] in (1, 2) and last["seconds"] == pytest.approx(res.seconds)
+
+
+def test_load_cost_model_skips_rows_it_cannot_use():
+    # a row written by hand (NaN or infinite seconds; the table's CHECK now refuses both) used
+    # to fail every role's planning with "The 'seconds' value of cost model run must be finite"
+    from groupml.udf.search import load_cost_model
+
+    s = _FakeSession()
+    good = [(1000, 5, 1, 0.003), (10000, 5, 1, 0.02), (10000, 20, 4, 0.3), (5000, 50, 8, 0.4)]
+    for n, d, k, sec in good[:2] + [(1000, 2, 1, float("nan")), (1000, 2, 1, float("inf"))] + good[2:]:
+        s.rows.append({"n": n, "d": d, "k": k, "workers": 1, "passes": 10, "seconds": sec, "family": "logistic",
+                       "source": "t"})
+    model = load_cost_model(s, "logistic")
+    assert [(r["n"], r["d"], r["k"]) for r in model.runs] == [(n, d, k) for n, d, k, _ in good]
+    assert math.isfinite(model.predict(10000, 20, 4))

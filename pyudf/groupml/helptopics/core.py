@@ -106,9 +106,11 @@ CALL groupml.train_groups(source regclass, group_by text[], features text[], lab
   A run is trained by one call at a time: resuming a run another session is still training
   fails (SQLSTATE 55006, naming that session's pid) and changes nothing.
   Call it outside an explicit transaction block (BEGIN ... COMMIT) so it can commit as it goes.
-  The calling role needs SELECT on the columns it reads (a table grant or column grants). The
-  source is resolved once, on the caller's search_path, and kept schema-qualified (runs.source):
-  worker backends and later resumes read exactly that relation.
+  It writes groupml's catalog: the extension's owner runs it, or a role an administrator has
+  granted the catalog rights it needs (a role without them gets 42501 naming them, before
+  anything is written). The calling role needs SELECT on the columns it reads (a table grant
+  or column grants). The source is resolved once, on the caller's search_path, and kept
+  schema-qualified (runs.source): worker backends and later resumes read exactly that relation.
   options: those of learn_over_groups except "threads", plus "processes": groups trained at the
   same time by helper processes of this backend (plain Python processes it spawns and ends; they
   never connect to the database; BLAS one thread each). Default min(CPUs, 4) for tables of

@@ -61,7 +61,7 @@ groupml.calibrate_cost_model(sizes jsonb DEFAULT NULL, model text DEFAULT 'logis
   sizes (n rows, d features, k configurations per pass), stores them in groupml.cost_runs and
   returns each measurement beside the estimate of the cost model refitted on the table
   (TuPAQ eq. 1: t = c_fixed + c_compute*n*d*k + c_memory*n*d, NNLS on relative error).
-  Takes a few seconds with the default sizes. Catalog-writing runs add their own measured runs,
+  Needs INSERT on groupml.cost_runs (42501 otherwise). Takes a few seconds with the default sizes. Catalog-writing runs add their own measured runs,
   so the model follows the machine as runs accumulate (the newest 1000 are used).
   The planner (explain_search, and learn_over_groups / train_groups when the search spec has no
   "slots") picks the batch size k from this model.
@@ -77,4 +77,7 @@ groupml.cost_runs  (table)
   seconds (wall time of all those passes), family, source, created_at.
   The measurements the planner's cost model is refitted on. Rows come from
   groupml.calibrate_cost_model() and from training runs; delete rows to forget a machine.
+  Every role reads it (planning); only the catalog's writers (the extension's owner, or roles
+  an administrator grants INSERT) add rows, so no role can steer another's batch sizes.
+  Rows the model cannot use (non-finite seconds) are skipped when it is refitted.
 """

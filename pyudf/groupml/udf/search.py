@@ -19,8 +19,10 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 
 from ..db import quote_ident
-from ..errors import InvalidParameterError
+from ..errors import GroupmlError, InvalidParameterError
+from ..planner import check_run
 from ..validation import check_keys, check_number
+from ._catalog import check_catalog_privileges
 from ._source import (check_column_privileges, check_columns, check_group_by_sortable, check_label_not_a_feature,
                       check_select_privilege, columns)
 from . import parse_object, sql_entry
@@ -75,8 +77,14 @@ def load_cost_model(session, family: Optional[str] = None):
         rows = session.query(sql.format(""))
     model = default_cost_model()
     model.max_runs = MAX_COST_RUNS
-    runs = [{"n": int(r["n"]), "d": int(r["d"]), "k": int(r["k"]), "workers": int(r["workers"]),
-             "seconds": float(r["seconds"]) / int(r["passes"])} for r in reversed(rows)]
+    runs = []
+    for r in reversed(rows):
+        run = {"n": int(r["n"]), "d": int(r["d"]), "k": int(r["k"]), "workers": int(r["workers"]),
+               "seconds": float(r["seconds"]) / int(r["passes"])}
+        try:
+            runs.append(check_run(run))
+        except GroupmlError:
+            pass     # a row written by hand (NaN, infinite seconds): planning must not fail on it
     if runs:
         model.add_runs(runs)
     return model
@@ -117,6 +125,8 @@ def calibrate_cost_model(sizes, family, passes):
 
     owner = "calibrate_cost_model"
     fam = get_family(family).name
+    session = backend_session()
+    check_catalog_privileges(session, owner)
     passes = check_number(passes, "passes", owner, ge=1, le=1000, integer=True,
                           hint="A handful of passes per size is enough (default 5).")
     plan = CALIBRATION_SIZES
@@ -145,7 +155,6 @@ def calibrate_cost_model(sizes, family, passes):
                 raise InvalidParameterError(
                     f"A calibration size of {owner} must have n*k <= 50000000 values; got n={plan[-1][0]}, "
                     f"k={plan[-1][2]}", hint="Calibrate on smaller synthetic tables; the model extrapolates.")
-    session = backend_session()
     measured = []
     for i, (n, d, k) in enumerate(plan):
         session.check_cancel()

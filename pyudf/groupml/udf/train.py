@@ -23,6 +23,7 @@ from ..db import backend_session, quote_ident
 from ..procpool import MAX_PROCESSES
 from ..validation import check_number
 from ..errors import DataError, GroupmlError, InvalidParameterError, ObjectInUseError, UndefinedObjectError
+from ._catalog import check_catalog_privileges
 from ._source import (check_column_privileges, check_columns, check_group_by_sortable, check_label_not_a_feature,
                       check_select_privilege, columns, group_clause_sql, group_key_sql, packed_scan_sql)
 from . import parse_object, sql_entry
@@ -194,6 +195,8 @@ def train_groups(source, group_by, features, label, model, search, options, run_
 
     session = backend_session()
     workers, strategy = _check_workers(workers, strategy)
+    check_catalog_privileges(session, "train_groups" if workers == 1 and strategy == "auto"
+                             else "train_groups with workers or a strategy")
     source, search_obj, options_obj, cols, group_by, features = _validate(session, source, group_by, features,
                                                                           label, model, search, options)
     processes = _processes_option(options_obj)
@@ -392,6 +395,7 @@ def drop_snapshot(snapshot_id) -> bool:
     sid = check_number(snapshot_id, "snapshot_id", "drop_snapshot", ge=1, integer=True,
                        hint="Pass a snapshot_id of groupml.snapshots.")
     session = backend_session()
+    check_catalog_privileges(session, "drop_snapshot")
     gone = session.query("DELETE FROM groupml.snapshots WHERE snapshot_id = $1 RETURNING snapshot_id",
                          [sid], ["bigint"])
     for r in session.query("SELECT run_id FROM groupml.grouped_runs WHERE snapshot_id = $1 ORDER BY run_id",

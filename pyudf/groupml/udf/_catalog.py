@@ -1,0 +1,57 @@
+"""Which parts of groupml's own catalog an entry point writes, checked before it starts.
+
+The catalog tables (runs, models, snapshots, cost_runs, ...) carry no grants to PUBLIC: the
+extension's owner trains, and an administrator may grant a role the rights below. A role
+without them gets one clear 42501 naming what is missing, instead of PostgreSQL's error from
+the middle of a run (a half-claimed run, a Python traceback).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Iterable, List, Tuple
+
+from ..errors import InsufficientPrivilegeError
+
+_RUN = [("runs", "SELECT"), ("runs", "INSERT"), ("runs", "UPDATE"), ("models", "SELECT"), ("models", "INSERT"),
+        ("trials", "INSERT"), ("cost_runs", "INSERT")]
+_EXECUTOR = [("grouped_runs", "SELECT"), ("grouped_runs", "INSERT"), ("grouped_runs", "UPDATE"),
+             ("snapshots", "SELECT"), ("snapshots", "INSERT"), ("snapshots", "UPDATE"), ("snapshots", "DELETE"),
+             ("snapshot_groups", "SELECT"), ("snapshot_groups", "INSERT"), ("snapshot_blocks", "SELECT"),
+             ("snapshot_blocks", "INSERT"), ("trials", "SELECT"), ("trials", "DELETE"), ("run_epochs", "INSERT"),
+             ("run_epochs", "DELETE"), ("run_schedule", "SELECT"), ("run_schedule", "INSERT"),
+             ("run_schedule", "DELETE"), ("run_checkpoints", "SELECT"), ("run_checkpoints", "INSERT"),
+             ("run_checkpoints", "DELETE"), ("worker_endpoints", "SELECT")]
+
+#: entry point -> (table, privilege) pairs it needs on groupml's catalog
+NEEDS: Dict[str, List[Tuple[str, str]]] = {
+    "train_groups": _RUN,
+    "train_groups with workers or a strategy": _RUN + _EXECUTOR,
+    "drop_snapshot": [("snapshots", "SELECT"), ("snapshots", "DELETE"), ("grouped_runs", "SELECT")],
+    "calibrate_cost_model": [("cost_runs", "SELECT"), ("cost_runs", "INSERT")],
+}
+
+
+def missing_privileges(session, needs: Iterable[Tuple[str, str]]) -> List[Tuple[str, str]]:
+    """The (table, privilege) pairs of ``needs`` the calling role lacks, in order."""
+    needs = list(needs)
+    rows = session.query(
+        "SELECT u.t, u.p FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(t, p, i) "
+        "WHERE NOT pg_catalog.has_table_privilege(pg_catalog.format('groupml.%I', u.t), u.p) ORDER BY u.i",
+        [[t for t, _ in needs], [p for _, p in needs]], ["text[]", "text[]"])
+    return [(r["t"], r["p"]) for r in rows]
+
+
+def check_catalog_privileges(session, what: str) -> None:
+    """Raise 42501 when the calling role lacks a right ``what`` needs on the catalog."""
+    missing = missing_privileges(session, NEEDS[what])
+    if not missing:
+        return
+    by_table: Dict[str, List[str]] = {}
+    for t, p in missing:
+        by_table.setdefault(t, []).append(p)
+    grants = "; ".join(f"GRANT {', '.join(ps)} ON groupml.{t}" for t, ps in by_table.items())
+    table, priv = missing[0]
+    raise InsufficientPrivilegeError(
+        f"permission denied for table groupml.{table}: {what} needs {priv} on it (it writes groupml's catalog)",
+        hint=f"Run it as the extension's owner, or have an administrator grant the calling role: {grants} "
+             f"(and USAGE on the catalog's sequences).")
