@@ -1,8 +1,14 @@
 """The per-backend cache of decoded models behind predict (groupml.udf.predict.load_cached)."""
 
-import numpy as np
+import io
+import json
 
+import numpy as np
+import pytest
+
+from groupml.errors import ModelFormatError
 from groupml.learners import GLMTrainer, load_model
+from groupml.learners._model import MAX_GLM_BYTES, pack_model
 from groupml.udf import predict as P
 
 
@@ -15,6 +21,20 @@ def _models(n):
         tr.add(i, {"l2": 10.0 ** -i})
     tr.run(50)
     return [tr.model(i).to_bytes() for i in range(n)]
+
+
+def _charged(model_bytes):
+    """What the cache charges for one of these models: its bytes and its 3 decoded weights."""
+    return len(model_bytes) + 3 * 8
+
+
+def _deflated_glm(n_weights):
+    """A GLM value as a forger would write it: a compressed archive of n zero weights."""
+    header = json.dumps({"family": "logistic", "params": {}, "n_features": n_weights}, sort_keys=True)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, coef=np.zeros(n_weights), intercept=np.array(0.0),
+                        header=np.frombuffer(header.encode(), dtype=np.uint8))
+    return pack_model("glm", buf.getvalue())
 
 
 def test_a_hit_needs_the_same_bytes_not_only_the_same_key(monkeypatch):
@@ -37,7 +57,7 @@ def test_the_cache_keeps_the_most_recent_models(monkeypatch):
     ma, mb = P.load_cached(a), P.load_cached(b)
     assert P.load_cached(a) is ma                           # a is now the most recent
     P.load_cached(c)                                        # evicts b
-    assert len(P._cache) == 2 and P._cache_bytes == len(a) + len(c)
+    assert len(P._cache) == 2 and P._cache_bytes == _charged(a) + _charged(c)
     assert P.load_cached(a) is ma and P.load_cached(b) is not mb
 
 
@@ -45,10 +65,28 @@ def test_the_cache_holds_at_most_its_bytes(monkeypatch):
     monkeypatch.setattr(P, "_cache", type(P._cache)())
     monkeypatch.setattr(P, "_cache_bytes", 0)
     a, b, c = _models(3)
-    monkeypatch.setattr(P, "CACHE_BYTES", len(b) + len(c))
+    monkeypatch.setattr(P, "CACHE_BYTES", _charged(b) + _charged(c))
     for m in (a, b, c):
         P.load_cached(m)
-    assert list(v[0] for v in P._cache.values()) == [b, c] and P._cache_bytes == len(b) + len(c)
+    assert list(v[0] for v in P._cache.values()) == [b, c] and P._cache_bytes == _charged(b) + _charged(c)
     monkeypatch.setattr(P, "CACHE_BYTES", 1)                # one model bigger than the budget is still kept
     P.load_cached(a)
-    assert list(v[0] for v in P._cache.values()) == [a] and P._cache_bytes == len(a)
+    assert list(v[0] for v in P._cache.values()) == [a] and P._cache_bytes == _charged(a)
+
+
+def test_the_cache_charges_a_model_for_its_decoded_size(monkeypatch):
+    # a 1M-weight model compressed to a few KB used to be charged its few KB, so 256 MB of
+    # "budget" held hundreds of them decoded (8 MB each); a forged value could fill a backend
+    monkeypatch.setattr(P, "_cache", type(P._cache)())
+    monkeypatch.setattr(P, "_cache_bytes", 0)
+    small = _deflated_glm(1 << 20)
+    assert len(small) < 50_000
+    P.load_cached(small)
+    assert P._cache_bytes == len(small) + 8 * (1 << 20)
+
+
+def test_a_glm_value_that_would_unpack_beyond_the_limit_is_refused_unread():
+    bomb = _deflated_glm((MAX_GLM_BYTES // 8) + 1)
+    assert len(bomb) < 1_000_000
+    with pytest.raises(ModelFormatError, match=r"The glm model would unpack to [\d,]+ bytes; at most "):
+        load_model(bomb)

@@ -127,6 +127,10 @@ class LightGBMModel(ContainerModel):
     def __repr__(self) -> str:
         return f"LightGBMModel(family={self.family!r}, n_features={self.n_features})"
 
+    def memory_bytes(self) -> int:
+        # the text is kept, and the booster's trees take about as much again
+        return 2 * len(self.model_text)
+
     @property
     def num_trees(self) -> int:
         return int(self.booster.num_trees())

@@ -383,8 +383,24 @@ def _torch_bytes(obj) -> bytes:
     return buf.getvalue()
 
 
+#: Unpacked bytes of a torch archive that are read at most: a training state of the largest
+#: network (float32 weights and two Adam moments) and room for the rest. torch reads deflated
+#: archives too, so a small value could otherwise unpack to any size.
+MAX_TORCH_BYTES = 3 * 4 * MAX_WEIGHTS + (16 << 20)
+
+
 def _torch_load(body: bytes, what: str):
-    """torch's own bytes, read with ``weights_only`` (tensors and plain containers only)."""
+    """torch's own bytes, read with ``weights_only`` (tensors and plain containers only),
+    after checking what they would unpack to."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(io.BytesIO(body)) as z:
+            unpacked = sum(i.file_size for i in z.infolist())
+    except (zipfile.BadZipFile, ValueError, OSError):
+        raise _container.bad(what, "it is not torch's archive format") from None
+    if unpacked > MAX_TORCH_BYTES:
+        raise _container.bad(what, f"it would unpack to {unpacked:,} bytes; at most {MAX_TORCH_BYTES:,} are read")
     torch = torch_module()
     try:
         return torch.load(io.BytesIO(body), weights_only=True, map_location="cpu")
@@ -482,6 +498,9 @@ class MLPModel(ContainerModel):
 
     def __repr__(self) -> str:
         return f"MLPModel(family={self.family!r}, n_features={self.n_features})"
+
+    def memory_bytes(self) -> int:
+        return int(sum(t.numel() * t.element_size() for t in self.net.state_dict().values()))
 
     def decision_function(self, X) -> np.ndarray:
         return decision_values(self.net, self._as_matrix(X), self.regression)

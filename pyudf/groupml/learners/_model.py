@@ -29,6 +29,10 @@ from ..errors import (ArrayLengthError, DatatypeMismatchError, FeatureNotSupport
 
 MAGIC = b"GROUPML\x00"
 FORMAT_VERSION = 1
+#: Unpacked size of a GLM model's arrays that is read at most: 2^24 float64 weights and
+#: room for the header (groupml writes them stored, never compressed)
+MAX_GLM_BYTES = 8 * (1 << 24) + (1 << 20)
+
 _HINT = ("The bytes are not a groupml model (or were truncated or written by a newer "
          "version); retrain the model or load the value stored by learn_over_groups.")
 
@@ -131,6 +135,10 @@ class ContainerModel:
     def decision_function(self, X) -> np.ndarray:
         raise NotImplementedError
 
+    def memory_bytes(self) -> int:
+        """About how much memory the decoded model holds (subclasses refine it)."""
+        return 0
+
     def predict(self, X) -> np.ndarray:
         """0/1 labels (int64) for a classifier, values for a regressor."""
         z = self.decision_function(X)
@@ -194,6 +202,9 @@ class GLMModel:
     def __repr__(self) -> str:
         return f"GLMModel(family={self.family!r}, n_features={self.n_features})"
 
+    def memory_bytes(self) -> int:
+        return int(self.coef.nbytes)
+
     def _as_matrix(self, X) -> np.ndarray:
         return check_matrix(X, self.n_features)
 
@@ -238,6 +249,11 @@ class GLMModel:
             if names != {"coef", "intercept", "header"}:
                 raise ModelFormatError(f"The glm model has arrays {sorted(names)}; expected "
                                        "coef, header, intercept", hint=_HINT)
+            # a deflated archive may expand a thousandfold: size it before reading it
+            unpacked = sum(npz.zip.getinfo(name + ".npy").file_size for name in names)
+            if unpacked > MAX_GLM_BYTES:
+                raise ModelFormatError(f"The glm model would unpack to {unpacked:,} bytes; at most "
+                                       f"{MAX_GLM_BYTES:,} (2^24 weights) are read", hint=_HINT)
             coef, intercept, hbytes = npz["coef"], npz["intercept"], npz["header"]
         if (coef.dtype != np.float64 or coef.ndim != 1 or intercept.dtype != np.float64
                 or intercept.shape != () or hbytes.dtype != np.uint8 or hbytes.ndim != 1):

@@ -26,7 +26,7 @@ CACHE_BYTES = 256 << 20
 #: Bytes of a model value that key the cache: its length and this prefix (magic, kind and the
 #: container header with the body's digest fit in it for groupml's models)
 KEY_PREFIX = 2048
-_cache: "OrderedDict[tuple, Tuple[bytes, object]]" = OrderedDict()
+_cache: "OrderedDict[tuple, Tuple[bytes, object, int]]" = OrderedDict()   # value: (bytes, model, charged)
 _cache_bytes = 0
 
 
@@ -42,11 +42,13 @@ def load_cached(data: bytes):
     model = load_model(data)
     old = _cache.pop(key, None)
     if old is not None:
-        _cache_bytes -= len(old[0])
-    _cache[key] = (data, model)
-    _cache_bytes += len(data)
+        _cache_bytes -= old[2]
+    # charged for what it holds decoded: a small compressed value may unpack to far more
+    size = len(data) + int(getattr(model, "memory_bytes", lambda: 0)())
+    _cache[key] = (data, model, size)
+    _cache_bytes += size
     while len(_cache) > CACHE_SIZE or (_cache_bytes > CACHE_BYTES and len(_cache) > 1):
-        _cache_bytes -= len(_cache.popitem(last=False)[1][0])
+        _cache_bytes -= _cache.popitem(last=False)[1][2]
     return model
 
 
