@@ -48,6 +48,35 @@ def test_one_child_checks_many_texts_and_a_crash_costs_only_that_child(checker):
     assert checker.started == 2
 
 
+def test_the_child_is_outside_the_callers_process_group(checker):
+    # PostgreSQL sends a cancel (SIGINT) to the backend's whole process group: a child in the
+    # group died of it and the model was reported as "LightGBM crashed on it (signal 2)"
+    assert checker.check(_texts(1)[0].encode(), 4) is None
+    child = checker._proc.pid
+    assert os.getpgid(child) != os.getpgid(0) and os.getsid(child) == child
+    checker._proc.stdin.close()                         # its parent gone: it ends by itself
+    assert checker._proc.wait(30) == 0
+    checker._proc = None
+
+
+def test_the_structural_check_runs_the_interrupt_check_between_trees():
+    from groupml.learners._lgbm_text import check_model_text
+
+    rng = np.random.default_rng(3)
+    text = lgb.train({"objective": "binary", "verbosity": -1, "num_leaves": 3, "num_threads": 1,
+                      "min_data_in_leaf": 1}, lgb.Dataset(rng.standard_normal((300, 2)), rng.random(300) < 0.5),
+                     num_boost_round=600).model_to_string()
+    assert text.count("\nTree=") == 600
+    calls = []
+    check_model_text(text.encode(), 2, lambda: calls.append(1))
+    assert len(calls) == 3                              # trees 0, 256 and 512
+
+    def cancel():
+        raise KeyboardInterrupt("cancelled")
+    with pytest.raises(KeyboardInterrupt):
+        check_model_text(text.encode(), 2, cancel)
+
+
 def test_an_idle_child_leaves_and_the_next_check_starts_another(checker, monkeypatch):
     monkeypatch.setattr(_lgbm_check, "IDLE_EXIT_S", 0.3)
     text = _texts(1)[0].encode()

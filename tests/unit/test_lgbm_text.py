@@ -60,7 +60,7 @@ def test_a_split_on_a_path_the_probes_miss_crashes_lightgbm_and_is_refused(texts
     forged = unprobed_bad_split(texts["binary"])
     _refused(forged, r"tree 0: split_feature 2000000000 of node 2 is not a feature index \(0\.\.3\)")
     # without the structural check the child's probes pass it ...
-    monkeypatch.setattr(_lgbm, "check_model_text", lambda body, n: None)
+    monkeypatch.setattr(_lgbm, "check_model_text", lambda body, n, interrupt_check=None: None)
     _lgbm.check_in_child(forged.encode(), 4)
     _lgbm._TRUSTED_BODIES.clear()
     # ... and a row on the unprobed path kills the process that predicts it

@@ -195,10 +195,12 @@ def check_in_child(body: bytes, n_features: int, digest: Optional[str] = None) -
     digest = digest or body_digest(body)
     if digest in _TRUSTED_BODIES:
         return
-    check_model_text(body, n_features)       # paths the probes miss: LightGBM would read outside its arrays
+    interrupt_check = cancel_check_here()
+    # paths the probes miss: LightGBM would read outside its arrays
+    check_model_text(body, n_features, interrupt_check)
     hint = "Use the model as train_groups or learn_over_groups stored it; a changed model cannot be used."
     try:
-        why = _checker().check(body, n_features, cancel_check_here())
+        why = _checker().check(body, n_features, interrupt_check)
     except CheckTimeout:
         raise ModelFormatError(f"The lightgbm model could not be checked: loading it took over "
                                f"{CHECK_TIMEOUT_S:.0f} s", hint=hint) from None

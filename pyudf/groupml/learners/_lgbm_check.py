@@ -121,8 +121,12 @@ class ModelChecker:
         if self._proc is not None and self._proc.poll() is not None:
             self._reap()
         if self._proc is None:
+            # its own session: PostgreSQL signals a backend's whole process group, and a cancel
+            # (SIGINT) that killed the child was reported as "LightGBM crashed on it (signal 2)";
+            # the child still ends with its parent (end of file on its stdin)
             self._proc = subprocess.Popen([self._python, "-c", _BOOT, str(IDLE_EXIT_S)], stdin=subprocess.PIPE,
-                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=self._env)
+                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=self._env,
+                                          start_new_session=True)
             self.started += 1
         return self._proc
 

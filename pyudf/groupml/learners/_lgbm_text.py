@@ -176,9 +176,15 @@ def _check_bitsets(kv: Dict[str, str], num_cat: int, where: str) -> None:
         raise _damaged(f"{where}: cat_boundaries and cat_threshold do not describe {num_cat} bitsets")
 
 
-def check_model_text(body: bytes, n_features: int) -> None:
+#: Trees checked between two calls of the caller's interrupt check (a 1 GB text is ~20 s of
+#: checking; 256 trees of a big model are a few ms)
+CHECK_EVERY_TREES = 256
+
+
+def check_model_text(body: bytes, n_features: int, interrupt_check=None) -> None:
     """Raise ModelFormatError unless ``body`` is LightGBM model text, in LightGBM's own layout,
-    whose every tree prediction can walk safely for rows of ``n_features`` values."""
+    whose every tree prediction can walk safely for rows of ``n_features`` values.
+    ``interrupt_check`` (a backend's cancel check) runs every :data:`CHECK_EVERY_TREES` trees."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
@@ -191,5 +197,7 @@ def check_model_text(body: bytes, n_features: int) -> None:
         if _one_int(header, key, "the header") != 1:
             raise _damaged(f"the header's {key} is not 1, as in every model groupml makes")
     for i, block in enumerate(trees):
+        if interrupt_check is not None and i % CHECK_EVERY_TREES == 0:
+            interrupt_check()
         where = f"tree {i}"
         check_tree(_key_values(_tree_lines(block, where), where), n_features, where)
