@@ -63,6 +63,9 @@ class Trainer(Protocol):
 
     def converged(self, trial_id: int) -> bool: ...
 
+    def status(self, trial_id: int) -> str:
+        """'running', or why the config finished: 'converged', 'max_iter', 'stalled', 'diverged'."""
+
     def score(self, trial_id: int) -> float:
         """Validation loss of the config's current model (lower is better)."""
 

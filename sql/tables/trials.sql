@@ -3,7 +3,7 @@ CREATE TABLE @extschema@.trials (
     group_key     jsonb NOT NULL DEFAULT '{}',
     trial_id      integer NOT NULL,
     params        jsonb NOT NULL,
-    status        text NOT NULL,                -- converged | stopped | max_iter | failed
+    status        text NOT NULL,                -- converged | max_iter | stalled | diverged | stopped | failed
     stop_reason   text,
     score         float8,                       -- final validation value of the run's metric
     epoch_scores  float8[] NOT NULL DEFAULT '{}', -- validation loss after every epoch block

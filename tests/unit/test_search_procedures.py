@@ -3,6 +3,7 @@
 import json
 import math
 
+import numpy as np
 import pytest
 
 from groupml.engine import Decision, Trainer
@@ -61,6 +62,10 @@ class FakeTrainer:
     def converged(self, trial_id):
         cap = self._params[trial_id].get("converge_iters")
         return cap is not None and self._iters[trial_id] >= cap
+
+    def status(self, trial_id):
+        # a config may say how it finishes ('max_iter', 'stalled'); tol otherwise
+        return self._params[trial_id].get("finish", "converged") if self.converged(trial_id) else "running"
 
     def score(self, trial_id):
         return self.curve(self._params[trial_id], self._iters[trial_id] / 10.0)
@@ -475,6 +480,29 @@ def test_driver_honours_convergence_and_epoch_cap():
     assert (fast.status, fast.stop_reason, fast.epochs) == ("converged", "converged", 2)
     assert (slow.status, slow.stop_reason, slow.epochs) == ("stopped", "max_epochs", 5)
     assert ("remove", 0) in trainer.log and trainer.active() == []
+
+
+def test_driver_reports_how_a_trainer_finished_a_config():
+    # every finished config used to be reported 'converged', one that ran out of iterations too
+    spec = parse_search({"lr": [0.1], "converge_iters": [15], "finish": ["converged", "max_iter", "stalled"]})
+    result = run_search(make_procedure(spec), FakeTrainer(), slots=3, epoch_iters=10)
+    got = sorted((t.params["finish"], t.status, t.stop_reason) for t in result.trials)
+    assert got == [("converged", "converged", "converged"),
+                   ("max_iter", "max_iter", "max_iter: it ran all its iterations (max_iter, epochs or boosting "
+                                            "rounds) without reaching tol"),
+                   ("stalled", "stalled", "stalled: the line search found no decrease (the last weights are kept)")]
+
+
+def test_a_glm_stopped_by_max_iter_is_not_reported_converged():
+    from groupml.fitting import fit_group
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((400, 3))
+    y = (X[:, 0] + 0.5 * rng.standard_normal(400) > 0).astype(float)
+    short = fit_group(X, y, "logistic", {"max_iter": 3}, {})
+    full = fit_group(X, y, "logistic", {}, {})
+    assert [(t["iterations"], t["status"]) for t in short.trials] == [(3, "max_iter")]
+    assert [t["status"] for t in full.trials] == ["converged"] and full.trials[0]["iterations"] < 100
 
 
 def test_driver_on_epoch_exception_propagates():

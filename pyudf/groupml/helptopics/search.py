@@ -31,7 +31,9 @@ groupml.trial_info(fit groupml.fit)
   One row per configuration tried for a fit, like BigQuery's ML.TRIAL_INFO.
   score        the selection metric on the validation rows (natural units, e.g. accuracy)
   epochs       epoch blocks trained; epoch_losses the validation loss (lower is better) after each
-  status       converged | stopped | failed (diverged); stop_reason says why, e.g.
+  status       how it ended: converged (reached tol) | max_iter (ran all its iterations without
+               reaching tol) | stalled | diverged (its trainer finished it) | stopped (the search
+               procedure did) | failed (non-finite validation loss); stop_reason says why, e.g.
                'bandit: loss 0.31 after 1 epochs is not within epsilon=0.5 of the best loss so far 0.19',
                'not promoted at rung 0 (1 epochs) of bracket 0', 'converged', 'max_epochs'
   passes       data passes the configuration took part in (shared with the others of its batch)

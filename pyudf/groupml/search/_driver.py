@@ -65,6 +65,23 @@ def search_state(event: EpochEvent) -> Dict[str, Any]:
                                   "passes": event.passes}))
 
 
+#: Why a trainer finished a configuration (its ``status``), as trial_info reports it
+FINISH_REASONS = {
+    "converged": "converged",
+    "max_iter": "max_iter: it ran all its iterations (max_iter, epochs or boosting rounds) without reaching tol",
+    "stalled": "stalled: the line search found no decrease (the last weights are kept)",
+    "diverged": "diverged: a non-finite objective or step (the last finite weights are kept)",
+}
+
+
+def _finished(trainer, trial_id: int):
+    """(status, stop_reason) of a configuration its trainer has finished: 'converged' only
+    when it reached tol (or, LightGBM, no tree could split); a configuration that ran out of
+    iterations, stalled or diverged says so."""
+    status = trainer.status(trial_id)
+    return status, FINISH_REASONS.get(status, status)
+
+
 def run_search(procedure: SearchProcedure, trainer: Trainer, *, slots: int, epoch_iters: int,
                max_epochs: Optional[int] = None,
                on_epoch: Optional[Callable[[EpochEvent], None]] = None,
@@ -131,7 +148,7 @@ def run_search(procedure: SearchProcedure, trainer: Trainer, *, slots: int, epoc
             trial = trials[r.trial_id]
             decision = decisions.get(r.trial_id, Decision.STOP)
             if r.trial_id in converged:
-                trial.status, trial.stop_reason = "converged", "converged"
+                trial.status, trial.stop_reason = _finished(trainer, r.trial_id)
             elif decision is Decision.STOP:
                 trial.status = "stopped"
                 trial.stop_reason = procedure.reason(r.trial_id) or "stopped by the search procedure"
