@@ -355,6 +355,25 @@ def _waiting_on_a_lock(db, pid):
     return db.execute("SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()[0]
 
 
+def test_a_run_in_use_is_named_by_its_holder_in_this_database(cluster, dsn, db, clicks):
+    # advisory locks are per database: a session of another database holding the same run id
+    # used to be named too, and the hint told the user to cancel it
+    from groupml.udf.train import _run_lock_keys
+
+    run_id = db.execute("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', "
+                        "'logistic')").fetchone()[0]
+    keys = list(_run_lock_keys(run_id))
+    with psycopg.connect(cluster.dsn("postgres"), autocommit=True) as elsewhere, \
+            psycopg.connect(dsn, autocommit=True) as here:
+        elsewhere.execute("SELECT pg_advisory_lock(%s, %s)", keys)
+        here.execute("SELECT pg_advisory_lock(%s, %s)", keys)
+        state, msg, hint = sql_error(db, "CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], "
+                                         "'clicked', 'logistic', '{}', '{}', %s)", [run_id])
+        assert (state, msg) == ("55006", f"groupml: Run {run_id} is being trained by another session "
+                                         f"(pid {here.info.backend_pid}); a run is trained by one call at a time")
+        assert str(elsewhere.info.backend_pid) not in hint
+
+
 def test_a_run_is_trained_by_one_call_at_a_time(dsn, db, clicks):
     """Resuming a run while another session is still training it is refused (55006), names
     that session and changes nothing; the first call finishes as if alone. A call that ends by

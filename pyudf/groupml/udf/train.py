@@ -332,8 +332,10 @@ def _run_lock_keys(run_id: int):
     return RUN_LOCK_CLASS, low - (1 << 32) if low >= 1 << 31 else low
 
 
+# advisory locks are per database: another database's run with the same id is not ours
 _LOCK_HOLDERS = ("SELECT pid FROM pg_catalog.pg_locks WHERE locktype = 'advisory' AND granted AND classid::int8 = $1 "
-                 "AND objid::int8 = $2 AND objsubid = 2")
+                 "AND objid::int8 = $2 AND objsubid = 2 AND database = (SELECT d.oid FROM pg_catalog.pg_database d "
+                 "WHERE d.datname = pg_catalog.current_database())")
 
 
 def _lock_holders(session, run_id: int, *, mine: bool = False):
