@@ -65,6 +65,12 @@ class UndefinedColumnError(UndefinedObjectError):
     sqlstate = "42703"  # undefined_column
 
 
+class DuplicateObjectError(GroupmlError):
+    """Something of that name exists already and may not be changed by this call."""
+
+    sqlstate = "42710"  # duplicate_object
+
+
 class DatatypeMismatchError(GroupmlError, TypeError):
     """A column or value has a type groupml cannot use (42804)."""
 

@@ -584,6 +584,19 @@ def test_schedule_with_cron(cluster, db, dbname):
                 [("0 4 1 1 *",)]
             st, msg, _ = sql_error(pg, "SELECT groupml.schedule_with_cron('* * * * *', 0)")
             assert (st, msg) == ("22023", "groupml: The 'max_seconds' value of schedule_with_cron must be > 0; got 0.0")
+            # the same name for another database: pg_cron would update the job in place and leave it
+            # in the first database (with the new schedule); refused, nothing changed
+            st, msg, hint = sql_error(pg, "SELECT groupml.schedule_with_cron('*/5 * * * *', 7)")
+            assert (st, msg) == ("42710", f"groupml: The cron job 'groupml_scheduler' already runs in database "
+                                          f"'{dbname}'; pg_cron cannot move it to database 'postgres'")
+            assert hint == (f"Give this database's job its own name, e.g. job_name => 'groupml_scheduler_postgres', "
+                            f"or remove the other with SELECT cron.unschedule({jobid});")
+            assert pg.execute("SELECT schedule, database FROM cron.job").fetchall() == [("0 4 1 1 *", dbname)]
+            own = pg.execute("SELECT groupml.schedule_with_cron('*/5 * * * *', 7, "
+                             "job_name => 'groupml_scheduler_postgres')").fetchone()[0]
+            assert own != jobid and sorted(pg.execute("SELECT database FROM cron.job").fetchall()) == \
+                sorted([(dbname,), ("postgres",)])
+            pg.execute("SELECT cron.unschedule(%s)", [own])
             pg.execute("SELECT cron.unschedule(%s)", [jobid])
         finally:
             pg.execute("DROP EXTENSION IF EXISTS pg_cron")

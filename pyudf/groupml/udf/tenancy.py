@@ -29,8 +29,9 @@ from typing import Any, Dict, List, Tuple
 import numpy as np
 
 from ..db import backend_session, quote_ident
-from ..errors import (DataError, FeatureNotSupportedError, GroupmlError, InsufficientPrivilegeError,
-                      InvalidParameterError, PrerequisiteStateError, SearchSpecError, UndefinedObjectError)
+from ..errors import (DataError, DuplicateObjectError, FeatureNotSupportedError, GroupmlError,
+                      InsufficientPrivilegeError, InvalidParameterError, PrerequisiteStateError, SearchSpecError,
+                      UndefinedObjectError)
 from ..fitting import unpack_rows
 from ..validation import check_bool, check_choice, check_keys, check_number
 from ._source import check_columns, check_label_not_a_feature, columns, packed_row_expr
@@ -710,6 +711,16 @@ def schedule_with_cron(schedule, max_seconds, policy, cost_aware, database, job_
                     f"there, install groupml there too and call groupml.schedule_with_cron(..., database => "
                     f"'{info['db']}') from it.")
         raise PrerequisiteStateError(f"pg_cron is not installed in database '{info['db']}'", hint=hint)
+    # pg_cron updates a job of the same name in place but never moves it to another database:
+    # the job would keep running in the old one with the new schedule, and this one get none
+    other = session.query("SELECT jobid, database FROM cron.job WHERE jobname = $1 AND username = current_user "
+                          "AND database <> $2", [job_name, database], ["text", "text"])
+    if other:
+        raise DuplicateObjectError(
+            f"The cron job '{job_name}' already runs in database '{other[0]['database']}'; pg_cron cannot move it "
+            f"to database '{database}'",
+            hint=f"Give this database's job its own name, e.g. job_name => {_literal(job_name + '_' + database)}, "
+                 f"or remove the other with SELECT cron.unschedule({other[0]['jobid']});")
     command = (f"CALL groupml.run_scheduler(max_seconds => {float(max_seconds)!r}, policy => {_literal(policy)}, "
                f"cost_aware => {'true' if cost_aware else 'false'})")
     got = session.query("SELECT cron.schedule_in_database($1, $2, $3, $4) AS jobid",
