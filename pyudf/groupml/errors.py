@@ -71,6 +71,12 @@ class DuplicateObjectError(GroupmlError):
     sqlstate = "42710"  # duplicate_object
 
 
+class WrongObjectTypeError(GroupmlError):
+    """The named object is of another kind than the call needs (e.g. an index as a source)."""
+
+    sqlstate = "42809"  # wrong_object_type
+
+
 class DatatypeMismatchError(GroupmlError, TypeError):
     """A column or value has a type groupml cannot use (42804)."""
 

@@ -31,7 +31,7 @@ import numpy as np
 from ..db import backend_session, quote_ident
 from ..errors import (DataError, DuplicateObjectError, FeatureNotSupportedError, GroupmlError,
                       InsufficientPrivilegeError, InvalidParameterError, PrerequisiteStateError, SearchSpecError,
-                      UndefinedObjectError)
+                      UndefinedObjectError, WrongObjectTypeError)
 from ..fitting import unpack_rows
 from ..validation import check_bool, check_choice, check_keys, check_number
 from ._source import check_columns, check_label_not_a_feature, columns, packed_row_expr
@@ -65,14 +65,6 @@ SCHEDULER_LOCK = 0x67726F75706D6C
 #: The coordinator re-estimates every job's GP prior from all recorded qualities every this many steps.
 PRIOR_REFRESH = 10
 ADMIN_HINT = "Run it as a member of groupml_admin: GRANT groupml_admin TO <role>; (or as a superuser)."
-
-
-class DuplicateObjectError(GroupmlError):
-    sqlstate = "42710"  # duplicate_object
-
-
-class WrongObjectTypeError(GroupmlError):
-    sqlstate = "42809"  # wrong_object_type
 
 
 class SourceReadError(GroupmlError):
