@@ -51,6 +51,12 @@ class ArrayLengthError(DataError):
     sqlstate = "2202E"  # array_subscript_error
 
 
+class NumericOverflowError(DataError):
+    """A value is too large for the arithmetic it goes through."""
+
+    sqlstate = "22003"  # numeric_value_out_of_range
+
+
 class UndefinedObjectError(GroupmlError, LookupError):
     """An unknown model family, function, tenant, run ... (42704)."""
 

@@ -105,6 +105,31 @@ def test_predict_errors(db, models):
     assert "status = 'ok'" in hint
 
 
+def test_scores_that_overflow_are_errors_not_a_silent_class_0(db):
+    # features near 1e308 (finite, so accepted) made the margin NaN: predict said 0 and
+    # predict_proba NaN; an MLP overflows above ~1e30 (float32). Now 22003 names the row.
+    # two copies of one small-scale feature: equal, large weights, so 1e308 * w - 1e308 * w is NaN
+    db.execute("CREATE TABLE small AS SELECT ((i % 7 > 3) <> (i % 11 = 0))::int AS y, (i % 7) * 1e-3 AS f1, "
+               "(i % 7) * 1e-3 AS f2 FROM generate_series(1, 300) i")
+    db.execute("CREATE TABLE fm AS SELECT m, groupml.learn_over_groups(ARRAY[f1, f2], y, m, "
+               "CASE m WHEN 'mlp' THEN '{\"epochs\": [2]}' ELSE '{}' END::jsonb) AS f "
+               "FROM small, unnest(ARRAY['logistic', 'linear', 'mlp']) m GROUP BY m")
+    huge = "ARRAY[1e308, -1e308]::float8[]"
+    for m, fn in (("logistic", "predict"), ("logistic", "predict_proba"), ("linear", "predict"),
+                  ("mlp", "predict"), ("mlp", "predict_proba")):
+        state, msg, hint = sql_error(db, f"SELECT groupml.{fn}(f, {huge}) FROM fm WHERE m = %s", [m])
+        assert (state, msg) == ("22003", f"groupml: The features of row 1 given to {fn} are too large for the "
+                                         f"model: its score is not a finite number"), (m, fn)
+        assert hint.startswith("Give features on the scale the model was trained on")
+    state, msg, _ = sql_error(db, f"SELECT groupml.predict_batch(f, ARRAY[ARRAY[1, 2], ARRAY[3, 4], {huge}]) "
+                                  f"FROM fm WHERE m = 'mlp'")
+    assert (state, msg) == ("22003", "groupml: The features of row 3 given to predict_batch are too large for the "
+                                     "model: its score is not a finite number")
+    # large but harmless values still score: a logistic margin of 1e200 has a sign
+    assert db.execute("SELECT groupml.predict(f, ARRAY[1e200, 0]::float8[]) IN (0, 1) FROM fm "
+                      "WHERE m = 'logistic'").fetchone()[0]
+
+
 def test_predict_proba_is_for_logistic_only(db):
     db.execute("CREATE TABLE r (x float8, y float8)")
     db.execute("INSERT INTO r SELECT i, 2 * i + 1 FROM generate_series(1, 50) i")

@@ -67,6 +67,8 @@ groupml.predict(fit groupml.fit, features float8[]) -> float8
   features is one row (a two-dimensional array of several rows is an ERROR: use predict_batch).
   One call per row: fine for a few rows; to score a whole table, predict_batch per group is
   several times faster (docs/performance.md).
+  Errors: wrong length (2202E); NULL, NaN or infinite features (22000); features so large the
+  score overflows, e.g. near 1e308 (22003, naming the row; the same in every scoring function).
   Example:
     SELECT c.id, groupml.predict(m.fit, ARRAY[c.f1, c.f2, c.f3])
     FROM clicks c JOIN country_models m USING (country);

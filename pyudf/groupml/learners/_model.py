@@ -202,6 +202,10 @@ class GLMModel:
     def __repr__(self) -> str:
         return f"GLMModel(family={self.family!r}, n_features={self.n_features})"
 
+    @property
+    def regression(self) -> bool:
+        return self.family == "linear"
+
     def memory_bytes(self) -> int:
         return int(self.coef.nbytes)
 

@@ -15,7 +15,7 @@ from typing import Tuple
 
 import numpy as np
 
-from ..errors import ArrayLengthError, DataError, InvalidParameterError
+from ..errors import ArrayLengthError, DataError, InvalidParameterError, NumericOverflowError
 from . import sql_entry
 
 #: Models kept decoded per backend, and the model bytes they may hold in all. A table scored
@@ -97,16 +97,41 @@ def one_row(model, features, fn: str, *, whose: str = "The model", width_hint: s
     return X
 
 
+def _defined(values: np.ndarray, fn: str, start: int = 0, *, allow_inf: bool = False) -> np.ndarray:
+    """``values`` if none is NaN (nor infinite unless ``allow_inf``: an infinite margin still
+    has a sign); else 22003 naming the first row whose score overflowed."""
+    bad = np.isnan(values) if allow_inf else ~np.isfinite(values)
+    if bad.any():
+        row = start + int(np.argmax(bad)) + 1
+        raise NumericOverflowError(
+            f"The features of row {row} given to {fn} are too large for the model: its score is not a finite "
+            f"number", hint="Give features on the scale the model was trained on (values near 1e308, or above "
+                            "1e30 for an MLP, overflow); clip or rescale them.")
+    return values
+
+
+def labels(model, X, fn: str, start: int = 0) -> np.ndarray:
+    """``model.predict(X)``, with an ERROR where the score is undefined (a classifier's label
+    used to be 0 for a NaN margin) or, for a regressor, infinite."""
+    z = _defined(model.decision_function(X), fn, start, allow_inf=not model.regression)
+    return z if model.regression else (z > 0).astype(np.int64)
+
+
+def probabilities(model, X, fn: str, start: int = 0) -> np.ndarray:
+    """``model.predict_proba(X)``, with an ERROR where a probability is undefined (NaN)."""
+    return _defined(model.predict_proba(X), fn, start)
+
+
 @sql_entry
 def predict(fit, features):
     model = _model_of(fit, "predict")
-    return float(model.predict(one_row(model, features, "predict"))[0])
+    return float(labels(model, one_row(model, features, "predict"), "predict")[0])
 
 
 @sql_entry
 def predict_proba(fit, features):
     model = _model_of(fit, "predict_proba")
-    return float(model.predict_proba(one_row(model, features, "predict_proba"))[0])
+    return float(probabilities(model, one_row(model, features, "predict_proba"), "predict_proba")[0])
 
 
 #: Rows scored between two cancel checks of the batch forms (a million rows through an 81 MB
@@ -114,8 +139,9 @@ def predict_proba(fit, features):
 BATCH_CHUNK_ROWS = 4096
 
 
-def _in_chunks(score, X) -> list:
-    """``score`` over row chunks of ``X``, checking for a cancel between them."""
+def _in_chunks(score, model, X, fn: str) -> list:
+    """``score(model, chunk, fn, first row)`` over row chunks of ``X``, checking for a cancel
+    between them."""
     from ..db import cancel_check_here
 
     check = cancel_check_here()
@@ -123,7 +149,7 @@ def _in_chunks(score, X) -> list:
     for s in range(0, X.shape[0], BATCH_CHUNK_ROWS):
         if s and check is not None:
             check()
-        out.extend(score(X[s:s + BATCH_CHUNK_ROWS]).astype(float).tolist())
+        out.extend(score(model, X[s:s + BATCH_CHUNK_ROWS], fn, s).astype(float).tolist())
     return out
 
 
@@ -132,7 +158,7 @@ def predict_batch(fit, features):
     model = _model_of(fit, "predict_batch")
     if len(features) == 0:
         return []
-    return _in_chunks(model.predict, _matrix(model, features, "predict_batch"))
+    return _in_chunks(labels, model, _matrix(model, features, "predict_batch"), "predict_batch")
 
 
 @sql_entry
@@ -140,4 +166,4 @@ def predict_proba_batch(fit, features):
     model = _model_of(fit, "predict_proba_batch")
     if len(features) == 0:
         return []
-    return _in_chunks(model.predict_proba, _matrix(model, features, "predict_proba_batch"))
+    return _in_chunks(probabilities, model, _matrix(model, features, "predict_proba_batch"), "predict_proba_batch")

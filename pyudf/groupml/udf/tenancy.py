@@ -723,7 +723,7 @@ def schedule_with_cron(schedule, max_seconds, policy, cost_aware, database, job_
 # ---------------------------------------------------------------------------- infer
 @sql_entry
 def infer(job_id, features):
-    from .predict import load_cached, one_row
+    from .predict import labels, load_cached, one_row
 
     session = backend_session()
     if job_id is None:
@@ -747,7 +747,7 @@ def infer(job_id, features):
     X = one_row(model, features, "infer", whose=f"Job {job_id}'s model",
                 width_hint="Pass the job's feature columns, in the order given to submit_job.",
                 row_hint="Call infer once per row, with a one-dimensional array.")
-    return float(model.predict(X)[0])
+    return float(labels(model, X, "infer")[0])
 
 
 # ---------------------------------------------------------------------------- simulation
