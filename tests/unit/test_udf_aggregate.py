@@ -17,6 +17,7 @@ class StubPlpy(types.ModuleType):
         super().__init__("plpy")
         self.notices = []
         self.now = "2026-01-01 00:00:00+00"
+        self.stmt = "2026-01-01 00:00:00+00"
 
     def prepare(self, sql, types=()):
         return sql
@@ -25,7 +26,7 @@ class StubPlpy(types.ModuleType):
         if "cost_runs" in plan:
             return []
         if "now()" in plan:
-            return [{"t": self.now}]
+            return [{"t": self.now, "s": self.stmt}]
         return [{"?column?": 1}]
 
     def notice(self, msg):
@@ -131,6 +132,53 @@ def test_buffer_growing_after_its_start_is_trained_again(plpy):
         assert aggregate.step(b, x.tolist(), float(x[0] > 0), "logistic", '{"l2": [0.001, 0.1]}', opts) == b
     fit_b = aggregate.final(b)
     assert fit_b["n_train"] + fit_b["n_validation"] == 210
+
+
+def test_an_earlier_statements_buffers_are_not_trained_ahead(plpy):
+    """A statement that failed (or was rolled back to a savepoint) leaves buffers behind in
+    the transaction; a later statement's first final call used to train them all ahead."""
+    from groupml.udf import aggregate
+    rng = np.random.default_rng(5)
+    opts = '{"threads": 2}'
+    left = [_fill(aggregate, rng, 100, opts) for _ in range(3)]     # its final calls never came
+    plpy.stmt = "2026-01-01 00:00:00.5+00"                          # the next statement, same transaction
+    a, b = _fill(aggregate, rng, 100, opts), _fill(aggregate, rng, 80, opts)
+    aggregate.final(a)
+    assert set(aggregate._ahead) == {b}                             # only this statement's other group
+    assert all(h in aggregate._buffers for h in left)               # kept: a cursor may still finalize them
+    aggregate.final(b)
+
+
+def test_a_statement_that_fails_drops_its_other_buffers(plpy):
+    from groupml.udf import aggregate
+    rng = np.random.default_rng(6)
+    opts = '{"threads": 2}'
+    a, b, c = (_fill(aggregate, rng, 100, opts) for _ in range(3))
+    aggregate._buffers[a].search = {"no_such_key": 1}               # its training raises
+    with pytest.raises(plpy.Error):
+        aggregate.final(a)
+    assert not aggregate._ahead and b not in aggregate._buffers and c not in aggregate._buffers
+
+
+def test_groups_started_ahead_by_an_earlier_statement_stop_and_train_again_if_asked(plpy):
+    """A LIMIT (or a closed cursor) ends a statement before its final calls: the groups it
+    started ahead kept training beside the next statements. A new aggregate stops them; a
+    final call that still comes (an open cursor) trains its group in the foreground."""
+    from groupml.udf import aggregate
+    rng = np.random.default_rng(7)
+    opts = '{"threads": 2}'
+    a, b = _fill(aggregate, rng, 120, opts), _fill(aggregate, rng, 90, opts)
+    aggregate.final(a)
+    _, _, abort = aggregate._ahead[b]
+    plpy.stmt = "2026-01-01 00:00:00.5+00"
+    _fill(aggregate, rng, 50, opts)                                # an aggregate of the next statement
+    assert abort.is_set() and b not in aggregate._ahead
+    fit_b = aggregate.final(b)
+    plpy.now = "2026-01-01 00:00:02+00"                             # alone, in another transaction
+    rng2 = np.random.default_rng(7)
+    _fill(aggregate, rng2, 120, '{"threads": 1}')
+    alone = aggregate.final(_fill(aggregate, rng2, 90, '{"threads": 1}'))
+    assert fit_b["status"] == "ok" and fit_b["model"] == alone["model"]
 
 
 def test_errors_become_plpy_errors_with_sqlstate_and_hint(plpy):

@@ -6,7 +6,11 @@ one PL/Python call and a C-level ``extend``. The final function turns the buffer
 numpy arrays and hands them to :func:`groupml.fitting.fit_group`.
 
 Buffers of aggregates that never reached their final function (the statement failed
-or was cancelled) are dropped when the next aggregate starts in a later transaction.
+or was cancelled) are dropped when the next aggregate starts in a later transaction; a
+final call that fails drops its statement's buffers at once. Within a transaction only the
+current statement's buffers are trained ahead (statement_timestamp() tells them apart), and
+groups an earlier statement started ahead (a LIMIT, a closed cursor) are stopped when the
+next aggregate starts; a final call that still comes for one trains it in the foreground.
 
 Groups train in parallel although PostgreSQL calls the final function one group at a
 time: the first final call also starts the other complete-looking buffers of the same
@@ -33,9 +37,9 @@ OWNER = "learn_over_groups"
 
 
 class RowBuffer:
-    __slots__ = ("family", "search", "options", "d", "x", "y", "skipped", "txn")
+    __slots__ = ("family", "search", "options", "d", "x", "y", "skipped", "txn", "stmt")
 
-    def __init__(self, family: str, search: dict, options: dict, txn: str):
+    def __init__(self, family: str, search: dict, options: dict, txn: str, stmt: str = ""):
         self.family = family
         self.search = search
         self.options = options
@@ -44,6 +48,7 @@ class RowBuffer:
         self.y = array("d")
         self.skipped = 0
         self.txn = txn
+        self.stmt = stmt        # the statement whose rows started it (statement_timestamp())
 
     def add(self, features, label) -> None:
         if label is None or features is None:
@@ -106,17 +111,23 @@ def _cost_model(session, family: str, txn: str):
     return _cost_models[key]
 
 
-def _current_txn() -> str:
+def _current_txn() -> tuple:
+    """(transaction, statement) this backend is in, as their start timestamps."""
     from ..db import backend_session
 
-    return str(backend_session().query("SELECT pg_catalog.now()::text AS t")[0]["t"])
+    r = backend_session().query("SELECT pg_catalog.now()::text AS t, pg_catalog.statement_timestamp()::text AS s")[0]
+    return str(r["t"]), str(r["s"])
 
 
-def _sweep(txn: str) -> None:
+def _sweep(txn: str, stmt: str) -> None:
+    """Drop the buffers of earlier transactions; stop the groups started ahead by an earlier
+    statement (one that ended before its final calls: a LIMIT, a closed cursor, an error),
+    which would otherwise keep training beside this one. Their buffers stay (an open cursor
+    of this transaction may still finalize them, then trained in the foreground)."""
     for handle in [h for h, b in _buffers.items() if b.txn != txn]:
         del _buffers[handle]
-    for handle in [h for h in _ahead if h not in _buffers]:
-        _ahead.pop(handle)[2].set()            # a failed statement's threads stop at their next pass
+    for handle in [h for h in _ahead if h not in _buffers or _buffers[h].stmt != stmt]:
+        _ahead.pop(handle)[2].set()            # its thread stops at its next pass
 
 
 def _start(model, search, options) -> int:
@@ -128,10 +139,10 @@ def _start(model, search, options) -> int:
     search_obj = parse_object(search, "search", OWNER)
     options_obj = parse_object(options, "options", OWNER)
     validate_request(model, search_obj, options_obj)
-    txn = _current_txn()
-    _sweep(txn)
+    txn, stmt = _current_txn()
+    _sweep(txn, stmt)
     handle = next(_handles)
-    _buffers[handle] = RowBuffer(model, search_obj, options_obj, txn)
+    _buffers[handle] = RowBuffer(model, search_obj, options_obj, txn, stmt)
     return handle
 
 
@@ -204,15 +215,18 @@ class _Stopped(Exception):
 
 
 def _start_ahead(session, threads: int, handle: int, current: RowBuffer) -> None:
-    """Start this group and every other complete-looking buffer of this transaction in
-    ``threads`` threads, largest first."""
+    """Start this group and every other complete-looking buffer of this statement in
+    ``threads`` threads, largest first (this group first among equals: its caller waits).
+    Buffers an earlier statement left (it failed, or was rolled back to a savepoint) are not
+    trained: their results would never be asked for."""
     from concurrent.futures import ThreadPoolExecutor
 
-    todo = [(h, b) for h, b in _buffers.items() if h not in _ahead and b.d is not None]
+    todo = [(h, b) for h, b in _buffers.items()
+            if h not in _ahead and b.d is not None and b.stmt == current.stmt]
     if not todo:
         return
     todo.append((handle, current))
-    todo.sort(key=lambda hb: -len(hb[1].y))
+    todo.sort(key=lambda hb: (-len(hb[1].y), hb[0] != handle))
     pool = ThreadPoolExecutor(threads, thread_name_prefix="groupml-final")
     try:
         for handle, buf in todo:
@@ -278,6 +292,8 @@ def final(state):
         for _, _, abort in _ahead.values():   # cancel or error: the other threads stop too
             abort.set()
         _ahead.clear()
+        for h in [h for h, b in _buffers.items() if b.stmt == buf.stmt]:
+            del _buffers[h]                   # the statement failed: its other groups never finish
         raise
     if buf.options.get("progress"):
         session.notice(f"groupml: trained a group of {result.n_train + result.n_validation} rows: {result.status}"
