@@ -358,8 +358,9 @@ def _waiting_on_a_lock(db, pid):
 def test_a_run_in_use_is_named_by_its_holder_in_this_database(cluster, dsn, db, clicks):
     # advisory locks are per database: a session of another database holding the same run id
     # used to be named too, and the hint told the user to cancel it
-    from groupml.udf.train import _run_lock_keys
+    from groupml.udf.train import RUN_LOCK_CLASS, _run_lock_keys
 
+    assert RUN_LOCK_CLASS == 1735224434                   # the class groupml.progress looks for
     run_id = db.execute("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', "
                         "'logistic')").fetchone()[0]
     keys = list(_run_lock_keys(run_id))
@@ -372,6 +373,11 @@ def test_a_run_in_use_is_named_by_its_holder_in_this_database(cluster, dsn, db, 
         assert (state, msg) == ("55006", f"groupml: Run {run_id} is being trained by another session "
                                          f"(pid {here.info.backend_pid}); a run is trained by one call at a time")
         assert str(elsewhere.info.backend_pid) not in hint
+        # groupml.progress says who trains a run now (a 'running' run nobody holds was interrupted)
+        assert db.execute("SELECT trained_by FROM groupml.progress WHERE run_id = %s",
+                          [run_id]).fetchone()[0] == here.info.backend_pid
+        here.execute("SELECT pg_advisory_unlock(%s, %s)", keys)
+        assert db.execute("SELECT trained_by FROM groupml.progress WHERE run_id = %s", [run_id]).fetchone()[0] is None
 
 
 def test_a_run_is_trained_by_one_call_at_a_time(dsn, db, clicks):
