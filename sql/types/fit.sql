@@ -1,7 +1,7 @@
 -- The result of training and selecting a model for one group.
 CREATE TYPE @extschema@.fit AS (
-    status        text,     -- ok | too_small | single_class | no_rows
-    family        text,     -- model family: logistic | linear | svm
+    status        text,     -- ok | too_small | single_class | no_rows | failed
+    family        text,     -- model family: groupml.help('models')
     params        jsonb,    -- hyperparameters of the selected configuration
     metric        text,     -- validation metric the selection used
     score         float8,   -- value of that metric on the validation rows (natural units)

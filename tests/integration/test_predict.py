@@ -103,6 +103,13 @@ def test_predict_errors(db, models):
     assert msg == ("groupml: The 'fit' value of predict must hold a trained model; "
                    "got a fit with status 'too_small' and no model")
     assert "status = 'ok'" in hint
+    state, msg, _ = sql_error(db, "SELECT groupml.predict(ROW(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, "
+                                  "NULL, NULL, NULL, NULL)::groupml.fit, ARRAY[1.0])")
+    assert (state, msg) == ("22023", "groupml: The 'fit' value of predict must hold a trained model; got a fit "
+                                     "with status NULL and no model")     # not Python's None
+    state, msg, hint = sql_error(db, "SELECT groupml.learn_over_groups(ARRAY[x], y, NULL, '{}') FROM one")
+    assert (state, hint) == ("22023", "Use one of lightgbm, lightgbm_regressor, linear, logistic, mlp, "
+                                      "mlp_regressor, svm.")
 
 
 def test_scores_that_overflow_are_errors_not_a_silent_class_0(db):

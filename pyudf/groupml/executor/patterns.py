@@ -83,7 +83,7 @@ def precheck(family, *, n_train: int, n_val: int, n_pos: int, n_skipped: int, d:
     n = n_train + n_val
     if n == 0:
         return FitResult(status="no_rows", message="every row had a NULL label or a NULL/NaN feature", **base)
-    family.prepare_labels(y_val, "label")
+    family.prepare_labels(y_val, "the group's rows")
     base.update(n_train=n_train, n_validation=n_val)
     if n_train < 2 or n_val < 1:
         return FitResult(status="too_small", message=(

@@ -36,8 +36,8 @@ groupml.learn_over_groups(features float8[], label float8|boolean, model text, s
 
 TOPICS["fit"] = """\
 groupml.fit  (composite type returned by learn_over_groups, stored in groupml.models)
-  status text        ok | too_small | single_class | no_rows
-  family text        logistic | linear | svm
+  status text        ok | too_small | single_class | no_rows | failed (no configuration scored)
+  family text        logistic | linear | svm | mlp | mlp_regressor | lightgbm | lightgbm_regressor
   params jsonb       hyperparameters of the selected configuration
   metric text        the validation metric used for the selection; score float8 its value
   metrics jsonb      all validation metrics of the selected model

@@ -71,6 +71,13 @@ def sql_entry(fn):
     return wrapper
 
 
+def families_hint() -> str:
+    """The hint for a missing model family: every family learn_over_groups can train."""
+    from ..learners import LEARNER_FAMILIES
+
+    return f"Use one of {', '.join(sorted(LEARNER_FAMILIES))}."
+
+
 def parse_jsonb(value: Any, name: str, owner: str, *, default=None) -> Any:
     """Decode a jsonb argument (PL/Python passes it as text) into Python objects."""
     if value is None:

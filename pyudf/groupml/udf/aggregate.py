@@ -31,7 +31,7 @@ from array import array
 from typing import Dict, Optional
 
 from ..errors import ArrayLengthError, DataError, InvalidParameterError
-from . import parse_object, sql_entry
+from . import families_hint, parse_object, sql_entry
 
 OWNER = "learn_over_groups"
 
@@ -135,7 +135,7 @@ def _start(model, search, options) -> int:
 
     if model is None:
         raise InvalidParameterError("The 'model' value of learn_over_groups must be a model family name; got null",
-                                    hint="Use 'logistic', 'linear' or 'svm'.")
+                                    hint=families_hint())
     search_obj = parse_object(search, "search", OWNER)
     options_obj = parse_object(options, "options", OWNER)
     validate_request(model, search_obj, options_obj)

@@ -56,8 +56,9 @@ def _model_of(fit, fn: str):
     model = fit.get("model") if isinstance(fit, dict) else None
     if model is None:
         status = fit.get("status") if isinstance(fit, dict) else None
+        shown = "NULL" if status is None else repr(status)
         raise InvalidParameterError(
-            f"The 'fit' value of {fn} must hold a trained model; got a fit with status {status!r} and no model",
+            f"The 'fit' value of {fn} must hold a trained model; got a fit with status {shown} and no model",
             hint="Groups whose status is not 'ok' have no model; filter with WHERE (fit).status = 'ok'.")
     return load_cached(bytes(model))
 

@@ -25,7 +25,7 @@ from ..validation import check_keys, check_number
 from ._catalog import check_catalog_privileges
 from ._source import (check_column_privileges, check_columns, check_group_by_sortable, check_label_not_a_feature,
                       check_select_privilege, columns)
-from . import parse_object, sql_entry
+from . import families_hint, parse_object, sql_entry
 
 MAX_COST_RUNS = 1000
 CALIBRATION_SIZES = [  # (rows, features, k): a few seconds in all on one core
@@ -240,7 +240,7 @@ def explain_search(source, features, label, model, search, group_by, options):
     session = backend_session()
     if model is None:
         raise InvalidParameterError(f"The 'model' value of {owner} must be a model family name; got null",
-                                    hint="Use 'logistic', 'linear' or 'svm'.")
+                                    hint=families_hint())
     search_obj = parse_object(search, "search", owner)
     options_obj = parse_object(options, "options", owner)
     validate_request(model, search_obj, options_obj)
