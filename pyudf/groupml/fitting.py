@@ -388,6 +388,26 @@ def search_and_select(trainer, spec, plan: dict, base: dict, *, on_epoch=None,
         t["is_best"] = t["trial_id"] == best.trial_id
     model_obj = trainer.model(best.trial_id)
     metrics = trainer.metrics(best.trial_id)
+    chosen = next(t for t in trials if t["is_best"])
     return FitResult(status="ok", params=model_obj.params, metric=metric, score=metrics.get(metric),
                      metrics=metrics, trials=trials, model=model_obj.to_bytes(), passes=trainer.passes,
-                     **cost, **base)
+                     message=solver_warning(base.get("family"), chosen), **cost, **base)
+
+
+#: Families whose solvers stop on ``tol`` (a gradient test): for them 'max_iter' means unfinished.
+TOL_FAMILIES = ("logistic", "linear", "svm")
+
+
+def solver_warning(family: Optional[str], trial: Dict[str, Any]) -> Optional[str]:
+    """A warning for an ok fit whose selected GLM configuration did not really converge, as
+    scikit-learn's ConvergenceWarning (the fit's ``message``; None when there is none)."""
+    if family not in TOL_FAMILIES:
+        return None
+    if trial["status"] in ("max_iter", "stalled"):
+        return (f"warning: the selected configuration stopped ({trial['status']}) after {trial['iterations']} "
+                f"iterations without reaching tol; its weights may be far from the optimum: scale the features "
+                f"(e.g. to unit variance) or raise max_iter")
+    if trial["status"] == "converged" and trial["iterations"] == 0:
+        return ("warning: the selected configuration met tol at zero weights (0 iterations), so it learned "
+                "nothing: the gradient there is below tol; scale the features or labels up, or lower tol")
+    return None

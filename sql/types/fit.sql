@@ -11,7 +11,7 @@ CREATE TYPE @extschema@.fit AS (
     n_skipped     bigint,   -- rows skipped for a NULL label or a NULL/NaN/infinite feature
     n_features    integer,
     trials        jsonb,    -- one object per configuration tried: params, score, epochs, status
-    message       text,     -- why status is not ok, else NULL
+    message       text,     -- why status is not ok; a solver warning for an ok fit; else NULL
     model         bytea     -- the selected model in groupml's safe format (no pickle)
 );
 COMMENT ON TYPE @extschema@.fit IS

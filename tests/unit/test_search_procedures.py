@@ -503,6 +503,14 @@ def test_a_glm_stopped_by_max_iter_is_not_reported_converged():
     full = fit_group(X, y, "logistic", {}, {})
     assert [(t["iterations"], t["status"]) for t in short.trials] == [(3, "max_iter")]
     assert [t["status"] for t in full.trials] == ["converged"] and full.trials[0]["iterations"] < 100
+    # the fit stays ok, with a warning in its message (scikit-learn's ConvergenceWarning)
+    assert short.status == "ok" and short.message.startswith(
+        "warning: the selected configuration stopped (max_iter) after 3 iterations without reaching tol")
+    assert full.message is None
+    # labels of scale 1e-6: the gradient at zero is below tol, nothing is learned -- said so
+    tiny = fit_group(X, X @ np.array([3.0, -2.0, 1.0]) * 1e-6, "linear", {"l2": [0.0]}, {})
+    assert tiny.trials[0]["iterations"] == 0 and tiny.message.startswith(
+        "warning: the selected configuration met tol at zero weights (0 iterations)")
 
 
 def test_driver_on_epoch_exception_propagates():

@@ -43,7 +43,9 @@ groupml.fit  (composite type returned by learn_over_groups, stored in groupml.mo
   metrics jsonb      all validation metrics of the selected model
   n_train, n_validation, n_skipped bigint; n_features integer
   trials jsonb       every configuration tried: params, score, epochs, status, stop_reason
-  message text       why status is not ok
+  message text       why status is not ok; for an ok GLM fit, a warning when its selected
+                     configuration stopped at max_iter (or stalled) before tol, or met tol at zero
+                     weights (features or labels far too small in scale); else NULL
   model bytea        the model in groupml's safe format (numpy arrays + JSON header, never pickle)
 """
 
