@@ -544,6 +544,11 @@ def test_bad_input_writes_nothing(cluster, dbname, db, clicks):
     with psycopg.connect(dsn_for(cluster, dbname, "nobody_gx"), autocommit=True) as conn:
         got = sql_error(conn, "CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', "
                               "'logistic', workers => 2)")
+        assert got[0] == "42501" and got[1].startswith("groupml: permission denied for table groupml.runs")
+    db.execute("GRANT ALL ON ALL TABLES IN SCHEMA groupml TO nobody_gx")     # past the catalog check
+    with psycopg.connect(dsn_for(cluster, dbname, "nobody_gx"), autocommit=True) as conn:
+        got = sql_error(conn, "CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', "
+                              "'logistic', workers => 2)")
         assert got[0] == "42501" and got[1].startswith("groupml: permission denied for table public.clicks")
     with psycopg.connect(dsn_for(cluster, dbname, None), autocommit=True) as conn:
         conn.execute("CREATE TEMP TABLE tmp_clicks AS SELECT * FROM clicks")
@@ -603,9 +608,50 @@ def dsn_for(cluster, dbname, user):
     return cluster.dsn(dbname, user) if user else cluster.dsn(dbname)
 
 
+def test_worker_endpoints_are_checked_before_the_run_and_must_reach_this_database(cluster, dbname, db, clicks):
+    # an endpoint on another database that has groupml read *its* snapshot of the same id and
+    # trained a 'done' run on the wrong rows; endpoint problems came as XX000 after the run row
+    # existed, and all-disabled endpoints fell back to loopback silently
+    other = f"{dbname}_other"
+    with psycopg.connect(cluster.dsn(), autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {other} TEMPLATE groupml_template")
+    try:
+        db.execute("INSERT INTO groupml.worker_endpoints (name, dsn, enabled) VALUES ('a', 'loopback', true), "
+                   "('b', %s, true)", [cluster.dsn(other) + " password=s3cret"])
+        stmt = ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'f2'], 'clicked', 'logistic', "
+                "workers => {})")
+        state, msg, hint = sql_error(db, stmt.format(2))
+        assert state == "08001", (state, msg)
+        assert f"connects to database '{other}'; workers must connect to this server's database '{dbname}'" in msg
+        assert "Worker endpoint 'b' (" in msg and "password=***" in msg and "s3cret" not in msg + hint
+        assert hint.startswith("Workers read this database's snapshot tables: point the endpoint's DSN at this "
+                               "server and database (or 'loopback'), or disable it."), hint
+        assert db.execute("SELECT status FROM groupml.runs").fetchall() == [("failed",)]
+        assert db.execute("SELECT count(*) FROM groupml.snapshots").fetchone()[0] == 0
+        db.execute("UPDATE groupml.worker_endpoints SET enabled = false")
+        state, msg, _ = sql_error(db, stmt.format(2))
+        assert (state, msg) == ("55000", "groupml: groupml.worker_endpoints has 2 rows and none is enabled")
+        db.execute("UPDATE groupml.worker_endpoints SET enabled = true WHERE name = 'a'")
+        state, msg, _ = sql_error(db, stmt.format(2))
+        assert (state, msg) == ("22023", "groupml: The 'workers' value of train_groups must be <= the 1 enabled rows "
+                                         "of groupml.worker_endpoints; got 2")
+        assert db.execute("SELECT count(*) FROM groupml.runs").fetchone()[0] == 1       # none written by these
+        db.execute("DELETE FROM groupml.worker_endpoints WHERE name = 'b'")
+        db.execute("INSERT INTO groupml.worker_endpoints (name, dsn, enabled) VALUES ('c', 'loopback', true)")
+        db.execute(stmt.format(2))
+        assert db.execute("SELECT status FROM groupml.runs ORDER BY run_id DESC LIMIT 1").fetchone()[0] == "done"
+    finally:
+        with psycopg.connect(cluster.dsn(), autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {other} WITH (FORCE)")
+
+
 def test_passwords_are_redacted():
     from groupml.executor.pool import redact
 
     assert redact("host=x password=s3cret user=u") == "host=x password=*** user=u"
     assert redact("postgresql://u:s3cret@h:5432/db") == "postgresql://u:***@h:5432/db"
     assert "s3cret" not in redact("password='s3 cret' dbname=x")
+    # libpq decodes %xx in a URI's parameter names too
+    assert redact("postgresql://u@h:1/db?pass%77ord=S3cretC&sslmode=disable") == \
+        "postgresql://u@h:1/db?pass%77ord=***&sslmode=disable"
+    assert "S3cretC" not in redact("postgresql://u@h/db?%70assword=S3cretC")

@@ -27,14 +27,33 @@ _PW = [re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|(?:\\.|[^\s\\])+)", re.I
        re.compile(r"(://[^:/@\s]*:)([^@\s]*)(@)")]
 
 
+# a URI's query parameters: libpq decodes %xx in their names too (pass%77ord is password)
+_URI_PARAM = re.compile(r"([?&])([^=&\s]*)=([^&\s]*)")
+
+
+def _uri_param(m: "re.Match") -> str:
+    from urllib.parse import unquote
+
+    key = unquote(m.group(2)).strip().lower()
+    return f"{m.group(1)}{m.group(2)}=***" if key in ("password", "passfile") else m.group(0)
+
+
 def redact(text: str) -> str:
     """Remove passwords from a DSN or an error message that may quote one."""
     text = _PW[0].sub(r"\1***", str(text))
+    text = _URI_PARAM.sub(_uri_param, text)
     return _PW[1].sub(r"\1***\3", text)
 
 
 class WorkerLostError(GroupmlError):
     sqlstate = "08006"  # connection_failure
+
+
+class WorkerEndpointError(WorkerLostError):
+    """A worker endpoint could not be used: no connection, or a connection to another server
+    or database than the coordinator's (whose snapshot tables it would read instead)."""
+
+    sqlstate = "08001"  # sqlclient_unable_to_establish_sqlconnection
 
 
 class WorkerLockTimeoutError(WorkerLostError):
@@ -128,8 +147,31 @@ def check_loopback_slots(session, workers: int) -> None:
             hint="Use fewer workers, close idle sessions, or raise max_connections (a restart).")
 
 
+def check_endpoints(session, workers: int) -> None:
+    """Everything about the workers that can be checked before a run is created: the
+    endpoints (:func:`resolve_endpoints`) and free connections for loopback ones."""
+    resolve_endpoints(session, workers)
+    check_loopback_slots(session, workers)
+
+
+def server_identity(session) -> Dict[str, Any]:
+    """What tells this server and database apart from any other: a worker must see the same
+    (it reads this database's snapshot tables; another database may have a snapshot of the
+    same id)."""
+    r = session.query("SELECT pg_catalog.pg_postmaster_start_time()::text AS started, "
+                      "(SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = "
+                      "pg_catalog.current_database())::bigint AS db, pg_catalog.current_database()::text AS name")[0]
+    return {"started": str(r["started"]), "db": int(r["db"]), "name": str(r["name"])}
+
+
 def resolve_endpoints(session, workers: int) -> List[Dict[str, str]]:
-    rows = session.query("SELECT name, dsn FROM groupml.worker_endpoints WHERE enabled ORDER BY name")
+    rows = session.query("SELECT name, dsn, enabled FROM groupml.worker_endpoints ORDER BY name")
+    if rows and not any(r["enabled"] for r in rows):
+        raise PrerequisiteStateError(
+            f"groupml.worker_endpoints has {len(rows)} rows and none is enabled",
+            hint="Enable endpoints (UPDATE groupml.worker_endpoints SET enabled = true WHERE ...), or delete "
+                 "the rows to use loopback connections to this server.")
+    rows = [r for r in rows if r["enabled"]]
     if not rows:
         dsn = loopback_dsn(session)
         return [{"name": f"loopback-{i + 1}", "dsn": dsn} for i in range(workers)]
@@ -167,8 +209,9 @@ class WorkerPool:
     """p worker connections, one thread each; ``submit`` returns a Future of the bytes."""
 
     def __init__(self, endpoints: List[Dict[str, str]], *, run_id: int, lock_timeout_ms: int = 10000,
-                 connect_timeout: int = 10, clock_start: float = 0.0):
+                 connect_timeout: int = 10, clock_start: float = 0.0, identity: Optional[Dict[str, Any]] = None):
         self.endpoints = endpoints
+        self.identity = identity          # server_identity() of the coordinator: every worker must match
         self.run_id = run_id
         self.lock_timeout_ms = lock_timeout_ms
         self.connect_timeout = connect_timeout
@@ -210,9 +253,10 @@ class WorkerPool:
                 self.addresses[i] = conn.execute(
                     "SELECT pg_catalog.host(pg_catalog.inet_server_addr())").fetchone()[0]
                 self.conns[i] = conn
+                self._check_identity(conn, ep)
             except psycopg.Error as exc:
                 self.close()
-                raise WorkerLostError(
+                raise WorkerEndpointError(
                     f"Cannot connect to worker endpoint '{ep['name']}' ({redact(ep['dsn'])}): "
                     f"{redact(str(exc)).strip()}",
                     hint="Loopback workers connect to this server as the calling role over TCP or the socket; "
@@ -222,6 +266,23 @@ class WorkerPool:
             t = threading.Thread(target=self._loop, args=(i,), name=f"groupml-worker-{i}", daemon=True)
             t.start()
             self._threads.append(t)
+
+    def _check_identity(self, conn, ep) -> None:
+        """Refuse a worker connected to another server or database than the coordinator."""
+        if self.identity is None:
+            return
+        row = conn.execute("SELECT pg_catalog.pg_postmaster_start_time()::text, (SELECT d.oid FROM "
+                           "pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())::bigint, "
+                           "pg_catalog.current_database()::text").fetchone()
+        if (str(row[0]), int(row[1])) != (self.identity["started"], self.identity["db"]):
+            self.close()
+            what = (f"another server (database '{row[2]}')" if str(row[0]) != self.identity["started"]
+                    else f"database '{row[2]}'")
+            raise WorkerEndpointError(
+                f"Worker endpoint '{ep['name']}' ({redact(ep['dsn'])}) connects to {what}; workers must connect "
+                f"to this server's database '{self.identity['name']}'",
+                hint="Workers read this database's snapshot tables: point the endpoint's DSN at this server and "
+                     "database (or 'loopback'), or disable it.")
 
     def submit(self, worker: int, request: str, theta: bytes, meta: Dict[str, Any], fn: str = "partial") -> Future:
         """Queue one task on ``worker``; ``fn`` names the worker function (``TASK_SQL``)."""

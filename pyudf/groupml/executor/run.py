@@ -25,7 +25,8 @@ from .checkpoint import decode, encode, fingerprint
 from .glm import ShardEvaluator, _Aborted, fit_sharded_group
 from .invariants import schedule_violations
 from .plan import group_tasks, make_plan, pass_task_rows, placement_for, resumed_plan, workload_of
-from .pool import WorkerDataError, WorkerLockTimeoutError, WorkerLostError, WorkerPool, resolve_endpoints
+from .pool import (WorkerDataError, WorkerEndpointError, WorkerLockTimeoutError, WorkerLostError, WorkerPool,
+                   resolve_endpoints, server_identity)
 from .snapshot import (DEFAULT_BLOCK_ROWS, build_snapshot, can_build_in_parallel, check_snapshot, delete_snapshot,
                        drop_orphan_snapshots, drop_snapshot, load_validation, snapshot_groups, snapshot_intact)
 
@@ -105,9 +106,11 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
     since = float(session.query("SELECT extract(epoch FROM clock_timestamp() - started_at)::float8 AS s "
                                 "FROM groupml.runs WHERE run_id = $1", [run_id], ["bigint"])[0]["s"])
 
+    identity = server_identity(session)
+
     def new_pool():
         return WorkerPool(resolve_endpoints(session, workers), run_id=run_id,
-                          lock_timeout_ms=exec_options["lock_timeout_ms"], clock_start=since)
+                          lock_timeout_ms=exec_options["lock_timeout_ms"], clock_start=since, identity=identity)
 
     # -- snapshot (committed before any worker starts: workers see only committed rows)
     for orphan in drop_orphan_snapshots(session):
@@ -436,9 +439,10 @@ def _snapshot_for_run(session, run_id: int, source: str, group_by, features, lab
 
 def _stopped(exc: GroupmlError, message: str, hint: str) -> GroupmlError:
     """The error that ends a run whose worker failed: XX000 with how to resume, or, when the
-    worker gave up waiting for a lock, lock_not_available with the worker's own hint first."""
-    if isinstance(exc, WorkerLockTimeoutError):
-        return WorkerLockTimeoutError(message, hint=f"{exc.hint} {hint}")
+    worker gave up waiting for a lock or its endpoint could not be used, that error's SQLSTATE
+    (55P03, 08001) with its own hint first."""
+    if isinstance(exc, (WorkerLockTimeoutError, WorkerEndpointError)):
+        return type(exc)(message, hint=f"{exc.hint} {hint}")
     return GroupmlError(message, hint=hint)
 
 

@@ -214,8 +214,8 @@ def train_groups(source, group_by, features, label, model, search, options, run_
         fit_options, exec_options, family, spec, opts, _ = _check_executor_request(
             session, source, group_by, features, label, model, search_obj, options_obj, strategy)
         if workers > 1:
-            from ..executor.pool import check_loopback_slots
-            check_loopback_slots(session, workers)
+            from ..executor.pool import check_endpoints
+            check_endpoints(session, workers)
     else:
         validate_request(model, search_obj, options_obj, OPTIONS)
 
