@@ -22,6 +22,14 @@ def quote_ident(name: str) -> str:
     return '"' + str(name).replace('"', '""') + '"'
 
 
+def quote_literal(value: str) -> str:
+    """A text literal that reads the same whatever standard_conforming_strings is: an E''
+    string, with backslashes and quotes doubled (as PostgreSQL's quote_literal does)."""
+    text = str(value)
+    body = text.replace("\\", "\\\\").replace("'", "''")
+    return ("E'" if "\\" in text else "'") + body + "'"
+
+
 _SAFE_TYPES = re.compile(r"^[a-z_][a-z0-9_ ]*(\[\])?$")
 
 

@@ -645,6 +645,32 @@ def test_worker_endpoints_are_checked_before_the_run_and_must_reach_this_databas
             admin.execute(f"DROP DATABASE IF EXISTS {other} WITH (FORCE)")
 
 
+def test_group_by_names_with_backslashes_or_internal_aliases_group_and_sort_alike(db):
+    # with standard_conforming_strings off the group key's name literal lost its backslash
+    # (models under {"hq": ..}, or a syntax error for a name ending in one) and the workers,
+    # new sessions with it on, disagreed with the coordinator; a group-by column named like an
+    # output alias (n_rows, gkey, n, b) was sorted by that alias, so the parallel snapshot's
+    # group order differed from the serial one
+    db.execute('CREATE TABLE odd AS SELECT i % 3 AS "h\\q", (i * 7) % 2 AS n_rows, (i % 5) % 2 AS n, '
+               '(i % 7)::float8 AS x, (i % 7) > 3 AS y FROM generate_series(1, 1200) i')
+    db.execute("SET standard_conforming_strings = off")
+    orders = []
+    for workers, strategy in ((1, "gtp"), (2, "gtp")):
+        run_id = db.execute("CALL groupml.train_groups('odd', %s, ARRAY['x'], 'y', 'logistic', '{}', "
+                            "'{\"keep_snapshot\": true}', NULL, %s, %s)",
+                            [["h\\q", "n_rows", "n"], workers, strategy]).fetchone()[0]
+        keys = [r[0] for r in db.execute("SELECT group_key FROM groupml.models WHERE run_id = %s ORDER BY 1::text",
+                                         [run_id])]
+        assert len(keys) == 12 and all(set(k) == {"h\\q", "n_rows", "n"} for k in keys), keys
+        sid = db.execute("SELECT snapshot_id FROM groupml.grouped_runs WHERE run_id = %s", [run_id]).fetchone()[0]
+        order = [tuple(k[c] for c in ("h\\q", "n_rows", "n")) for (k,) in db.execute(
+            "SELECT group_key FROM groupml.snapshot_groups WHERE snapshot_id = %s ORDER BY group_no", [sid])]
+        assert order == sorted(order), order                  # key order, not count order
+        orders.append(order)
+    assert orders[0] == orders[1]
+    db.execute("RESET standard_conforming_strings")
+
+
 def test_passwords_are_redacted():
     from groupml.executor.pool import redact
 

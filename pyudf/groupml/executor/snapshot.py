@@ -138,7 +138,7 @@ def build_snapshot(session, source: str, group_by, features, label, cols, *, see
     d = len(features)
     if parallel is not None:
         groups = session.query(f"SELECT {group_key_sql(group_by)}::text AS gkey, count(*) AS n, "
-                               f"{bucket_sql(group_by)} AS b FROM {source}{group_clause_sql(group_by)}")
+                               f"{bucket_sql(group_by)} AS b FROM {source}{group_clause_sql(group_by, source)}")
         bucket_rows: Dict[int, int] = {}
         for r in groups:
             bucket_rows[int(r["b"])] = bucket_rows.get(int(r["b"]), 0) + int(r["n"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Dict, Iterable, List
 
-from ..db import quote_ident
+from ..db import quote_ident, quote_literal
 from ..errors import (DatatypeMismatchError, InsufficientPrivilegeError, InvalidParameterError,
                       UndefinedColumnError, UndefinedFunctionError)
 
@@ -114,23 +114,22 @@ def packed_row_expr(cols: Dict[str, str], names: Iterable[str]) -> str:
     return " || ".join(value_expr(c, cols[c]) for c in names)
 
 
-def _literal(s: str) -> str:
-    return "'" + s.replace("'", "''") + "'"
-
-
 def group_key_sql(group_by: List[str]) -> str:
     """A group's key as a jsonb object of its group-by columns ('{}' without any)."""
     if not group_by:
         return "'{}'::jsonb"
-    return "pg_catalog.jsonb_build_object(" + ", ".join(f"{_literal(g)}, {quote_ident(g)}" for g in group_by) + ")"
+    return "pg_catalog.jsonb_build_object(" + ", ".join(f"{quote_literal(g)}, {quote_ident(g)}" for g in group_by) + ")"
 
 
-def group_clause_sql(group_by: List[str]) -> str:
-    """`` GROUP BY ... ORDER BY ...`` over the group-by columns ('' without any)."""
+def group_clause_sql(group_by: List[str], source: str) -> str:
+    """`` GROUP BY ... ORDER BY ...`` over the group-by columns of ``source`` ('' without any).
+    ORDER BY names them through the relation: a bare name would bind to an output column of
+    the same name first (a group-by column called n_rows or gkey sorted by the count)."""
     if not group_by:
         return ""
     cols = ", ".join(quote_ident(g) for g in group_by)
-    return f" GROUP BY {cols} ORDER BY {cols}"
+    order = ", ".join(f"{source}.{quote_ident(g)}" for g in group_by)
+    return f" GROUP BY {cols} ORDER BY {order}"
 
 
 def packed_scan_sql(source: str, group_by: List[str], features: List[str], label: str, cols: Dict[str, str],
@@ -141,4 +140,4 @@ def packed_scan_sql(source: str, group_by: List[str], features: List[str], label
     packed = packed_row_expr(cols, list(features) + [label])
     return (f"SELECT {group_key_sql(group_by)}::text AS gkey, count(*) AS n_rows, "
             f"pg_catalog.string_agg({packed}, ''::bytea) AS block FROM {source}"
-            + (f" WHERE {where}" if where else "") + group_clause_sql(group_by))
+            + (f" WHERE {where}" if where else "") + group_clause_sql(group_by, source))

@@ -28,7 +28,7 @@ from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
-from ..db import backend_session, quote_ident
+from ..db import backend_session, quote_ident, quote_literal
 from ..errors import (DataError, DuplicateObjectError, FeatureNotSupportedError, GroupmlError,
                       InsufficientPrivilegeError, InvalidParameterError, PrerequisiteStateError, SearchSpecError,
                       UndefinedObjectError, WrongObjectTypeError)
@@ -663,10 +663,6 @@ def run_scheduler(max_steps, max_seconds, policy, cost_aware):
 
 
 # ---------------------------------------------------------------------------- pg_cron
-def _literal(s: str) -> str:
-    return "'" + s.replace("'", "''") + "'"
-
-
 @sql_entry
 def schedule_with_cron(schedule, max_seconds, policy, cost_aware, database, job_name):
     from ..tenancy import POLICIES
@@ -711,9 +707,9 @@ def schedule_with_cron(schedule, max_seconds, policy, cost_aware, database, job_
         raise DuplicateObjectError(
             f"The cron job '{job_name}' already runs in database '{other[0]['database']}'; pg_cron cannot move it "
             f"to database '{database}'",
-            hint=f"Give this database's job its own name, e.g. job_name => {_literal(job_name + '_' + database)}, "
+            hint=f"Give this database's job its own name, e.g. job_name => {quote_literal(job_name + '_' + database)}, "
                  f"or remove the other with SELECT cron.unschedule({other[0]['jobid']});")
-    command = (f"CALL groupml.run_scheduler(max_seconds => {float(max_seconds)!r}, policy => {_literal(policy)}, "
+    command = (f"CALL groupml.run_scheduler(max_seconds => {float(max_seconds)!r}, policy => {quote_literal(policy)}, "
                f"cost_aware => {'true' if cost_aware else 'false'})")
     got = session.query("SELECT cron.schedule_in_database($1, $2, $3, $4) AS jobid",
                         [job_name, schedule, command, database], ["text", "text", "text", "text"])

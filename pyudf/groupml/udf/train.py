@@ -456,7 +456,7 @@ def explain_train_groups(source, group_by, features, label, model, search, optio
         on_workers=workers > 1 or strategy != "auto")      # as train_groups would run
     notnull = " AND ".join(f"{quote_ident(c)} IS NOT NULL" for c in list(features) + [label])
     rows = session.query(f"SELECT {group_key_sql(group_by)}::text AS gkey, count(*) FILTER (WHERE {notnull}) AS n "
-                         f"FROM {source}{group_clause_sql(group_by)}")
+                         f"FROM {source}{group_clause_sql(group_by, source)}")
     frac = opts["validation_fraction"]
     sizes = {i: int(round(int(r["n"]) * (1 - frac))) for i, r in enumerate(rows)}
     keys = {i: r["gkey"] for i, r in enumerate(rows)}
