@@ -57,6 +57,15 @@ class NumericOverflowError(DataError):
     sqlstate = "22003"  # numeric_value_out_of_range
 
 
+class SourceReadError(GroupmlError):
+    """Reading a user's source failed; carries the SQLSTATE of the failure (a value out of
+    range, a view that raises, a view whose owner lost a grant, ...)."""
+
+    def __init__(self, sqlstate: str, message: str, *, hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.sqlstate = sqlstate
+
+
 class UndefinedObjectError(GroupmlError, LookupError):
     """An unknown model family, function, tenant, run ... (42704)."""
 

@@ -458,6 +458,25 @@ def test_state_row_deleted_rebuilds_without_retraining(db):
     assert db.execute("SELECT policy, cost_aware FROM groupml.scheduler_state").fetchone() == ("fcfs", False)
 
 
+def test_a_tenant_role_that_needs_quoting_is_named_once_quoted(cluster, db, dbname):
+    # role::text is already quoted ("Astro"); quote_ident made it """Astro""" in the hints
+    role = f"Astro_{dbname}"
+    db.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+    try:
+        _make_table(db, "astro_src")
+        with _connect(cluster, dbname, role) as a:
+            a.execute("SELECT groupml.create_tenant('astro')")
+        st, msg, hint = sql_error(db, "SELECT groupml.submit_job('astro', 'astro_src', ARRAY['f1'], 'y', "
+                                      "'[\"logistic\"]')")
+        assert (st, msg) == ("42501", f"groupml: permission denied for table astro_src: the role '{role}' of tenant "
+                                      f"'astro' cannot SELECT it")
+        assert hint == f'GRANT SELECT ON astro_src TO "{role}";'
+    finally:
+        db.execute("DELETE FROM groupml.tenants WHERE name = 'astro'")
+        db.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+        db.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
 def test_bad_input_is_rejected_and_writes_nothing(cluster, db, dbname, roles):
     _make_table(db, "d1")
     db.execute("CREATE TABLE secret (f1 float8, y boolean, t text)")

@@ -215,6 +215,47 @@ def test_a_role_without_catalog_rights_is_told_before_anything_is_written(cluste
         db.execute("DROP ROLE outsider")
 
 
+def test_sources_that_are_not_tables_or_cannot_be_read(cluster, dbname, db, clicks):
+    # an index or a sequence went on to PostgreSQL's raw error (a traceback, the run left
+    # 'running'); a view whose owner lost its grant was reported as a group-by type problem;
+    # a view failing on its rows left the run 'running' for good
+    db.execute("CREATE INDEX clicks_f1 ON clicks (f1)")
+    db.execute("CREATE SEQUENCE some_seq")
+    for rel, what in (("clicks_f1", "an index"), ("some_seq", "a sequence")):
+        for stmt in (f"CALL groupml.train_groups('{rel}', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic')",
+                     f"SELECT * FROM groupml.explain_search('{rel}', ARRAY['f1'], 'clicked', 'logistic', '{{}}')"):
+            state, msg, hint = sql_error(db, stmt)
+            assert state == "42809" and msg.endswith(f"must be a table, view, materialized view or foreign table; "
+                                                     f"it is {what}"), (stmt, msg)
+            assert f"The source public.{rel} of " in msg and hint
+    db.execute("CREATE ROLE viewowner LOGIN")
+    try:
+        db.execute("GRANT SELECT ON clicks TO viewowner")
+        db.execute("GRANT CREATE ON SCHEMA public TO viewowner")
+        with psycopg.connect(cluster.dsn(dbname, user="viewowner"), autocommit=True) as v:
+            v.execute("CREATE VIEW vsec AS SELECT * FROM clicks")
+            v.execute("GRANT SELECT ON vsec TO PUBLIC")
+        db.execute("REVOKE SELECT ON clicks FROM viewowner")
+        state, msg, hint = sql_error(db, "CALL groupml.train_groups('vsec', ARRAY['country'], ARRAY['f1'], "
+                                         "'clicked', 'logistic')")
+        assert (state, msg) == ("42501", "groupml: train_groups could not read public.vsec: permission denied for "
+                                         "table clicks")
+    finally:
+        db.execute("DROP VIEW IF EXISTS vsec")
+        db.execute("DROP OWNED BY viewowner")
+        db.execute("DROP ROLE viewowner")
+    state, msg, _ = sql_error(db, "CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'f1'], "
+                                  "'clicked', 'logistic')")            # as submit_job already refused
+    assert (state, msg) == ("22023", "groupml: The 'features' value of train_groups must not repeat a column; "
+                                     "got ['f1', 'f1']")
+    assert db.execute("SELECT count(*) FROM groupml.runs").fetchone()[0] == 0
+    db.execute("CREATE VIEW boom AS SELECT country, f1, clicked, 1 / (f1 - f1)::int AS z FROM clicks")
+    state, _, _ = sql_error(db, "CALL groupml.train_groups('boom', ARRAY['country'], ARRAY['f1', 'z'], 'clicked', "
+                                "'logistic')")
+    assert state == "22012"
+    assert db.execute("SELECT status FROM groupml.runs").fetchall() == [("failed",)]
+
+
 def test_helper_processes_give_the_same_catalog_as_the_backend_alone(db, clicks):
     # slots pinned: without them the batch size k comes from the cost model, which the first
     # run calibrates with its measured times -- under load the second run may batch the

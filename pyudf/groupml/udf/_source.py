@@ -10,8 +10,13 @@ from __future__ import annotations
 from typing import Dict, Iterable, List
 
 from ..db import quote_ident, quote_literal
-from ..errors import (DatatypeMismatchError, InsufficientPrivilegeError, InvalidParameterError,
-                      UndefinedColumnError, UndefinedFunctionError)
+from ..errors import (DatatypeMismatchError, InsufficientPrivilegeError, InvalidParameterError, SourceReadError,
+                      UndefinedColumnError, UndefinedFunctionError, WrongObjectTypeError)
+
+#: Relations a source may be, and what pg_class.relkind calls the others.
+SOURCE_KINDS = ("r", "p", "v", "m", "f")
+RELKIND_NAMES = {"i": "an index", "I": "a partitioned index", "S": "a sequence", "t": "a TOAST table",
+                 "c": "a composite type"}
 
 NUMERIC_TYPES = {"smallint", "integer", "bigint", "real", "double precision", "numeric", "boolean"}
 
@@ -51,7 +56,11 @@ def check_columns(cols: Dict[str, str], names, what: str, source: str, *, numeri
 
 
 def check_label_not_a_feature(label: str, features: List[str], owner: str) -> None:
-    """A model given its own label as a feature learns nothing (and scores perfectly)."""
+    """A model given its own label as a feature learns nothing (and scores perfectly); a
+    feature named twice is a mistake (the same column would weigh twice)."""
+    if len(set(features)) != len(features):
+        raise InvalidParameterError(f"The 'features' value of {owner} must not repeat a column; got {list(features)}",
+                                    hint="Name each feature column once.")
     if label in features:
         raise InvalidParameterError(f"The 'label' column '{label}' of {owner} is also a feature",
                                     hint="Remove the label from the features.")
@@ -64,6 +73,10 @@ def check_group_by_sortable(session, source: str, group_by: List[str], cols: Dic
     for g in group_by:
         col = quote_ident(g)
         _, failed = session.query_or_error(f"SELECT 1 FROM {source} GROUP BY {col} ORDER BY {col} LIMIT 0")
+        if failed is not None and failed[0] != "42883":       # not the type: e.g. a view's lost grant
+            raise SourceReadError(failed[0], f"{owner} could not read {source}: {failed[1]}",
+                                  hint="Fix the source (or a view over it) so that it can be read, then call "
+                                       "again.")
         if failed is not None:
             raise UndefinedFunctionError(
                 f"Column '{g}' of {owner} group_by must have a type that can be grouped and sorted; it is "
@@ -78,10 +91,15 @@ def check_select_privilege(session, source, owner: str) -> str:
     if source is None:
         raise InvalidParameterError(f"The 'source' value of {owner} must name a table or view; got null",
                                     hint="Pass the relation's name, e.g. 'clicks' or 'myschema.clicks'.")
-    r = session.query("SELECT pg_catalog.format('%I.%I', n.nspname, c.relname) AS name, "
+    r = session.query("SELECT pg_catalog.format('%I.%I', n.nspname, c.relname) AS name, c.relkind::text AS kind, "
                       "pg_catalog.has_any_column_privilege(c.oid, 'SELECT') AS ok "
                       "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
                       "WHERE c.oid = $1::regclass", [source], ["text"])[0]
+    if r["kind"] not in SOURCE_KINDS:
+        raise WrongObjectTypeError(
+            f"The source {r['name']} of {owner} must be a table, view, materialized view or foreign table; it is "
+            f"{RELKIND_NAMES.get(r['kind'], 'relkind ' + r['kind'])}",
+            hint="Pass the table (or a view over it) that holds the rows.")
     if not r["ok"]:
         raise InsufficientPrivilegeError(f"permission denied for table {r['name']}: {owner} needs SELECT on it",
                                          hint=f"GRANT SELECT ON {r['name']} TO the calling role.")

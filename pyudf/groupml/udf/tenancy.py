@@ -31,10 +31,11 @@ import numpy as np
 from ..db import backend_session, quote_ident, quote_literal
 from ..errors import (DataError, DuplicateObjectError, FeatureNotSupportedError, GroupmlError,
                       InsufficientPrivilegeError, InvalidParameterError, PrerequisiteStateError, SearchSpecError,
-                      UndefinedObjectError, WrongObjectTypeError)
+                      SourceReadError, UndefinedObjectError, WrongObjectTypeError)
 from ..fitting import unpack_rows
 from ..validation import check_bool, check_choice, check_keys, check_number
-from ._source import check_columns, check_label_not_a_feature, columns, packed_row_expr
+from ._source import (RELKIND_NAMES, SOURCE_KINDS, check_columns, check_label_not_a_feature, columns,
+                      packed_row_expr)
 from . import parse_jsonb, sql_entry
 
 #: Relative cost of one solver iteration over one row-feature, per GLM family (estimated cost unit).
@@ -67,19 +68,6 @@ PRIOR_REFRESH = 10
 ADMIN_HINT = "Run it as a member of groupml_admin: GRANT groupml_admin TO <role>; (or as a superuser)."
 
 
-class SourceReadError(GroupmlError):
-    """Reading a job's source failed; carries the SQLSTATE of the failure (a value out of
-    range, a view that raises, a temporary table of another session, ...)."""
-
-    def __init__(self, sqlstate: str, message: str, *, hint: str | None = None):
-        super().__init__(message, hint=hint)
-        self.sqlstate = sqlstate
-
-
-#: Relations submit_job reads a job's rows from, and what pg_class.relkind calls the others.
-SOURCE_KINDS = ("r", "p", "v", "m", "f")
-RELKIND_NAMES = {"i": "an index", "I": "a partitioned index", "S": "a sequence", "t": "a TOAST table",
-                 "c": "a composite type"}
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -263,8 +251,10 @@ def submit_job(tenant, source, features, label, candidates):
     if tenant is None:
         raise InvalidParameterError("The 'tenant' value of submit_job must name a tenant; got null",
                                     hint="Create one with SELECT groupml.create_tenant('name');")
-    trows = session.query("SELECT tenant_id, role::oid::bigint AS role_oid, role::text AS role "
-                          "FROM groupml.tenants WHERE name = $1", [tenant], ["text"])
+    # the role's plain name (role::text is already quoted, e.g. "Astro", and quote_ident would quote it again)
+    trows = session.query("SELECT t.tenant_id, t.role::oid::bigint AS role_oid, "
+                          "coalesce(r.rolname::text, t.role::text) AS role FROM groupml.tenants t "
+                          "LEFT JOIN pg_catalog.pg_roles r ON r.oid = t.role WHERE t.name = $1", [tenant], ["text"])
     if not trows:
         raise UndefinedObjectError(f"Tenant '{tenant}' does not exist (or belongs to a role you are not a member of)",
                                    hint="Create it with SELECT groupml.create_tenant('" + str(tenant).replace("'", "''")
@@ -308,9 +298,6 @@ def submit_job(tenant, source, features, label, candidates):
         raise InvalidParameterError(f"The 'features' value of submit_job must name at least one column; got "
                                     f"{'null' if features is None else '{}'}", hint="Pass ARRAY['f1', 'f2', ...].")
     features = check_columns(cols, list(features), "features", rel["name"], numeric=True, owner="submit_job")
-    if len(set(features)) != len(features):
-        raise InvalidParameterError(f"The 'features' value of submit_job must not repeat a column; got {features}",
-                                    hint="Name each feature column once.")
     label = check_columns(cols, [label], "label", rel["name"], numeric=True, owner="submit_job")[0]
     check_label_not_a_feature(label, features, "submit_job")
     task, cands = expand_candidates(parse_jsonb(candidates, "candidates", "submit_job"))

@@ -419,11 +419,14 @@ def _failed_run_on_error(session, run_id: int):
     """A groupml error after the run's row was committed marks the run failed (it used to stay
     'running' in groupml.progress for good). A data or parameter problem cannot be resumed past
     -- the same rows fail again -- so the run's snapshot is dropped too (unless kept); other
-    errors (a lost worker) keep it for ``run_id => ...``. A cancel leaves the run as it is:
-    it resumes."""
+    errors (a lost worker) keep it for ``run_id => ...``. A cancel or a terminate (SQLSTATE
+    class 57) leaves the run as it is: it resumes. Any other error -- PostgreSQL's own, say a
+    foreign table whose remote table is gone -- marks it failed too."""
     try:
         yield
-    except GroupmlError as exc:
+    except Exception as exc:  # noqa: BLE001 - re-raised unchanged below
+        if str(getattr(exc, "sqlstate", "") or "").startswith("57") and not isinstance(exc, GroupmlError):
+            raise
         try:
             session.query("UPDATE groupml.runs SET status = 'failed', finished_at = clock_timestamp() "
                           "WHERE run_id = $1 AND status = 'running'", [run_id], ["bigint"])
