@@ -128,8 +128,9 @@ class LightGBMModel(ContainerModel):
         return f"LightGBMModel(family={self.family!r}, n_features={self.n_features})"
 
     def memory_bytes(self) -> int:
-        # the text is kept, and the booster's trees take about as much again
-        return 2 * len(self.model_text)
+        # the text is kept; the booster takes about as much again plus a fixed cost per tree
+        # and per feature (measured: 200,000 one-leaf trees of 10.5 MB text took 147 MB)
+        return 2 * len(self.model_text) + 1024 * self.num_trees + 64 * self.n_features
 
     @property
     def num_trees(self) -> int:

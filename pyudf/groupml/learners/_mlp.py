@@ -523,9 +523,15 @@ class MLPModel(ContainerModel):
         torch = torch_module()
         if not isinstance(state, dict) or not all(torch.is_tensor(v) for v in state.values()):
             raise _container.bad("mlp model", "the weights are not a state dict")
+        net = build_net(params, d)
+        # names and shapes first: a tensor's shape is not its storage (an expanded tensor of a
+        # few bytes can claim 10^9 values), so nothing reads the values of a tensor before it is
+        # known to be one of this network's, whose size build_net bounds
+        want = {k: tuple(v.shape) for k, v in net.state_dict().items()}
+        if {k: tuple(v.shape) for k, v in state.items()} != want:
+            raise _container.bad("mlp model", "the weights do not fit the network of its params")
         if not all(bool(torch.isfinite(v).all()) for v in state.values()):
             raise _container.bad("mlp model", "non-finite weights")
-        net = build_net(params, d)
         net.load_state_dict(state, strict=True)
         return cls(fam.name, params, d, net)
 
