@@ -11,6 +11,7 @@ benchmarks). Identifiers are always quoted with :func:`quote_ident`.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 import threading
@@ -30,6 +31,9 @@ def quote_literal(value: str) -> str:
     return ("E'" if "\\" in text else "'") + body + "'"
 
 
+#: The search_path groupml's own statements run under (:meth:`PlpySession.pinned_search_path`).
+SAFE_SEARCH_PATH = "pg_catalog, pg_temp"
+
 _SAFE_TYPES = re.compile(r"^[a-z_][a-z0-9_ ]*(\[\])?$")
 
 
@@ -48,6 +52,11 @@ class Session:
     def commit(self) -> None:
         raise NotImplementedError
 
+    @contextlib.contextmanager
+    def pinned_search_path(self):
+        """Run groupml's own statements under a safe search_path (PlpySession); a no-op here."""
+        yield
+
 
 class PlpySession(Session):
     """A session inside the current backend, through plpy. Plans are cached per statement."""
@@ -57,6 +66,30 @@ class PlpySession(Session):
             import plpy as plpy_module  # only importable inside a PL/Python backend
         self.plpy = plpy_module
         self._plans: Dict[tuple, Any] = {}
+        self._pinned = False
+
+    @contextlib.contextmanager
+    def pinned_search_path(self):
+        """Run groupml's own SQL with ``search_path = pg_catalog, pg_temp`` (as a SECURITY
+        DEFINER function should): its statements run in the caller's session, and a function
+        or operator another role created in a schema on that path (public, say) with a closer
+        type match than pg_catalog's polymorphic one would run with the caller's rights. Enter
+        it after the user's own names are resolved (they are then schema-qualified); the
+        caller's path is back when it exits, also across :meth:`commit`."""
+        if self._pinned:
+            yield
+            return
+        saved = self.query("SELECT pg_catalog.current_setting('search_path') AS p")[0]["p"]
+        self._pin()
+        self._pinned = True
+        try:
+            yield
+        finally:
+            self._pinned = False
+            self.query("SELECT pg_catalog.set_config('search_path', $1, true)", [saved], ["text"])
+
+    def _pin(self) -> None:
+        self.query(f"SELECT pg_catalog.set_config('search_path', '{SAFE_SEARCH_PATH}', true)")
 
     def _plan(self, sql: str, types: Sequence[str]):
         key = (sql, tuple(types))
@@ -96,6 +129,8 @@ class PlpySession(Session):
     def commit(self) -> None:
         try:
             self.plpy.commit()
+            if self._pinned:                 # the setting was local to the transaction just ended
+                self._pin()
         except self.plpy.SPIError as exc:
             if getattr(exc, "sqlstate", None) != "2D000":
                 raise

@@ -671,6 +671,81 @@ def test_group_by_names_with_backslashes_or_internal_aliases_group_and_sort_alik
     db.execute("RESET standard_conforming_strings")
 
 
+def test_objects_another_role_puts_on_the_callers_search_path_never_run(cluster, dbname, db):
+    """groupml's statements run in the caller's session: a one-argument unnest or an
+    =(text[], text[]) that a role created in public matched more closely than pg_catalog's
+    polymorphic ones and ran with a superuser caller's rights (it could ALTER ROLE itself
+    SUPERUSER). They now run under search_path pg_catalog, pg_temp."""
+    db.execute("CREATE ROLE shadow LOGIN")
+    db.execute("GRANT CREATE ON SCHEMA public TO shadow")
+    db.execute("CREATE SCHEMA s3")
+    db.execute("CREATE TABLE s3.t AS SELECT i % 3 AS g, (i % 7)::float8 AS x1, ((i * 13) % 11)::float8 AS x2, "
+               "(i % 7) > 3 AS y FROM generate_series(1, 1500) i")
+    with psycopg.connect(cluster.dsn(dbname, user="shadow"), autocommit=True) as m:
+        m.execute("CREATE TABLE public.ran_as (who name, what text)")
+        m.execute("GRANT INSERT ON public.ran_as TO PUBLIC")
+        m.execute("CREATE FUNCTION public.unnest(text[]) RETURNS SETOF text LANGUAGE plpgsql AS $$ BEGIN "
+                  "INSERT INTO public.ran_as VALUES (current_user, 'unnest'); "
+                  "RETURN QUERY SELECT pg_catalog.unnest($1); END $$")
+        m.execute("CREATE FUNCTION public.arr_eq(text[], text[]) RETURNS boolean LANGUAGE plpgsql AS $$ BEGIN "
+                  "INSERT INTO public.ran_as VALUES (current_user, '='); "
+                  "RETURN $1 OPERATOR(pg_catalog.=) $2; END $$")
+        m.execute("CREATE OPERATOR public.= (LEFTARG = text[], RIGHTARG = text[], FUNCTION = public.arr_eq)")
+    try:
+        for workers in (1, 2):
+            db.execute("CALL groupml.train_groups('s3.t', ARRAY['g'], ARRAY['x1', 'x2'], 'y', 'logistic', "
+                       "workers => %s)", [workers])
+            db.execute("SELECT count(*) FROM groupml.explain_train_groups('s3.t', ARRAY['g'], ARRAY['x1', 'x2'], "
+                       "'y', 'logistic', workers => %s)", [workers])
+        db.execute("SELECT count(*) FROM groupml.explain_search('s3.t', ARRAY['x1', 'x2'], 'y', 'logistic', '{}', "
+                   "ARRAY['g'])")
+        assert db.execute("SELECT who, what FROM public.ran_as").fetchall() == []
+        assert db.execute("SHOW search_path").fetchone()[0] == '"$user", public'      # the caller's, unchanged
+        assert [r[0] for r in db.execute("SELECT status FROM groupml.runs")] == ["done", "done"]
+    finally:
+        db.execute("DROP SCHEMA s3 CASCADE")
+        db.execute("DROP OWNED BY shadow CASCADE")
+        db.execute("DROP ROLE shadow")
+
+
+def test_workers_run_as_the_calling_role_whatever_the_sessions_time_zone(cluster, dbname, db, clicks):
+    # an endpoint whose user is another role (a superuser) ran the caller's views with that
+    # role's rights; the identity check compared the start time as text, so a session with
+    # another TimeZone or DateStyle was refused its own loopback workers
+    db.execute("SET TimeZone = 'Asia/Tokyo'")
+    db.execute("SET DateStyle = 'SQL, DMY'")
+    run = db.execute("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', "
+                     "workers => 2)").fetchone()[0]
+    assert db.execute("SELECT status FROM groupml.runs WHERE run_id = %s", [run]).fetchone()[0] == "done"
+    db.execute("RESET TimeZone")
+    db.execute("RESET DateStyle")
+    db.execute("CREATE ROLE trainer LOGIN")
+    try:
+        db.execute("GRANT ALL ON ALL TABLES IN SCHEMA groupml TO trainer")
+        db.execute("GRANT USAGE ON ALL SEQUENCES IN SCHEMA groupml TO trainer")
+        db.execute("GRANT SELECT ON clicks TO trainer")
+        db.execute("INSERT INTO groupml.worker_endpoints (name, dsn) VALUES ('a', 'loopback'), ('b', %s)",
+                   [cluster.dsn(dbname)])                                     # user=postgres
+        with psycopg.connect(cluster.dsn(dbname, user="trainer"), autocommit=True) as t:
+            state, msg, hint = sql_error(t, "CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], "
+                                            "'clicked', 'logistic', workers => 2)")
+        assert state == "08001", (state, msg)
+        assert "connects as role 'postgres'; workers must connect as the calling role 'trainer'" in msg
+        assert hint.startswith("A worker runs the source's views and functions with its role's rights")
+        # loopback workers as that ordinary role (reading unix_socket_directories needed
+        # pg_read_all_settings: such a role could not use workers at all)
+        db.execute("DELETE FROM groupml.worker_endpoints")
+        with psycopg.connect(cluster.dsn(dbname, user="trainer"), autocommit=True) as t:
+            run = t.execute("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', "
+                            "'logistic', workers => 2)").fetchone()[0]
+        assert db.execute("SELECT status, created_by FROM groupml.runs WHERE run_id = %s",
+                          [run]).fetchone() == ("done", "trainer")
+    finally:
+        db.execute("DELETE FROM groupml.worker_endpoints")
+        db.execute("DROP OWNED BY trainer")
+        db.execute("DROP ROLE trainer")
+
+
 def test_passwords_are_redacted():
     from groupml.executor.pool import redact
 

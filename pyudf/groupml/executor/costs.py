@@ -21,7 +21,7 @@ MAX_TASKS = 20000
 
 _RUNS_SQL = (
     "SELECT r.run_id, pg_catalog.cardinality(r.features) AS d, "
-    "(r.status = 'done' AND r.source = $2 AND r.features = $3::text[] AND r.search = $4::jsonb) AS same, "
+    "(r.status = 'done' AND r.source = $2 AND r.features OPERATOR(pg_catalog.=) $3::text[] AND r.search = $4::jsonb) AS same, "
     "g.plan -> 'workload' AS workload "
     "FROM groupml.runs r JOIN groupml.grouped_runs g ON g.run_id = r.run_id "
     "WHERE r.family = $1 AND EXISTS (SELECT 1 FROM groupml.run_schedule s WHERE s.run_id = r.run_id) "

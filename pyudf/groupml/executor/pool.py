@@ -118,10 +118,13 @@ def loopback_dsn(session) -> str:
     r = session.query(
         "SELECT pg_catalog.host(pg_catalog.inet_server_addr()) AS host, pg_catalog.inet_server_port() AS port, "
         "pg_catalog.current_setting('port') AS cport, "
-        "pg_catalog.split_part(pg_catalog.current_setting('unix_socket_directories'), ',', 1) AS sock, "
+        # pg_settings leaves out what the role may not read (unix_socket_directories needs
+        # pg_read_all_settings; current_setting would raise 42501 for an ordinary role)
+        "pg_catalog.split_part((SELECT s.setting FROM pg_catalog.pg_settings s WHERE s.name OPERATOR(pg_catalog.=) "
+        "'unix_socket_directories'), ',', 1) AS sock, "
         "pg_catalog.current_database() AS db, current_user AS usr")[0]
     from psycopg.conninfo import make_conninfo
-    host = r["host"] or r["sock"].strip() or "localhost"
+    host = r["host"] or (r["sock"] or "").strip() or "localhost"
     port = r["port"] or r["cport"]
     return make_conninfo(host=host, port=str(port), dbname=r["db"], user=r["usr"])
 
@@ -158,10 +161,16 @@ def server_identity(session) -> Dict[str, Any]:
     """What tells this server and database apart from any other: a worker must see the same
     (it reads this database's snapshot tables; another database may have a snapshot of the
     same id)."""
-    r = session.query("SELECT pg_catalog.pg_postmaster_start_time()::text AS started, "
-                      "(SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = "
-                      "pg_catalog.current_database())::bigint AS db, pg_catalog.current_database()::text AS name")[0]
-    return {"started": str(r["started"]), "db": int(r["db"]), "name": str(r["name"])}
+    r = session.query(_IDENTITY_SQL)[0]
+    return {"started": str(r["started"]), "db": int(r["db"]), "name": str(r["name"]), "role": str(r["role"])}
+
+
+# the start time as epoch seconds (numeric text: the same whatever a session's TimeZone or
+# DateStyle), the database's OID and name, and the role statements run as
+_IDENTITY_SQL = ("SELECT EXTRACT(epoch FROM pg_catalog.pg_postmaster_start_time())::text AS started, "
+                 "(SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname OPERATOR(pg_catalog.=) "
+                 "pg_catalog.current_database())::bigint AS db, pg_catalog.current_database()::text AS name, "
+                 "current_user::text AS role")
 
 
 def resolve_endpoints(session, workers: int) -> List[Dict[str, str]]:
@@ -271,9 +280,15 @@ class WorkerPool:
         """Refuse a worker connected to another server or database than the coordinator."""
         if self.identity is None:
             return
-        row = conn.execute("SELECT pg_catalog.pg_postmaster_start_time()::text, (SELECT d.oid FROM "
-                           "pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())::bigint, "
-                           "pg_catalog.current_database()::text").fetchone()
+        row = conn.execute(_IDENTITY_SQL).fetchone()
+        if (str(row[0]), int(row[1])) == (self.identity["started"], self.identity["db"]) \
+                and str(row[3]) != self.identity["role"]:
+            self.close()
+            raise WorkerEndpointError(
+                f"Worker endpoint '{ep['name']}' ({redact(ep['dsn'])}) connects as role '{row[3]}'; workers must "
+                f"connect as the calling role '{self.identity['role']}'",
+                hint="A worker runs the source's views and functions with its role's rights: give the endpoint the "
+                     "calling role's user (or use 'loopback'), or call train_groups as that role.")
         if (str(row[0]), int(row[1])) != (self.identity["started"], self.identity["db"]):
             self.close()
             what = (f"another server (database '{row[2]}')" if str(row[0]) != self.identity["started"]

@@ -71,6 +71,18 @@ def sql_entry(fn):
     return wrapper
 
 
+def pinned(fn):
+    """Run ``fn`` -- an entry point whose arguments hold no relation names to resolve -- with
+    groupml's statements under the safe search_path (:meth:`groupml.db.PlpySession.pinned_search_path`)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from ..db import backend_session
+
+        with backend_session().pinned_search_path():
+            return fn(*args, **kwargs)
+    return wrapper
+
+
 def families_hint() -> str:
     """The hint for a missing model family: every family learn_over_groups can train."""
     from ..learners import LEARNER_FAMILIES

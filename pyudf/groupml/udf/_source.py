@@ -83,23 +83,37 @@ def check_group_by_sortable(session, source: str, group_by: List[str], cols: Dic
                 f"{cols.get(g, 'of another type')}", hint="Group by a cast of it, e.g. a view with (col)::text.")
 
 
-def check_select_privilege(session, source, owner: str) -> str:
-    """The calling role must be able to SELECT from ``source`` (the whole table, or at least
-    one column: :func:`check_column_privileges` then checks the columns used). Returns the
-    relation's schema-qualified, quoted name: worker backends and later calls resolve that,
-    never a bare name against their own search_path."""
+def check_source_kind(name: str, kind: str, owner: str, hint: str = "Pass the table (or a view over it) that "
+                                                                    "holds the rows.") -> None:
+    """A source must be a relation that has rows (pg_class.relkind in :data:`SOURCE_KINDS`)."""
+    if kind not in SOURCE_KINDS:
+        raise WrongObjectTypeError(
+            f"The source {name} of {owner} must be a table, view, materialized view or foreign table; it is "
+            f"{RELKIND_NAMES.get(kind, 'relkind ' + kind)}", hint=hint)
+
+
+def source_oid(session, source, owner: str) -> int:
+    """The OID of the relation ``source`` names, resolved on the caller's search_path (the
+    only statement groupml runs there: a regclass cast names no function or operator another
+    role could shadow); everything after runs under :meth:`pinned_search_path` by OID or by
+    the schema-qualified name :func:`check_select_privilege` returns."""
     if source is None:
         raise InvalidParameterError(f"The 'source' value of {owner} must name a table or view; got null",
                                     hint="Pass the relation's name, e.g. 'clicks' or 'myschema.clicks'.")
+    return int(session.query("SELECT $1::regclass::oid AS oid", [source], ["text"])[0]["oid"])
+
+
+def check_select_privilege(session, oid: int, owner: str) -> str:
+    """The relation ``oid`` must have rows (:func:`check_source_kind`) and the calling role
+    must be able to SELECT from it (the whole table, or at least one column:
+    :func:`check_column_privileges` then checks the columns used). Returns its schema-qualified,
+    quoted name: worker backends and later calls resolve that, never a bare name against their
+    own search_path."""
     r = session.query("SELECT pg_catalog.format('%I.%I', n.nspname, c.relname) AS name, c.relkind::text AS kind, "
                       "pg_catalog.has_any_column_privilege(c.oid, 'SELECT') AS ok "
-                      "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-                      "WHERE c.oid = $1::regclass", [source], ["text"])[0]
-    if r["kind"] not in SOURCE_KINDS:
-        raise WrongObjectTypeError(
-            f"The source {r['name']} of {owner} must be a table, view, materialized view or foreign table; it is "
-            f"{RELKIND_NAMES.get(r['kind'], 'relkind ' + r['kind'])}",
-            hint="Pass the table (or a view over it) that holds the rows.")
+                      "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) "
+                      "c.relnamespace WHERE c.oid OPERATOR(pg_catalog.=) $1::oid", [oid], ["bigint"])[0]
+    check_source_kind(r["name"], r["kind"], owner)
     if not r["ok"]:
         raise InsufficientPrivilegeError(f"permission denied for table {r['name']}: {owner} needs SELECT on it",
                                          hint=f"GRANT SELECT ON {r['name']} TO the calling role.")
@@ -110,7 +124,7 @@ def check_column_privileges(session, source: str, names: Iterable[str], owner: s
     """Every column ``owner`` reads must be readable by the calling role (table-wide SELECT
     covers them all; a column grant covers its column)."""
     names = list(dict.fromkeys(names))
-    denied = session.query("SELECT u.col FROM unnest($2::text[]) WITH ORDINALITY AS u(col, i) "
+    denied = session.query("SELECT u.col FROM pg_catalog.unnest($2::text[]) WITH ORDINALITY AS u(col, i) "
                            "WHERE NOT pg_catalog.has_column_privilege($1::regclass, u.col, 'SELECT') ORDER BY u.i",
                            [source, names], ["text", "text[]"])
     if denied:

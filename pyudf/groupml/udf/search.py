@@ -24,8 +24,8 @@ from ..planner import check_run
 from ..validation import check_keys, check_number
 from ._catalog import check_catalog_privileges
 from ._source import (check_column_privileges, check_columns, check_group_by_sortable, check_label_not_a_feature,
-                      check_select_privilege, columns)
-from . import families_hint, parse_object, sql_entry
+                      check_select_privilege, columns, source_oid)
+from . import families_hint, parse_object, pinned, sql_entry
 
 MAX_COST_RUNS = 1000
 CALIBRATION_SIZES = [  # (rows, features, k): a few seconds in all on one core
@@ -118,6 +118,7 @@ def measure_passes(family: str, n: int, d: int, k: int, passes: int, seed: int =
 
 
 @sql_entry
+@pinned
 def calibrate_cost_model(sizes, family, passes):
     """Measure a few real passes, store them in groupml.cost_runs, return them with the refit estimate."""
     from ..db import backend_session
@@ -247,7 +248,14 @@ def explain_search(source, features, label, model, search, group_by, options):
     if source is None:
         raise InvalidParameterError(f"The 'source' value of {owner} must be a table or view; got null",
                                     hint="Pass the table name, e.g. 'clicks'.")
-    source = check_select_privilege(session, source, owner)
+    oid = source_oid(session, source, owner)
+    with session.pinned_search_path():
+        return _explain_search(session, oid, features, label, model, search_obj, options_obj, group_by)
+
+
+def _explain_search(session, oid, features, label, model, search_obj, options_obj, group_by):
+    owner = "explain_search"
+    source = check_select_privilege(session, oid, owner)
     cols = columns(session, source)
     group_by = check_columns(cols, group_by or [], "group_by", source, numeric=False, owner=owner)
     check_group_by_sortable(session, source, group_by, cols, owner)

@@ -31,12 +31,11 @@ import numpy as np
 from ..db import backend_session, quote_ident, quote_literal
 from ..errors import (DataError, DuplicateObjectError, FeatureNotSupportedError, GroupmlError,
                       InsufficientPrivilegeError, InvalidParameterError, PrerequisiteStateError, SearchSpecError,
-                      SourceReadError, UndefinedObjectError, WrongObjectTypeError)
+                      SourceReadError, UndefinedObjectError)
 from ..fitting import unpack_rows
 from ..validation import check_bool, check_choice, check_keys, check_number
-from ._source import (RELKIND_NAMES, SOURCE_KINDS, check_columns, check_label_not_a_feature, columns,
-                      packed_row_expr)
-from . import parse_jsonb, sql_entry
+from ._source import check_columns, check_label_not_a_feature, check_source_kind, columns, packed_row_expr
+from . import parse_jsonb, pinned, sql_entry
 
 #: Relative cost of one solver iteration over one row-feature, per GLM family (estimated cost unit).
 FAMILY_COST = {"logistic": 1.0, "svm": 1.0, "linear": 0.5}
@@ -218,6 +217,7 @@ def expand_candidates(raw: Any, owner: str = "submit_job") -> Tuple[str, List[Di
 
 # ---------------------------------------------------------------------------- create_tenant
 @sql_entry
+@pinned
 def create_tenant(name, role):
     session = backend_session()
     if name is None or not str(name).strip():
@@ -248,6 +248,18 @@ def create_tenant(name, role):
 @sql_entry
 def submit_job(tenant, source, features, label, candidates):
     session = backend_session()
+    if source is None:
+        raise InvalidParameterError("The 'source' value of submit_job must name a table or view; got null",
+                                    hint="Pass source => 'my_table'.")
+    # the only statement on the caller's search_path: the name as the caller means it, shown as
+    # the caller would write it; every other statement runs pinned, by OID or qualified name
+    named = session.query("SELECT $1::regclass::oid::bigint AS oid, $1::regclass::text AS name",
+                          [source], ["text"])[0]
+    with session.pinned_search_path():
+        return _submit_job(session, tenant, int(named["oid"]), named["name"], features, label, candidates)
+
+
+def _submit_job(session, tenant, oid, shown, features, label, candidates):
     if tenant is None:
         raise InvalidParameterError("The 'tenant' value of submit_job must name a tenant; got null",
                                     hint="Create one with SELECT groupml.create_tenant('name');")
@@ -260,19 +272,14 @@ def submit_job(tenant, source, features, label, candidates):
                                    hint="Create it with SELECT groupml.create_tenant('" + str(tenant).replace("'", "''")
                                    + "'); or use one of SELECT name FROM groupml.tenants;")
     t = trows[0]
-    if source is None:
-        raise InvalidParameterError("The 'source' value of submit_job must name a table or view; got null",
-                                    hint="Pass source => 'my_table'.")
-    rel = session.query("SELECT c.oid::bigint AS oid, c.oid::regclass::text AS name, c.relkind::text AS kind, "
-                        "pg_catalog.has_table_privilege(c.oid, 'SELECT') AS caller_reads, "
+    rel = session.query("SELECT c.oid::bigint AS oid, pg_catalog.format('%I.%I', n.nspname, c.relname) AS qname, "
+                        "c.relkind::text AS kind, pg_catalog.has_table_privilege(c.oid, 'SELECT') AS caller_reads, "
                         "(SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user)::bigint AS me, "
-                        "current_user::text AS me_name "
-                        "FROM pg_catalog.pg_class c WHERE c.oid = $1::regclass", [source], ["text"])[0]
-    if rel["kind"] not in SOURCE_KINDS:
-        raise WrongObjectTypeError(
-            f"The source {rel['name']} of submit_job must be a table, view, materialized view or foreign table; "
-            f"it is {RELKIND_NAMES.get(rel['kind'], 'relkind ' + rel['kind'])}",
-            hint="Submit the table (or a view over it) that holds the rows.")
+                        "current_user::text AS me_name FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+                        "ON n.oid = c.relnamespace WHERE c.oid = $1::oid", [oid], ["bigint"])[0]
+    rel["name"] = shown
+    check_source_kind(rel["name"], rel["kind"], "submit_job", hint="Submit the table (or a view over it) that holds "
+                                                                   "the rows.")
     readable = session.query("SELECT pg_catalog.has_table_privilege($1::oid, $2::oid, 'SELECT') AS ok",
                              [t["role_oid"], rel["oid"]], ["bigint", "bigint"])[0]["ok"]
     if not readable:
@@ -305,7 +312,7 @@ def submit_job(tenant, source, features, label, candidates):
     # policies, casts) runs with that role's rights, and the coordinator trains on these rows
     packed = packed_row_expr(cols, features + [label])
     got, failed = session.query_or_error(
-        f"SELECT count(*) AS n_rows, pg_catalog.string_agg({packed}, ''::bytea) AS block FROM {rel['name']}")
+        f"SELECT count(*) AS n_rows, pg_catalog.string_agg({packed}, ''::bytea) AS block FROM {rel['qname']}")
     if failed is not None:
         raise SourceReadError(failed[0], f"submit_job could not read the rows of {rel['name']}: {failed[1]}",
                               hint="Fix the source (or submit a view that selects valid rows), then submit again.")
@@ -558,6 +565,7 @@ def train_candidate(data, family: str, params: Dict[str, Any], metric: str, chec
 
 
 @sql_entry
+@pinned
 def run_scheduler(max_steps, max_seconds, policy, cost_aware):
     from ..tenancy import POLICIES
 
@@ -651,6 +659,7 @@ def run_scheduler(max_steps, max_seconds, policy, cost_aware):
 
 # ---------------------------------------------------------------------------- pg_cron
 @sql_entry
+@pinned
 def schedule_with_cron(schedule, max_seconds, policy, cost_aware, database, job_name):
     from ..tenancy import POLICIES
 

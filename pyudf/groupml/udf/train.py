@@ -25,8 +25,9 @@ from ..validation import check_number
 from ..errors import DataError, GroupmlError, InvalidParameterError, ObjectInUseError, UndefinedObjectError
 from ._catalog import check_catalog_privileges
 from ._source import (check_column_privileges, check_columns, check_group_by_sortable, check_label_not_a_feature,
-                      check_select_privilege, columns, group_clause_sql, group_key_sql, packed_scan_sql)
-from . import parse_object, sql_entry
+                      check_select_privilege, columns, group_clause_sql, group_key_sql, packed_scan_sql,
+                      source_oid)
+from . import parse_object, pinned, sql_entry
 
 OWNER = "train_groups"
 
@@ -35,10 +36,12 @@ def _load_blocks(session, source: str, group_by, features, label, cols):
     return session.query(packed_scan_sql(source, group_by, features, label, cols))
 
 
-def _validate(session, source, group_by, features, label, model, search, options):
+def _validate(session, oid, group_by, features, label, model, search, options):
+    """Checks of a train_groups request on relation ``oid`` (run under the pinned search_path);
+    returns its schema-qualified name with the parsed arguments."""
     search_obj = parse_object(search, "search", OWNER)
     options_obj = parse_object(options, "options", OWNER)
-    source = check_select_privilege(session, source, OWNER)
+    source = check_select_privilege(session, oid, OWNER)
     cols = columns(session, source)
     group_by = check_columns(cols, group_by or [], "group_by", source, numeric=False, owner=OWNER)
     check_group_by_sortable(session, source, group_by, cols, OWNER)
@@ -191,13 +194,20 @@ def _check_executor_request(session, source, group_by, features, label, model, s
 
 @sql_entry
 def train_groups(source, group_by, features, label, model, search, options, run_id, workers=1, strategy="auto"):
-    from ..fitting import validate_request
-
     session = backend_session()
     workers, strategy = _check_workers(workers, strategy)
+    oid = source_oid(session, source, OWNER)
+    with session.pinned_search_path():
+        return _train_groups(session, oid, group_by, features, label, model, search, options, run_id, workers,
+                             strategy)
+
+
+def _train_groups(session, oid, group_by, features, label, model, search, options, run_id, workers, strategy):
+    from ..fitting import validate_request
+
     check_catalog_privileges(session, "train_groups" if workers == 1 and strategy == "auto"
                              else "train_groups with workers or a strategy")
-    source, search_obj, options_obj, cols, group_by, features = _validate(session, source, group_by, features,
+    source, search_obj, options_obj, cols, group_by, features = _validate(session, oid, group_by, features,
                                                                           label, model, search, options)
     processes = _processes_option(options_obj)
     executor = workers > 1 or strategy != "auto"
@@ -387,6 +397,7 @@ def _release_run(session, run_id: int, *, quiet: bool) -> None:
 
 
 @sql_entry
+@pinned
 def drop_snapshot(snapshot_id) -> bool:
     """Delete a snapshot and its groups and blocks; True if it existed. Refused (55006) while
     a call of train_groups in another session trains a run that uses it: that call reads the
@@ -448,11 +459,18 @@ def _failed_run_on_error(session, run_id: int):
 @sql_entry
 def explain_train_groups(source, group_by, features, label, model, search, options, workers, strategy):
     """Rows (strategy, chosen, worker, estimated_seconds, shards, explanation); reads group sizes only."""
-    from ..executor.plan import make_plan, pass_task_rows, placement_for, workload_of
-
     session = backend_session()
     workers, strategy = _check_workers(workers, strategy)
-    source, search_obj, options_obj, cols, group_by, features = _validate(session, source, group_by, features,
+    oid = source_oid(session, source, OWNER)
+    with session.pinned_search_path():
+        return _explain_train_groups(session, oid, group_by, features, label, model, search, options, workers,
+                                     strategy)
+
+
+def _explain_train_groups(session, oid, group_by, features, label, model, search, options, workers, strategy):
+    from ..executor.plan import make_plan, pass_task_rows, placement_for, workload_of
+
+    source, search_obj, options_obj, cols, group_by, features = _validate(session, oid, group_by, features,
                                                                           label, model, search, options)
     fit_options, exec_options, family, spec, opts, pattern = _check_executor_request(
         session, source, group_by, features, label, model, search_obj, options_obj, strategy,
@@ -525,6 +543,7 @@ def _validate_model(model, search_obj, fit_options):
 
 
 @sql_entry
+@pinned
 def gap_task(request, blob):
     from ..executor.worker import gap_task as _task
 
@@ -532,6 +551,7 @@ def gap_task(request, blob):
 
 
 @sql_entry
+@pinned
 def gap_partial(request, theta):
     from ..executor.worker import gap_partial as _gap
 
