@@ -57,6 +57,11 @@ class Session:
         """Run groupml's own statements under a safe search_path (PlpySession); a no-op here."""
         yield
 
+    @contextlib.contextmanager
+    def callers_search_path(self, path: Optional[str] = None):
+        """Read the user's source under the caller's search_path (PlpySession); a no-op here."""
+        yield
+
 
 class PlpySession(Session):
     """A session inside the current backend, through plpy. Plans are cached per statement."""
@@ -67,6 +72,7 @@ class PlpySession(Session):
         self.plpy = plpy_module
         self._plans: Dict[tuple, Any] = {}
         self._pinned = False
+        self.callers_path: Optional[str] = None   # the caller's search_path while pinned
 
     @contextlib.contextmanager
     def pinned_search_path(self):
@@ -81,12 +87,29 @@ class PlpySession(Session):
             return
         saved = self.query("SELECT pg_catalog.current_setting('search_path') AS p")[0]["p"]
         self._pin()
-        self._pinned = True
+        self._pinned, self.callers_path = True, saved
         try:
             yield
         finally:
-            self._pinned = False
+            self._pinned, self.callers_path = False, None
             self.query("SELECT pg_catalog.set_config('search_path', $1, true)", [saved], ["text"])
+
+    @contextlib.contextmanager
+    def callers_search_path(self, path: Optional[str] = None):
+        """Within :meth:`pinned_search_path`, run the statements that read the user's source
+        under the caller's own search_path (``path``: the one a worker is given by its
+        coordinator): the source's views and functions are the caller's, run with the caller's
+        rights, and may name their tables without a schema. groupml's own parts of those
+        statements are schema-qualified throughout (``OPERATOR(pg_catalog.||)``, ...)."""
+        target = path if path is not None else self.callers_path
+        if not self._pinned or target is None:
+            yield
+            return
+        self.query("SELECT pg_catalog.set_config('search_path', $1, true)", [target], ["text"])
+        try:
+            yield
+        finally:
+            self._pin()
 
     def _pin(self) -> None:
         self.query(f"SELECT pg_catalog.set_config('search_path', '{SAFE_SEARCH_PATH}', true)")

@@ -708,6 +708,35 @@ def test_objects_another_role_puts_on_the_callers_search_path_never_run(cluster,
         db.execute("DROP ROLE shadow")
 
 
+def test_a_sources_own_functions_still_see_the_callers_search_path(db):
+    # the source is the caller's, run with the caller's rights: its functions may name their
+    # tables bare. With groupml's statements pinned to pg_catalog, pg_temp, reading it failed
+    # ('relation "factor" does not exist'); the reads run on the caller's path again
+    db.execute("CREATE SCHEMA onlypath")
+    db.execute("CREATE TABLE onlypath.c3 AS SELECT i % 3 AS g, (i % 7)::float8 AS x1, (i % 7) > 3 AS y "
+               "FROM generate_series(1, 900) i")
+    db.execute("CREATE TABLE onlypath.factor AS SELECT 2.0::float8 AS k")
+    db.execute("SET search_path = onlypath, public")
+    try:
+        db.execute("CREATE FUNCTION onlypath.scale(x float8) RETURNS float8 LANGUAGE sql STABLE "
+                   "AS 'SELECT x * (SELECT k FROM factor)'")
+        db.execute("CREATE VIEW onlypath.v3 AS SELECT g, scale(x1) AS x1, y FROM c3 WHERE scale(x1) < 100")
+        for workers in (1, 2):
+            run = db.execute("CALL groupml.train_groups('v3', ARRAY['g'], ARRAY['x1'], 'y', 'logistic', "
+                             "workers => %s)", [workers]).fetchone()[0]
+            assert db.execute("SELECT status, source FROM groupml.runs WHERE run_id = %s", [run]).fetchone() == \
+                ("done", "onlypath.v3")
+            assert db.execute("SELECT count(*) FROM groupml.explain_train_groups('v3', ARRAY['g'], ARRAY['x1'], 'y', "
+                              "'logistic', workers => %s)", [workers]).fetchone()[0] >= 1
+        rows = dict(db.execute("SELECT item, value FROM groupml.explain_search('v3', ARRAY['x1'], 'y', 'logistic', "
+                               "'{}', ARRAY['g'])").fetchall())
+        assert rows["groups"] == "3" and rows["rows"] == "900"
+        assert db.execute("SHOW search_path").fetchone()[0] == "onlypath, public"
+    finally:
+        db.execute("RESET search_path")
+        db.execute("DROP SCHEMA onlypath CASCADE")
+
+
 def test_workers_run_as_the_calling_role_whatever_the_sessions_time_zone(cluster, dbname, db, clicks):
     # an endpoint whose user is another role (a superuser) ran the caller's views with that
     # role's rights; the identity check compared the start time as text, so a session with

@@ -102,7 +102,8 @@ def _store_group(session, sid: int, group_no: int, gkey: str, part: Dict[str, An
 def bucket_sql(group_by) -> str:
     """The hash bucket (0 .. BUCKETS - 1) of a row's (or a group's) group key."""
     cols = ", ".join(quote_ident(g) for g in group_by)
-    return f"(pg_catalog.hash_record(ROW({cols})) & 2147483647) % {BUCKETS}"
+    return (f"((pg_catalog.hash_record(ROW({cols})) OPERATOR(pg_catalog.&) 2147483647) "
+            f"OPERATOR(pg_catalog.%) {BUCKETS})")
 
 
 def assign_buckets(bucket_rows: Mapping[int, int], parts: int) -> List[List[int]]:
@@ -137,12 +138,14 @@ def build_snapshot(session, source: str, group_by, features, label, cols, *, see
         ["text", "text[]", "text[]", "text", "bigint", "float8", "integer", "boolean"])[0]["snapshot_id"]
     d = len(features)
     if parallel is not None:
-        groups = session.query(f"SELECT {group_key_sql(group_by)}::text AS gkey, count(*) AS n, "
-                               f"{bucket_sql(group_by)} AS b FROM {source}{group_clause_sql(group_by, source)}")
+        with session.callers_search_path():
+            groups = session.query(f"SELECT {group_key_sql(group_by)}::text AS gkey, pg_catalog.count(*) AS n, "
+                                   f"{bucket_sql(group_by)} AS b FROM {source}{group_clause_sql(group_by, source)}")
         bucket_rows: Dict[int, int] = {}
         for r in groups:
             bucket_rows[int(r["b"])] = bucket_rows.get(int(r["b"]), 0) + int(r["n"])
-        base = {"op": "snapshot_part", "snapshot": sid, "source": source, "group_by": list(group_by),
+        base = {"op": "snapshot_part", "snapshot": sid, "source": source, "search_path": session.callers_path,
+                "group_by": list(group_by),
                 "features": list(features), "label": label, "seed": seed, "fraction": fraction,
                 "block_rows": block_rows, "group_nos": {r["gkey"]: i for i, r in enumerate(groups)}}
         if on_created is not None:
@@ -152,12 +155,13 @@ def build_snapshot(session, source: str, group_by, features, label, cols, *, see
         n_total, g = sum(r["rows"] for r in done), sum(r["groups"] for r in done)
     else:
         n_total, g = 0, 0
-        for r in _each_group(session.cursor(packed_scan_sql(source, group_by, features, label, cols))):
-            n_total += _store_group(session, sid, g, r["gkey"],
-                                    split_group(r["block"], r["n_rows"], d, fraction, seed, block_rows))
-            g += 1
-            if progress is not None:
-                progress(g)
+        with session.callers_search_path():
+            for r in _each_group(session.cursor(packed_scan_sql(source, group_by, features, label, cols))):
+                n_total += _store_group(session, sid, g, r["gkey"],
+                                        split_group(r["block"], r["n_rows"], d, fraction, seed, block_rows))
+                g += 1
+                if progress is not None:
+                    progress(g)
     session.query("UPDATE groupml.snapshots SET status = 'ready', n_rows = $2, n_groups = $3 WHERE snapshot_id = $1",
                   [sid, n_total, g], ["bigint", "bigint", "integer"])
     return sid
@@ -190,18 +194,22 @@ def build_part(session, req: Mapping[str, Any]) -> bytes:
     # the coordinator's key text of each group, found by value: numeric 1.0 and 1.00 are one
     # group whose key text depends on which row the aggregate kept
     nos = {_key_value(k): (int(no), k) for k, no in req["group_nos"].items()}
-    sql = packed_scan_sql(req["source"], gb, feats, label, cols, where=f"{bucket_sql(gb)} = ANY ($1::int[])")
+    sql = packed_scan_sql(req["source"], gb, feats, label, cols,
+                          where=f"{bucket_sql(gb)} OPERATOR(pg_catalog.=) ANY ($1::int[])")
     n_total, g = 0, 0
-    for r in _each_group(session.cursor(sql, [list(req["buckets"])], ["int[]"])):
-        found = nos.get(_key_value(r["gkey"]))
-        if found is None:
-            raise PrerequisiteStateError(
-                f"The source {req['source']} changed while its snapshot was built: group {r['gkey']} was not there "
-                f"when the groups were counted", hint="Call train_groups again (or once writes to the source stop).")
-        n_total += _store_group(session, int(req["snapshot"]), found[0], found[1],
-                                split_group(r["block"], r["n_rows"], d, float(req["fraction"]), int(req["seed"]),
-                                            int(req["block_rows"])))
-        g += 1
+    path = req.get("search_path")      # the coordinator's caller's: the source reads as it would there
+    with session.callers_search_path(path if isinstance(path, str) else None):
+        for r in _each_group(session.cursor(sql, [list(req["buckets"])], ["int[]"])):
+            found = nos.get(_key_value(r["gkey"]))
+            if found is None:
+                raise PrerequisiteStateError(
+                    f"The source {req['source']} changed while its snapshot was built: group {r['gkey']} was not "
+                    f"there when the groups were counted",
+                    hint="Call train_groups again (or once writes to the source stop).")
+            n_total += _store_group(session, int(req["snapshot"]), found[0], found[1],
+                                    split_group(r["block"], r["n_rows"], d, float(req["fraction"]), int(req["seed"]),
+                                                int(req["block_rows"])))
+            g += 1
     return json.dumps({"groups": g, "rows": n_total}).encode("utf-8")
 
 

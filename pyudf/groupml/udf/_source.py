@@ -72,7 +72,8 @@ def check_group_by_sortable(session, source: str, group_by: List[str], cols: Dic
     instead of PostgreSQL's 'could not identify an ordering operator'."""
     for g in group_by:
         col = quote_ident(g)
-        _, failed = session.query_or_error(f"SELECT 1 FROM {source} GROUP BY {col} ORDER BY {col} LIMIT 0")
+        with session.callers_search_path():
+            _, failed = session.query_or_error(f"SELECT 1 FROM {source} GROUP BY {col} ORDER BY {col} LIMIT 0")
         if failed is not None and failed[0] != "42883":       # not the type: e.g. a view's lost grant
             raise SourceReadError(failed[0], f"{owner} could not read {source}: {failed[1]}",
                                   hint="Fix the source (or a view over it) so that it can be read, then call "
@@ -143,7 +144,7 @@ def value_expr(col: str, typ: str) -> str:
 
 def packed_row_expr(cols: Dict[str, str], names: Iterable[str]) -> str:
     """All named columns of a row packed into one bytea (NULL when any value is NULL)."""
-    return " || ".join(value_expr(c, cols[c]) for c in names)
+    return " OPERATOR(pg_catalog.||) ".join(value_expr(c, cols[c]) for c in names)
 
 
 def group_key_sql(group_by: List[str]) -> str:
@@ -170,6 +171,6 @@ def packed_scan_sql(source: str, group_by: List[str], features: List[str], label
     a row with a NULL value is left out of the block but counted in n_rows). ``where``: an
     SQL condition built by groupml itself (never from input), e.g. a hash-bucket filter."""
     packed = packed_row_expr(cols, list(features) + [label])
-    return (f"SELECT {group_key_sql(group_by)}::text AS gkey, count(*) AS n_rows, "
+    return (f"SELECT {group_key_sql(group_by)}::text AS gkey, pg_catalog.count(*) AS n_rows, "
             f"pg_catalog.string_agg({packed}, ''::bytea) AS block FROM {source}"
             + (f" WHERE {where}" if where else "") + group_clause_sql(group_by, source))

@@ -271,11 +271,15 @@ def _explain_search(session, oid, features, label, model, search_obj, options_ob
     check_column_privileges(session, source, list(group_by) + list(features) + [label], owner)
     if group_by:
         keys = ", ".join(quote_ident(g) for g in group_by)
-        sql = (f"SELECT count(*) AS groups, coalesce(sum(c), 0) AS n_rows, coalesce(max(c), 0) AS largest "
-               f"FROM (SELECT count(*) AS c FROM {source} GROUP BY {keys}) s")
+        sql = (f"SELECT pg_catalog.count(*) AS groups, coalesce(pg_catalog.sum(c), 0) AS n_rows, "
+               f"coalesce(pg_catalog.max(c), 0) AS largest "
+               f"FROM (SELECT pg_catalog.count(*) AS c FROM {source} GROUP BY {keys}) s")
     else:
-        sql = f"SELECT CASE WHEN count(*) > 0 THEN 1 ELSE 0 END AS groups, count(*) AS n_rows, count(*) AS largest FROM {source}"
-    stats = session.query(sql)[0]
+        sql = (f"SELECT CASE WHEN pg_catalog.count(*) OPERATOR(pg_catalog.>) 0 THEN 1 ELSE 0 END AS groups, "
+               f"pg_catalog.count(*) AS n_rows, "
+               f"pg_catalog.count(*) AS largest FROM {source}")
+    with session.callers_search_path():        # the source's views may name their tables bare
+        stats = session.query(sql)[0]
     cost_model = load_cost_model(session, model)
     return explain_plan(model, search_obj, options_obj, n_groups=int(stats["groups"]),
                         n_rows=int(stats["n_rows"]), largest=int(stats["largest"]), d=len(features),

@@ -311,8 +311,9 @@ def _submit_job(session, tenant, oid, shown, features, label, candidates):
     # the rows are read here, as the calling role: whatever the source runs (a view's functions,
     # policies, casts) runs with that role's rights, and the coordinator trains on these rows
     packed = packed_row_expr(cols, features + [label])
-    got, failed = session.query_or_error(
-        f"SELECT count(*) AS n_rows, pg_catalog.string_agg({packed}, ''::bytea) AS block FROM {rel['qname']}")
+    with session.callers_search_path():        # the source's views may name their tables bare
+        got, failed = session.query_or_error(f"SELECT pg_catalog.count(*) AS n_rows, pg_catalog.string_agg("
+                                             f"{packed}, ''::bytea) AS block FROM {rel['qname']}")
     if failed is not None:
         raise SourceReadError(failed[0], f"submit_job could not read the rows of {rel['name']}: {failed[1]}",
                               hint="Fix the source (or submit a view that selects valid rows), then submit again.")
@@ -723,9 +724,12 @@ def infer(job_id, features):
                                     hint="See SELECT job_id FROM groupml.jobs;")
     # the recorded best model, or -- when its tenant deleted that observation -- the best left
     rows = session.query(
-        "SELECT (SELECT o.model FROM groupml.observations o WHERE o.job_id = j.job_id AND o.status = 'ok' "
-        "        ORDER BY o.observation_id = j.best_observation_id DESC, o.quality DESC, o.observation_id "
-        "        LIMIT 1) AS model FROM groupml.jobs j WHERE j.job_id = $1", [job_id], ["bigint"])
+        # not pinned (one call per row): its operators are named with their schema instead
+        "SELECT (SELECT o.model FROM groupml.observations o WHERE o.job_id OPERATOR(pg_catalog.=) j.job_id "
+        "        AND o.status OPERATOR(pg_catalog.=) 'ok'::text "
+        "        ORDER BY o.observation_id OPERATOR(pg_catalog.=) j.best_observation_id DESC, o.quality DESC, "
+        "        o.observation_id LIMIT 1) AS model FROM groupml.jobs j WHERE j.job_id OPERATOR(pg_catalog.=) $1",
+        [job_id], ["bigint"])
     if not rows:
         raise UndefinedObjectError(f"Job {job_id} does not exist (or belongs to a tenant you are not a member of)",
                                    hint="See SELECT job_id, tenant_id, source FROM groupml.jobs;")

@@ -33,7 +33,8 @@ OWNER = "train_groups"
 
 
 def _load_blocks(session, source: str, group_by, features, label, cols):
-    return session.query(packed_scan_sql(source, group_by, features, label, cols))
+    with session.callers_search_path():        # the source's views may name their tables bare
+        return session.query(packed_scan_sql(source, group_by, features, label, cols))
 
 
 def _validate(session, oid, group_by, features, label, model, search, options):
@@ -476,8 +477,9 @@ def _explain_train_groups(session, oid, group_by, features, label, model, search
         session, source, group_by, features, label, model, search_obj, options_obj, strategy,
         on_workers=workers > 1 or strategy != "auto")      # as train_groups would run
     notnull = " AND ".join(f"{quote_ident(c)} IS NOT NULL" for c in list(features) + [label])
-    rows = session.query(f"SELECT {group_key_sql(group_by)}::text AS gkey, count(*) FILTER (WHERE {notnull}) AS n "
-                         f"FROM {source}{group_clause_sql(group_by, source)}")
+    with session.callers_search_path():
+        rows = session.query(f"SELECT {group_key_sql(group_by)}::text AS gkey, pg_catalog.count(*) FILTER "
+                             f"(WHERE {notnull}) AS n FROM {source}{group_clause_sql(group_by, source)}")
     frac = opts["validation_fraction"]
     sizes = {i: int(round(int(r["n"]) * (1 - frac))) for i, r in enumerate(rows)}
     keys = {i: r["gkey"] for i, r in enumerate(rows)}
