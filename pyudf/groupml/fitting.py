@@ -298,7 +298,7 @@ def fit_group(X: np.ndarray, y: np.ndarray, model: str, search: dict, options: d
     n, d = X.shape
     base = dict(family=family.name, n_skipped=n_skipped, n_features=d)
     if n == 0:
-        return FitResult(status="no_rows", message="every row had a NULL label or a NULL/NaN feature", **base)
+        return FitResult(status="no_rows", message="every row had a NULL, NaN or infinite label or feature", **base)
     family.prepare_labels(y, "the group's rows")  # DataError for labels the family cannot use
     val = holdout_mask(X, y, opts["validation_fraction"], opts["seed"])
     n_val = int(val.sum())

@@ -17,8 +17,16 @@ from typing import Any, Iterable, Mapping
 from .errors import InvalidParameterError, SearchSpecError
 
 
+#: Characters of a text value an error message shows at most (a 1 MB name was echoed whole).
+SHOWN_CHARS = 100
+
+
 def _fmt(value: Any) -> str:
+    """A value as a message shows it: SQL's words for NULL, booleans and the special floats,
+    long texts cut short (never Python's None, True, nan or inf)."""
     if isinstance(value, str):
+        if len(value) > SHOWN_CHARS:
+            return repr(value[:SHOWN_CHARS]) + f"... ({len(value):,} characters)"
         return repr(value)
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -26,7 +34,14 @@ def _fmt(value: Any) -> str:
         return "null"
     if isinstance(value, int):
         return short_int(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_fmt(v) for v in value) + "]"
     return str(value)
+
+
+shown = _fmt
 
 
 def short_int(value: int) -> str:

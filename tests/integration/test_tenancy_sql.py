@@ -481,9 +481,19 @@ def test_bad_input_is_rejected_and_writes_nothing(cluster, db, dbname, roles):
     _make_table(db, "d1")
     db.execute("CREATE TABLE secret (f1 float8, y boolean, t text)")
     db.execute(sql.SQL("GRANT SELECT ON d1 TO {}").format(sql.Identifier(roles["ta"])))
+    db.execute("CREATE TABLE empty_src (f1 float8, y int)")
+    db.execute("CREATE TABLE reg_src AS SELECT i::float8 AS f1, i / 7.0 AS yr FROM generate_series(1, 50) i")
+    db.execute(sql.SQL("GRANT SELECT ON empty_src, reg_src TO {}").format(sql.Identifier(roles["ta"])))
     with _connect(cluster, dbname, roles["ta"]) as a:
         a.execute("SELECT groupml.create_tenant('ta')")
         cases = [
+            # jobs that could only fail in run_scheduler are refused when submitted
+            ("SELECT groupml.submit_job('ta', 'empty_src', ARRAY['f1'], 'y', '[\"logistic\"]')", "22000",
+             "groupml: The source empty_src of submit_job has no usable rows (0 rows; every one has a NULL, NaN or "
+             "infinite feature or label)", "complete rows"),
+            ("SELECT groupml.submit_job('ta', 'reg_src', ARRAY['f1'], 'yr', '[\"logistic\"]')", "22000",
+             "groupml: The label column 'yr' of submit_job must hold 0 or 1 for classifiers; got 0.14285714285714285",
+             "submit regressors"),
             ("SELECT groupml.submit_job('nobody', 'd1', ARRAY['f1'], 'y', '[\"svm\"]')", "42704",
              "groupml: Tenant 'nobody' does not exist (or belongs to a role you are not a member of)",
              "groupml.create_tenant('nobody')"),

@@ -148,12 +148,26 @@ def test_bad_input_writes_nothing(db, clicks):
          "22023", "groupml: The 'label' column 'clicked' of train_groups is also a feature"),
         ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', "
          "'{\"l2\": [{}]}')", "22023", "groupml: The 'l2[0]' value of search must be a non-empty object"),
+        # group-by columns checked like the features (duplicates, the label, a feature were trained)
+        ("CALL groupml.train_groups('clicks', ARRAY['country', 'country'], ARRAY['f1'], 'clicked', 'logistic')",
+         "22023", "groupml: The 'group_by' value of train_groups must not repeat a column; got ['country', "
+                  "'country']"),
+        ("CALL groupml.train_groups('clicks', ARRAY['clicked'], ARRAY['f1'], 'clicked', 'logistic')",
+         "22023", "groupml: The group-by column 'clicked' of train_groups is also the label or a feature"),
+        ("CALL groupml.train_groups('clicks', ARRAY['f1'], ARRAY['f1', 'f2'], 'clicked', 'logistic')",
+         "22023", "groupml: The group-by column 'f1' of train_groups is also the label or a feature"),
+        # a regclass by number of a dropped relation (was PL/Python's raw UndefinedTable)
+        ("CALL groupml.train_groups(99999999::oid::regclass, ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic')",
+         "42P01", "groupml: The 'source' value of train_groups names no relation: '99999999' does not exist"),
+        # NULL inside a name array: SQL's null, not Python's None
+        ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY[NULL, 'f1'], 'clicked', 'logistic')",
+         "22023", "groupml: The 'features' value of train_groups must name a column; got null"),
     ]
     for sql, state, message in cases:
         got_state, msg, hint = sql_error(db, sql)
         assert got_state == state, (sql, msg)
         assert msg.startswith(message), msg
-        if state != "42P01":
+        if state != "42P01" or msg.startswith("groupml: "):
             assert hint, sql
     assert db.execute("SELECT (SELECT count(*) FROM groupml.runs) + (SELECT count(*) FROM groupml.models) + "
                       "(SELECT count(*) FROM groupml.trials)").fetchone()[0] == 0

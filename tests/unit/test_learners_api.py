@@ -65,7 +65,7 @@ def test_param_error_messages():
         ({"l1": 0.1, "solver": "lbfgs"},
          "The 'solver' value of model 'logistic' must be 'gd' or 'sgd' when l1 > 0; got 'lbfgs'"),
         ({"tol": float("nan")},
-         "The 'tol' value of model 'logistic' must be a finite number; got nan"),
+         "The 'tol' value of model 'logistic' must be a finite number; got NaN"),
         ({"max_iter": 2 ** 30 + 1}, "The 'max_iter' value of model 'logistic' must be <= 1073741824; "
                                     "got 1073741825"),
         ({"batch_size": 1e12}, "The 'batch_size' value of model 'logistic' must be <= 2147483647; "

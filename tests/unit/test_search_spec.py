@@ -271,3 +271,15 @@ def test_huge_integers_are_shown_short_in_messages():
     assert short_int(2 ** 100) == "1.26765e+30"
     assert err({"lr": [1], "seed": 10 ** 40}).message == \
         "The 'seed' value of search must be <= 9223372036854775807; got 1e+40"
+
+
+def test_messages_show_values_in_sql_words_and_cut_long_texts():
+    # messages said "got None", "got nan" and echoed a 1 MB name whole
+    from groupml.errors import InvalidParameterError
+    from groupml.validation import check_number, shown
+
+    assert [shown(v) for v in (None, True, float("nan"), float("inf"), -float("inf"), ["a", None])] == \
+        ["null", "true", "NaN", "Infinity", "-Infinity", "['a', null]"]
+    assert shown("x" * 1_000_000) == repr("x" * 100) + "... (1,000,000 characters)"
+    with pytest.raises(InvalidParameterError, match=r"must be a finite number; got NaN$"):
+        check_number(float("nan"), "max_seconds", "run_scheduler", gt=0)

@@ -82,7 +82,7 @@ def precheck(family, *, n_train: int, n_val: int, n_pos: int, n_skipped: int, d:
     base = dict(family=family.name, n_skipped=n_skipped, n_features=d)
     n = n_train + n_val
     if n == 0:
-        return FitResult(status="no_rows", message="every row had a NULL label or a NULL/NaN feature", **base)
+        return FitResult(status="no_rows", message="every row had a NULL, NaN or infinite label or feature", **base)
     family.prepare_labels(y_val, "the group's rows")
     base.update(n_train=n_train, n_validation=n_val)
     if n_train < 2 or n_val < 1:

@@ -66,8 +66,8 @@ def split_options(options: Dict[str, Any]):
                                         integer=True, hint="Lock timeout of worker connections in ms."),
         "drivers": None if ex.get("drivers") is None else check_number(ex["drivers"], "drivers", OWNER, ge=1, le=256,
                                                                        integer=True,
-                                                                       hint="Groups trained concurrently, a thread "
-                                                                            "each (450 could not start)."),
+                                                                       hint="Groups in flight at once, one "
+                                                                            "coordinator thread each: 1 to 256."),
         "flexible_hops": check_bool(ex.get("flexible_hops", True), "flexible_hops", OWNER,
                                     hint="true: an MLP config whose next shard's worker is busy takes another "
                                          "unvisited shard (logged); false: the seeded hop order only."),

@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from ..errors import InvalidParameterError
-from ..validation import check_number
+from ..validation import check_number, shown
 from ..fitting import unpack_rows
 
 # (snapshot_id, group_no, shard blocks) -> (trainer, bytes); one run's shards per backend
@@ -313,7 +313,7 @@ def gap_task(session, request: Mapping[str, Any], blob: Optional[bytes]) -> byte
     req = parse_request(request, "_gap_task")
     op = req.get("op")
     if op not in TASK_OPS:
-        raise InvalidParameterError(f"The 'op' value of _gap_task must be one of {', '.join(TASK_OPS)}; got {op!r}",
+        raise InvalidParameterError(f"The 'op' value of _gap_task must be one of {', '.join(TASK_OPS)}; got {shown(op)}",
                                     hint=INTERNAL_HINT)
     if op == "snapshot_part":
         from .snapshot import build_part

@@ -22,7 +22,7 @@ groupml.learn_over_groups(features float8[], label float8|boolean, model text, s
                    hashed GROUP BY the first final call starts the other groups in threads (largest
                    first, BLAS one thread each); results do not depend on it; 1 = one after another
 
-  Rows with a NULL label or a NULL/NaN feature are skipped and counted (fit.n_skipped).
+  Rows with a NULL, NaN or infinite label or feature are skipped and counted (fit.n_skipped).
   Feature arrays of different lengths are an ERROR. Groups too small to split, or with one
   class only, return a fit whose status says so (too_small, single_class) and no model.
   model/search/options are read from the first row of each group.

@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from ..errors import GroupmlError, InvalidParameterError, OutOfMemoryError
+from ..validation import shown
 
 
 _sql_error_class = None
@@ -99,7 +100,7 @@ def parse_jsonb(value: Any, name: str, owner: str, *, default=None) -> Any:
     try:
         return json.loads(value)
     except (TypeError, ValueError) as exc:  # pragma: no cover - jsonb input is already valid JSON
-        raise InvalidParameterError(f"The '{name}' value of {owner} must be valid JSON; got {value!r}",
+        raise InvalidParameterError(f"The '{name}' value of {owner} must be valid JSON; got {shown(value)}",
                                     hint=str(exc))
 
 

@@ -11,7 +11,8 @@ from typing import Dict, Iterable, List
 
 from ..db import quote_ident, quote_literal
 from ..errors import (DatatypeMismatchError, InsufficientPrivilegeError, InvalidParameterError, SourceReadError,
-                      UndefinedColumnError, UndefinedFunctionError, WrongObjectTypeError)
+                      UndefinedColumnError, UndefinedFunctionError, UndefinedTableError, WrongObjectTypeError)
+from ..validation import shown
 
 #: Relations a source may be, and what pg_class.relkind calls the others.
 SOURCE_KINDS = ("r", "p", "v", "m", "f")
@@ -43,7 +44,7 @@ def check_columns(cols: Dict[str, str], names, what: str, source: str, *, numeri
                                     f"names; got a nested array", hint="Pass ARRAY['col1', 'col2'].")
     for name in names:
         if not isinstance(name, str) or name == "":
-            raise InvalidParameterError(f"The '{what}' value of {owner} must name a column; got {name!r}",
+            raise InvalidParameterError(f"The '{what}' value of {owner} must name a column; got {shown(name)}",
                                         hint=f"Columns of {source}: {', '.join(sorted(cols))}.")
         if name not in cols:
             raise UndefinedColumnError(f"Column '{name}' of {owner} {what} does not exist in {source}",
@@ -59,11 +60,25 @@ def check_label_not_a_feature(label: str, features: List[str], owner: str) -> No
     """A model given its own label as a feature learns nothing (and scores perfectly); a
     feature named twice is a mistake (the same column would weigh twice)."""
     if len(set(features)) != len(features):
-        raise InvalidParameterError(f"The 'features' value of {owner} must not repeat a column; got {list(features)}",
+        raise InvalidParameterError(f"The 'features' value of {owner} must not repeat a column; got "
+                                    f"{shown(list(features))}",
                                     hint="Name each feature column once.")
     if label in features:
         raise InvalidParameterError(f"The 'label' column '{label}' of {owner} is also a feature",
                                     hint="Remove the label from the features.")
+
+
+def check_group_by_apart(group_by: List[str], features: List[str], label: str, owner: str) -> None:
+    """Group-by columns are named once and are neither the label (every group would hold one
+    class) nor a feature (constant within each group)."""
+    if len(set(group_by)) != len(group_by):
+        raise InvalidParameterError(f"The 'group_by' value of {owner} must not repeat a column; got "
+                                    f"{shown(list(group_by))}", hint="Name each group-by column once.")
+    both = [g for g in group_by if g == label or g in features]
+    if both:
+        raise InvalidParameterError(
+            f"The group-by column '{both[0]}' of {owner} is also the label or a feature",
+            hint="Group by columns other than the label and the features (a feature is constant within a group).")
 
 
 def check_group_by_sortable(session, source: str, group_by: List[str], cols: Dict[str, str], owner: str) -> None:
@@ -101,7 +116,11 @@ def source_oid(session, source, owner: str) -> int:
     if source is None:
         raise InvalidParameterError(f"The 'source' value of {owner} must name a table or view; got null",
                                     hint="Pass the relation's name, e.g. 'clicks' or 'myschema.clicks'.")
-    return int(session.query("SELECT $1::regclass::oid AS oid", [source], ["text"])[0]["oid"])
+    rows, failed = session.query_or_error("SELECT $1::regclass::oid AS oid", [source], ["text"])
+    if failed is not None:       # a regclass given by number, of a relation since dropped
+        raise UndefinedTableError(f"The 'source' value of {owner} names no relation: {shown(source)} does not exist",
+                                  hint="Pass an existing table or view, by name.")
+    return int(rows[0]["oid"])
 
 
 def check_select_privilege(session, oid: int, owner: str) -> str:
@@ -113,7 +132,11 @@ def check_select_privilege(session, oid: int, owner: str) -> str:
     r = session.query("SELECT pg_catalog.format('%I.%I', n.nspname, c.relname) AS name, c.relkind::text AS kind, "
                       "pg_catalog.has_any_column_privilege(c.oid, 'SELECT') AS ok "
                       "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) "
-                      "c.relnamespace WHERE c.oid OPERATOR(pg_catalog.=) $1::oid", [oid], ["bigint"])[0]
+                      "c.relnamespace WHERE c.oid OPERATOR(pg_catalog.=) $1::oid", [oid], ["bigint"])
+    if not r:        # a regclass given by number, of a relation since dropped
+        raise UndefinedTableError(f"The 'source' value of {owner} names no relation: OID {oid} does not exist",
+                                  hint="Pass an existing table or view, by name.")
+    r = r[0]
     check_source_kind(r["name"], r["kind"], owner)
     if not r["ok"]:
         raise InsufficientPrivilegeError(f"permission denied for table {r['name']}: {owner} needs SELECT on it",

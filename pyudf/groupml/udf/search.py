@@ -23,8 +23,8 @@ from ..errors import GroupmlError, InvalidParameterError
 from ..planner import check_run
 from ..validation import check_keys, check_number
 from ._catalog import check_catalog_privileges
-from ._source import (check_column_privileges, check_columns, check_group_by_sortable, check_label_not_a_feature,
-                      check_select_privilege, columns, source_oid)
+from ._source import (check_column_privileges, check_columns, check_group_by_apart, check_group_by_sortable,
+                      check_label_not_a_feature, check_select_privilege, columns, source_oid)
 from . import families_hint, parse_object, pinned, sql_entry
 
 MAX_COST_RUNS = 1000
@@ -124,7 +124,16 @@ def calibrate_cost_model(sizes, family, passes):
     from ..db import backend_session
     from ..learners import get_family
 
+    from ..learners import LEARNER_FAMILIES
+    from ..learners._families import FAMILIES
+    from ..errors import FeatureNotSupportedError
+
     owner = "calibrate_cost_model"
+    if family in LEARNER_FAMILIES and family not in FAMILIES:
+        raise FeatureNotSupportedError(
+            f"calibrate_cost_model measures the batched GLM passes (logistic, linear, svm); got model '{family}'",
+            hint="The planner's batch size and estimates are for GLM searches; MLP and LightGBM costs come from "
+                 "their runs.")
     fam = get_family(family).name
     session = backend_session()
     check_catalog_privileges(session, owner)
@@ -268,6 +277,7 @@ def _explain_search(session, oid, features, label, model, search_obj, options_ob
                                     hint="Pass the label column, e.g. 'clicked'.")
     check_columns(cols, [label], "label", source, numeric=True, owner=owner)
     check_label_not_a_feature(label, features, owner)
+    check_group_by_apart(group_by, features, label, owner)
     check_column_privileges(session, source, list(group_by) + list(features) + [label], owner)
     if group_by:
         keys = ", ".join(quote_ident(g) for g in group_by)

@@ -33,7 +33,7 @@ from ..errors import (DataError, DuplicateObjectError, FeatureNotSupportedError,
                       InsufficientPrivilegeError, InvalidParameterError, PrerequisiteStateError, SearchSpecError,
                       SourceReadError, UndefinedObjectError)
 from ..fitting import unpack_rows
-from ..validation import check_bool, check_choice, check_keys, check_number
+from ..validation import check_bool, check_choice, check_keys, check_number, shown
 from ._source import check_columns, check_label_not_a_feature, check_source_kind, columns, packed_row_expr
 from . import parse_jsonb, pinned, sql_entry
 
@@ -221,7 +221,7 @@ def expand_candidates(raw: Any, owner: str = "submit_job") -> Tuple[str, List[Di
 def create_tenant(name, role):
     session = backend_session()
     if name is None or not str(name).strip():
-        raise InvalidParameterError(f"The 'name' value of create_tenant must be a non-empty text; got {name!r}",
+        raise InvalidParameterError(f"The 'name' value of create_tenant must be a non-empty text; got {shown(name)}",
                                     hint="Name the tenant, e.g. SELECT groupml.create_tenant('astro');")
     if role is None:
         raise InvalidParameterError("The 'role' value of create_tenant must name a role; got null",
@@ -318,6 +318,7 @@ def _submit_job(session, tenant, oid, shown, features, label, candidates):
         raise SourceReadError(failed[0], f"submit_job could not read the rows of {rel['name']}: {failed[1]}",
                               hint="Fix the source (or submit a view that selects valid rows), then submit again.")
     n_rows, block = int(got[0]["n_rows"]), bytes(got[0]["block"] or b"")
+    _check_job_rows(block, len(features), n_rows, rel["name"], label, task)
     for c in cands:     # the same check the definer helper repeats, before anything is written
         estimated_cost(c["family"], c["params"], n_rows, len(features))
     job_id = session.query(
@@ -357,6 +358,25 @@ def row_security_problem(session, relid: int, role_oid: int):
 
 
 # ---------------------------------------------------------------------------- candidates (SECURITY DEFINER)
+def _check_job_rows(block: bytes, d: int, n_rows: int, name: str, label: str, task: str) -> None:
+    """A job whose rows can only fail later is refused at submission: no usable row (each has
+    a NULL), or a classification label other than 0/1 (run_scheduler recorded every candidate
+    as failed)."""
+    values = np.frombuffer(block, dtype=">f8")
+    rows = values.reshape(-1, d + 1) if values.size else values.reshape(0, d + 1)
+    usable = rows[np.isfinite(rows).all(axis=1)]
+    if usable.shape[0] == 0:
+        raise DataError(f"The source {name} of submit_job has no usable rows ({n_rows} rows; every one has a NULL, "
+                        f"NaN or infinite feature or label)", hint="Submit a table (or view) with complete rows.")
+    labels = usable[:, -1]
+    if task == "classification" and not np.isin(labels, (0.0, 1.0)).all():
+        bad = float(labels[~np.isin(labels, (0.0, 1.0))][0])
+        raise DataError(f"The label column '{label}' of submit_job must hold 0 or 1 for classifiers; got "
+                        f"{shown(int(bad) if bad.is_integer() else bad)}",
+                        hint="Code the label as 0/1 (e.g. (label = 'yes')::int), or submit regressors (linear, "
+                             "mlp_regressor, lightgbm_regressor).")
+
+
 @sql_entry
 def add_job_candidates(job_id, candidates, n_rows, block):
     """Body of groupml._tenancy_add_candidates: runs with the extension owner's rights.
@@ -559,7 +579,7 @@ def train_candidate(data, family: str, params: Dict[str, Any], metric: str, chec
         result = fit_group(X, y, family, search, {"metric": metric},
                            n_skipped=n_skipped, interrupt_check=check_cancel)
     except TRAINING_ERRORS as exc:
-        return None, None, f"{type(exc).__name__}: {exc}"
+        return None, None, (exc.message if isinstance(exc, GroupmlError) else f"{type(exc).__name__}: {exc}")
     if result.status != "ok" or result.score is None or not math.isfinite(result.score):
         return None, None, f"{result.status}: {result.message or 'no finite validation score'}"
     return float(result.score), result.model, None
@@ -667,17 +687,17 @@ def schedule_with_cron(schedule, max_seconds, policy, cost_aware, database, job_
     session = backend_session()
     owner = "schedule_with_cron"
     if schedule is None or not str(schedule).strip():
-        raise InvalidParameterError(f"The 'schedule' value of {owner} must be a cron schedule; got {schedule!r}",
+        raise InvalidParameterError(f"The 'schedule' value of {owner} must be a cron schedule; got {shown(schedule)}",
                                     hint="For example '* * * * *' (every minute) or '*/5 * * * *'.")
     check_number(max_seconds, "max_seconds", owner, gt=0,
                  hint="Give each run less time than the schedule's interval, e.g. 50 for every minute.")
     check_choice(policy, "policy", owner, sorted(POLICIES), hint="hybrid is the default.")
     check_bool(cost_aware, "cost_aware", owner)
     if not job_name:
-        raise InvalidParameterError(f"The 'job_name' value of {owner} must be a non-empty text; got {job_name!r}",
+        raise InvalidParameterError(f"The 'job_name' value of {owner} must be a non-empty text; got {shown(job_name)}",
                                     hint="Omit it for 'groupml_scheduler'.")
     if not database:
-        raise InvalidParameterError(f"The 'database' value of {owner} must name a database; got {database!r}",
+        raise InvalidParameterError(f"The 'database' value of {owner} must name a database; got {shown(database)}",
                                     hint="Omit it for the current database.")
     _require_admin(session, owner)
     # pg_settings leaves out what this role may not read (current_setting would raise 42501)

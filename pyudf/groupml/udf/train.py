@@ -24,9 +24,9 @@ from ..procpool import MAX_PROCESSES
 from ..validation import check_number
 from ..errors import DataError, GroupmlError, InvalidParameterError, ObjectInUseError, UndefinedObjectError
 from ._catalog import check_catalog_privileges
-from ._source import (check_column_privileges, check_columns, check_group_by_sortable, check_label_not_a_feature,
-                      check_select_privilege, columns, group_clause_sql, group_key_sql, packed_scan_sql,
-                      source_oid)
+from ._source import (check_column_privileges, check_columns, check_group_by_apart, check_group_by_sortable,
+                      check_label_not_a_feature, check_select_privilege, columns, group_clause_sql, group_key_sql,
+                      packed_scan_sql, source_oid)
 from . import parse_object, pinned, sql_entry
 
 OWNER = "train_groups"
@@ -55,6 +55,7 @@ def _validate(session, oid, group_by, features, label, model, search, options):
                                     hint="Pass the label column, e.g. label => 'clicked'.")
     check_columns(cols, [label], "label", source, numeric=True, owner=OWNER)
     check_label_not_a_feature(label, features, OWNER)
+    check_group_by_apart(group_by, features, label, OWNER)
     check_column_privileges(session, source, list(group_by) + list(features) + [label], OWNER)
     return source, search_obj, options_obj, cols, group_by, features
 
