@@ -45,3 +45,6 @@ def test_help_unknown_topic_is_an_error_with_hint(db):
     assert state == "42704"
     assert msg.startswith("groupml: No help topic 'nope'; topics are ")
     assert hint == "Run SELECT groupml.help(); for the list of functions."
+    # a huge name is cut short in the message (a 1 MB topic was echoed whole)
+    state, msg, _ = sql_error(db, "SELECT groupml.help(repeat('x', 1000000))")
+    assert state == "42704" and "... (1,000,000 characters); topics are " in msg and len(msg) < 2000

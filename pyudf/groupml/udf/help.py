@@ -20,7 +20,9 @@ def help_text(topic):
 def raise_undefined(topic):
     from . import raise_sql
 
-    raise_sql(UndefinedObjectError(f"No help topic '{topic}'; topics are {', '.join(sorted(TOPICS))}",
+    from ..validation import shown
+
+    raise_sql(UndefinedObjectError(f"No help topic {shown(topic)}; topics are {', '.join(sorted(TOPICS))}",
                                    hint="Run SELECT groupml.help(); for the list of functions."))
 
 
