@@ -305,6 +305,14 @@ def test_a_deflated_torch_archive_is_sized_before_torch_reads_it(monkeypatch):
         load_model(pack_model("mlp", _signed(header, deflated)))
     with pytest.raises(ModelFormatError, match="it is not torch's archive format"):
         load_model(pack_model("mlp", _signed(header, b"not a zip at all")))
+    # an archive of many empty entries is refused from its directory's count, before parsing it
+    monkeypatch.setattr(_mlp, "MAX_TORCH_ENTRIES", 50)
+    many = io.BytesIO()
+    with zipfile.ZipFile(many, "w") as z:
+        for i in range(51):
+            z.writestr(f"archive/e{i}", b"")
+    with pytest.raises(ModelFormatError, match="its archive lists 51 entries; at most 50 are read"):
+        load_model(pack_model("mlp", _signed(header, many.getvalue())))
 
 
 def test_a_tensor_that_claims_more_values_than_it_stores_is_refused_before_it_is_read():

@@ -387,6 +387,8 @@ def _torch_bytes(obj) -> bytes:
 #: network (float32 weights and two Adam moments) and room for the rest. torch reads deflated
 #: archives too, so a small value could otherwise unpack to any size.
 MAX_TORCH_BYTES = 3 * 4 * MAX_WEIGHTS + (16 << 20)
+#: Entries of a torch archive that are read at most (a record per tensor, a few more files).
+MAX_TORCH_ENTRIES = 10_000
 
 
 def _torch_load(body: bytes, what: str):
@@ -394,6 +396,17 @@ def _torch_load(body: bytes, what: str):
     after checking what they would unpack to."""
     import zipfile
 
+    try:
+        # the directory's entry count first (zip64 too): parsing 300,000 empty entries took
+        # 100 MB before any size could be checked; torch's own archives hold a few hundred
+        end = zipfile._EndRecData(io.BytesIO(body))
+        entries = None if end is None else int(end[zipfile._ECD_ENTRIES_TOTAL])
+    except (zipfile.BadZipFile, ValueError, OSError):
+        entries = None
+    if entries is None:
+        raise _container.bad(what, "it is not torch's archive format")
+    if entries > MAX_TORCH_ENTRIES:
+        raise _container.bad(what, f"its archive lists {entries:,} entries; at most {MAX_TORCH_ENTRIES:,} are read")
     try:
         with zipfile.ZipFile(io.BytesIO(body)) as z:
             unpacked = sum(i.file_size for i in z.infolist())
