@@ -280,24 +280,23 @@ class WorkerPool:
         """Refuse a worker connected to another server or database than the coordinator."""
         if self.identity is None:
             return
-        row = conn.execute(_IDENTITY_SQL).fetchone()
-        if (str(row[0]), int(row[1])) == (self.identity["started"], self.identity["db"]) \
-                and str(row[3]) != self.identity["role"]:
+        started, db, name, role = conn.execute(_IDENTITY_SQL).fetchone()
+        if (str(started), int(db)) != (self.identity["started"], self.identity["db"]):
             self.close()
-            raise WorkerEndpointError(
-                f"Worker endpoint '{ep['name']}' ({redact(ep['dsn'])}) connects as role '{row[3]}'; workers must "
-                f"connect as the calling role '{self.identity['role']}'",
-                hint="A worker runs the source's views and functions with its role's rights: give the endpoint the "
-                     "calling role's user (or use 'loopback'), or call train_groups as that role.")
-        if (str(row[0]), int(row[1])) != (self.identity["started"], self.identity["db"]):
-            self.close()
-            what = (f"another server (database '{row[2]}')" if str(row[0]) != self.identity["started"]
-                    else f"database '{row[2]}'")
+            what = (f"another server (database '{name}')" if str(started) != self.identity["started"]
+                    else f"database '{name}'")
             raise WorkerEndpointError(
                 f"Worker endpoint '{ep['name']}' ({redact(ep['dsn'])}) connects to {what}; workers must connect "
                 f"to this server's database '{self.identity['name']}'",
                 hint="Workers read this database's snapshot tables: point the endpoint's DSN at this server and "
                      "database (or 'loopback'), or disable it.")
+        if str(role) != self.identity["role"]:
+            self.close()
+            raise WorkerEndpointError(
+                f"Worker endpoint '{ep['name']}' ({redact(ep['dsn'])}) connects as role '{role}'; workers must "
+                f"connect as the calling role '{self.identity['role']}'",
+                hint="A worker runs the source's views and functions with its role's rights: give the endpoint the "
+                     "calling role's user (or use 'loopback'), or call train_groups as that role.")
 
     def submit(self, worker: int, request: str, theta: bytes, meta: Dict[str, Any], fn: str = "partial") -> Future:
         """Queue one task on ``worker``; ``fn`` names the worker function (``TASK_SQL``)."""

@@ -362,15 +362,15 @@ def _check_job_rows(block: bytes, d: int, n_rows: int, name: str, label: str, ta
     """A job whose rows can only fail later is refused at submission: no usable row (each has
     a NULL), or a classification label other than 0/1 (run_scheduler recorded every candidate
     as failed)."""
-    values = np.frombuffer(block, dtype=">f8")
-    rows = values.reshape(-1, d + 1) if values.size else values.reshape(0, d + 1)
+    rows = unpack_rows(block, d + 1)
     usable = rows[np.isfinite(rows).all(axis=1)]
     if usable.shape[0] == 0:
         raise DataError(f"The source {name} of submit_job has no usable rows ({n_rows} rows; every one has a NULL, "
                         f"NaN or infinite feature or label)", hint="Submit a table (or view) with complete rows.")
     labels = usable[:, -1]
-    if task == "classification" and not np.isin(labels, (0.0, 1.0)).all():
-        bad = float(labels[~np.isin(labels, (0.0, 1.0))][0])
+    other = labels[~np.isin(labels, (0.0, 1.0))]
+    if task == "classification" and other.size:
+        bad = float(other[0])
         raise DataError(f"The label column '{label}' of submit_job must hold 0 or 1 for classifiers; got "
                         f"{shown(int(bad) if bad.is_integer() else bad)}",
                         hint="Code the label as 0/1 (e.g. (label = 'yes')::int), or submit regressors (linear, "
