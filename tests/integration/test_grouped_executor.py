@@ -604,6 +604,23 @@ def test_internal_worker_functions_refuse_hand_made_requests(db):
     assert db.execute("SELECT 1").fetchone()[0] == 1
 
 
+def test_internal_worker_functions_need_the_snapshot_rights(cluster, dbname, db):
+    """A role without the catalog rights cannot use the worker side of train_groups: not even
+    the op that reads nothing (lgbm_ports bound up to 1024 ports for any caller), nor a shard
+    an earlier call of the same backend left cached."""
+    db.execute("CREATE ROLE nobody_gt LOGIN")
+    ports = "SELECT groupml._gap_task('{\"op\": \"lgbm_ports\", \"n\": 3}', NULL)"
+    assert len(json.loads(bytes(db.execute(ports).fetchone()[0]))) == 3       # the owner may
+    with psycopg.connect(dsn_for(cluster, dbname, "nobody_gt"), autocommit=True) as conn:
+        for stmt, fn in [(ports, "_gap_task"), ("SELECT groupml._gap_partial('{}', ''::bytea)", "_gap_partial")]:
+            got = sql_error(conn, stmt)
+            assert got[0] == "42501", (stmt, got)
+            assert got[1] == (f"groupml: permission denied for table groupml.snapshot_blocks: {fn} needs SELECT "
+                              "on it (it is the worker side of train_groups and reads its training snapshots)"), got
+            assert got[2].startswith("Run it as the extension's owner, or have an administrator grant the "
+                                     "calling role: GRANT SELECT ON groupml.snapshot_blocks"), got
+
+
 def dsn_for(cluster, dbname, user):
     return cluster.dsn(dbname, user) if user else cluster.dsn(dbname)
 

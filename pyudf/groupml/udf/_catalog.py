@@ -28,6 +28,15 @@ NEEDS: Dict[str, List[Tuple[str, str]]] = {
     "train_groups with workers or a strategy": _RUN + _EXECUTOR,
     "drop_snapshot": [("snapshots", "SELECT"), ("snapshots", "DELETE"), ("grouped_runs", "SELECT")],
     "calibrate_cost_model": [("cost_runs", "SELECT"), ("cost_runs", "INSERT")],
+    "_gap_task": [("snapshot_blocks", "SELECT")],
+    "_gap_partial": [("snapshot_blocks", "SELECT")],
+}
+
+_WRITES = "it writes groupml's catalog"
+#: why an entry point needs its rights, when it is not that it writes the catalog
+WHY: Dict[str, str] = {
+    "_gap_task": "it is the worker side of train_groups and reads its training snapshots",
+    "_gap_partial": "it is the worker side of train_groups and reads its training snapshots",
 }
 
 
@@ -52,6 +61,7 @@ def check_catalog_privileges(session, what: str) -> None:
     grants = "; ".join(f"GRANT {', '.join(ps)} ON groupml.{t}" for t, ps in by_table.items())
     table, priv = missing[0]
     raise InsufficientPrivilegeError(
-        f"permission denied for table groupml.{table}: {what} needs {priv} on it (it writes groupml's catalog)",
+        f"permission denied for table groupml.{table}: {what} needs {priv} on it "
+        f"({WHY.get(what, _WRITES)})",
         hint=f"Run it as the extension's owner, or have an administrator grant the calling role: {grants} "
              f"(and USAGE on the catalog's sequences).")

@@ -550,7 +550,9 @@ def _validate_model(model, search_obj, fit_options):
 def gap_task(request, blob):
     from ..executor.worker import gap_task as _task
 
-    return _task(backend_session(), request, blob)
+    session = backend_session()
+    check_catalog_privileges(session, "_gap_task")
+    return _task(session, request, blob)
 
 
 @sql_entry
@@ -558,7 +560,9 @@ def gap_task(request, blob):
 def gap_partial(request, theta):
     from ..executor.worker import gap_partial as _gap
 
-    return _gap(backend_session(), request, theta)
+    session = backend_session()
+    check_catalog_privileges(session, "_gap_partial")
+    return _gap(session, request, theta)
 
 
 def _store(session, run_id, gkey: str, result) -> None:
