@@ -529,7 +529,7 @@ def test_driver_on_epoch_exception_propagates():
 
 
 def test_best_trial_ties_go_to_lowest_id():
-    spec = parse_search({"lr": [0.1, 0.1, 0.1], "max_epochs": 2})
+    spec = parse_search({"lr": [0.1], "tag": ["a", "b", "c"], "max_epochs": 2})      # tag: same curve
     result = run_search(make_procedure(spec), FakeTrainer(), slots=3, epoch_iters=10)
     assert result.best.trial_id == 0
 

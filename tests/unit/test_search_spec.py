@@ -283,3 +283,20 @@ def test_messages_show_values_in_sql_words_and_cut_long_texts():
     assert shown("x" * 1_000_000) == repr("x" * 100) + "... (1,000,000 characters)"
     with pytest.raises(InvalidParameterError, match=r"must be a finite number; got NaN$"):
         check_number(float("nan"), "max_seconds", "run_scheduler", gt=0)
+
+
+@pytest.mark.parametrize("raw, shown", [
+    ({"l2": [0, 0.001, 0.0]}, "0.0"),
+    ({"solver": ["lbfgs", "gd", "lbfgs"]}, "'lbfgs'"),
+    ({"space": {"l2": {"choice": [None, 1, None]}}}, "null"),
+    ({"fam": [{"fam": "a", "k": [3, 3]}]}, "3"),
+])
+def test_a_value_listed_twice_is_refused(raw, shown):
+    # {"l2": [0, 0]} trained the same configuration twice and reported both trials
+    e = err(raw)
+    assert "must be a list of distinct values; got [" in str(e)
+    assert e.hint == f"{shown} is listed twice; list each value once."
+
+
+def test_true_and_one_are_different_values():
+    assert parse_search({"a": [True, 1], "b": [False, 0]}).grid_size == 4

@@ -9,7 +9,7 @@ from numbers import Integral, Real
 from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
 
 from ..errors import SearchSpecError
-from ..validation import check_choice, check_keys, check_number, fail, finite_float, short_int
+from ..validation import check_choice, check_keys, check_number, fail, finite_float, short_int, shown
 from . import _space
 from ._space import Categorical, Fixed, IntRange, LogUniform, Space, Uniform
 
@@ -191,6 +191,13 @@ class _Parser:
                      cls=SearchSpecError, hint=SCHEMA_HINT)
         if scalar_seen:
             self._leaf(name, path)
+            seen = set()
+            for item in out:
+                key = (isinstance(item, bool), item) if _is_scalar(item) else None
+                if key is not None and key in seen:
+                    fail(name, self.owner, "a list of distinct values", _show(items), cls=SearchSpecError,
+                         hint=f"{shown(item)} is listed twice; list each value once.")
+                seen.add(key)
         return tuple(out)
 
     def _leaf(self, name: str, path: str) -> None:
