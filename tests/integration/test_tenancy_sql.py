@@ -393,7 +393,7 @@ def test_sources_under_row_security_and_canonical_candidates(cluster, db, dbname
         db.execute(sql.SQL("ALTER VIEW {} OWNER TO {}").format(sql.Identifier(v), sql.Identifier(roles["ta"])))
     visible = db.execute("SELECT count(*) FROM guarded WHERE f1 > 0").fetchone()[0]
     assert 0 < visible < 400
-    cands = json.dumps([{"model": "logistic", "search": {"l2": [0, 0.0, 1]}},        # l2 = 0 is the default
+    cands = json.dumps([{"model": "logistic", "search": {"l2": [0.0, 1]}},        # l2 = 0 is the default
                         {"model": "mlp", "params": {"layers": "8,4", "epochs": 2}}])
     with _connect(cluster, dbname, roles["ta"]) as a:
         a.execute("SELECT groupml.create_tenant('ta')")
@@ -531,6 +531,9 @@ def test_bad_input_is_rejected_and_writes_nothing(cluster, db, dbname, roles):
             ("SELECT groupml.create_tenant('x', 'no_such_role_zz')", "42704",
              "groupml: Role 'no_such_role_zz' of create_tenant does not exist", "CREATE ROLE"),
             ("SELECT groupml.create_tenant('ta')", "42710", "groupml: Tenant 'ta' already exists", "another"),
+            ("SELECT groupml.create_tenant('mon', 'pg_monitor')", "22023",
+             "groupml: The 'role' value of create_tenant must not be a predefined role; got 'pg_monitor'",
+             "a role of its own"),
             ("SELECT groupml.submit_job('ta', 'd1', ARRAY['f1'], 'y', "
              "'[{\"model\": \"logistic\", \"params\": {\"max_iter\": 1e308}}]')", "22023",
              "groupml: The 'max_iter' value of model 'logistic' must be <= 1073741824; got 1e+308",

@@ -25,8 +25,10 @@ TOPICS["create_tenant"] = """\
 groupml.create_tenant(name text, role name DEFAULT current_user) -> bigint (tenant_id)
   Creates a tenant bound to a role: members of that role see and change the tenant's jobs,
   candidates, observations and models, nobody else does (except groupml_admin members).
-  Binding a role you are not a member of needs groupml_admin.
-  Errors: unknown role (42704), not a member (42501), name taken (42710), empty name (22023).
+  Binding a role you are not a member of needs groupml_admin. A group role (NOLOGIN, with the
+  team's login roles as members) is fine; predefined roles (pg_monitor, ...) are refused.
+  Errors: unknown role (42704), not a member (42501), name taken (42710), empty name or a
+  predefined role (22023).
   Example:
     CREATE ROLE astro LOGIN;  SELECT groupml.create_tenant('astro', 'astro');
 """

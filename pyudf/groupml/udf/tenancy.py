@@ -230,6 +230,12 @@ def create_tenant(name, role):
     if not rows:
         raise UndefinedObjectError(f"Role '{role}' of create_tenant does not exist",
                                    hint=f"CREATE ROLE {quote_ident(role)} LOGIN; first, or pass an existing role.")
+    if str(role).startswith("pg_"):
+        # predefined roles (pg_monitor, pg_read_all_data, ...): every role granted them for
+        # another purpose would see and change the tenant's jobs and models
+        raise InvalidParameterError(
+            f"The 'role' value of create_tenant must not be a predefined role; got {shown(str(role))}",
+            hint="Bind the tenant to a role of its own, e.g. CREATE ROLE astro; GRANT astro TO alice;")
     ok = session.query("SELECT pg_catalog.pg_has_role($1::oid, 'MEMBER') OR "
                        "pg_catalog.pg_has_role('groupml_admin', 'MEMBER') AS ok", [rows[0]["oid"]], ["bigint"])
     if not ok[0]["ok"]:
