@@ -4,4 +4,4 @@ AS $python$
 from groupml.udf.predict import predict_proba; return predict_proba(fit, features)
 $python$;
 COMMENT ON FUNCTION @extschema@.predict_proba(@extschema@.fit, float8[]) IS
-  'Probability of class 1 for one row (logistic models only).';
+  'Probability of class 1 for one row, for classifiers (logistic, mlp, lightgbm).';

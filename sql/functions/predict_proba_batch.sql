@@ -4,4 +4,4 @@ AS $python$
 from groupml.udf.predict import predict_proba_batch; return predict_proba_batch(fit, features)
 $python$;
 COMMENT ON FUNCTION @extschema@.predict_proba_batch(@extschema@.fit, float8[]) IS
-  'Probability of class 1 for many rows in one call (logistic models only); features is a two-dimensional array.';
+  'Probability of class 1 for many rows in one call, for classifiers (logistic, mlp, lightgbm); features is a two-dimensional array.';

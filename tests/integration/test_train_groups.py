@@ -229,6 +229,39 @@ def test_a_role_without_catalog_rights_is_told_before_anything_is_written(cluste
         db.execute("DROP ROLE outsider")
 
 
+def test_the_grants_the_hint_lists_are_enough(cluster, dbname, db, clicks):
+    # the executor's hint left out SELECT on run_epochs (a DELETE with a WHERE needs it): a role
+    # granted exactly what it listed failed mid-run with PL/Python's raw 42501 and a failed run
+    import re
+    db.execute("CREATE ROLE granted LOGIN")
+    db.execute("GRANT SELECT ON clicks TO granted")
+    calls = ["CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', "
+             "'{\"l2\": [0]}')",
+             "CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', "
+             "'{\"l2\": [0]}', workers => 2)"]
+    try:
+        with psycopg.connect(cluster.dsn(dbname, user="granted"), autocommit=True) as conn:
+            for call in calls:
+                state, _, hint = sql_error(conn, call)
+                assert state == "42501", (call, state)
+                grants = re.search(r"grant the calling role: (.*) \(and USAGE on the catalog's sequences; SELECT "
+                                   r"on the views groupml\.best_models, progress and run_trial_info to read the "
+                                   r"results\)\.$", hint)
+                assert grants, hint
+                for g in grants.group(1).split("; "):
+                    db.execute(g + " TO granted")
+                db.execute("GRANT USAGE ON ALL SEQUENCES IN SCHEMA groupml TO granted")
+                conn.execute(call)
+            db.execute("GRANT SELECT ON groupml.best_models, groupml.progress, groupml.run_trial_info TO granted")
+            assert conn.execute("SELECT count(*) FROM groupml.best_models").fetchone()[0] == 2 * 4    # groups
+            assert conn.execute("SELECT count(*) FROM groupml.run_trial_info").fetchone()[0] == 2 * 4
+            assert conn.execute("SELECT count(*) FROM groupml.progress").fetchone()[0] == 2
+        assert [r[0] for r in db.execute("SELECT status FROM groupml.runs ORDER BY run_id")] == ["done", "done"]
+    finally:
+        db.execute("DROP OWNED BY granted")
+        db.execute("DROP ROLE granted")
+
+
 def test_sources_that_are_not_tables_or_cannot_be_read(cluster, dbname, db, clicks):
     # an index or a sequence went on to PostgreSQL's raw error (a traceback, the run left
     # 'running'); a view whose owner lost its grant was reported as a group-by type problem;

@@ -65,12 +65,15 @@ search specification (jsonb), used by learn_over_groups and train_groups
 
 TOPICS["predict"] = """\
 groupml.predict(fit groupml.fit, features float8[]) -> float8
-  The prediction for one row: class 0/1 for logistic and svm, the value for linear.
+  The prediction for one row: class 0/1 for a classifier (logistic, svm, mlp, lightgbm), the
+  value for a regressor (linear, mlp_regressor, lightgbm_regressor).
   features is one row (a two-dimensional array of several rows is an ERROR: use predict_batch).
   One call per row: fine for a few rows; to score a whole table, predict_batch per group is
   several times faster (docs/performance.md).
   Errors: wrong length (2202E); NULL, NaN or infinite features (22000); features so large the
-  score overflows, e.g. near 1e308 (22003, naming the row; the same in every scoring function).
+  score is not a number, e.g. near 1e308 (22003, naming the row; the same in every scoring
+  function). A classifier's score that overflows to +-infinity still has a sign, so it gives
+  class 1 / 0 and probability 1 / 0; a regressor's is an ERROR.
   Example:
     SELECT c.id, groupml.predict(m.fit, ARRAY[c.f1, c.f2, c.f3])
     FROM clicks c JOIN country_models m USING (country);
@@ -78,7 +81,8 @@ groupml.predict(fit groupml.fit, features float8[]) -> float8
 
 TOPICS["predict_proba"] = """\
 groupml.predict_proba(fit groupml.fit, features float8[]) -> float8
-  Probability of class 1 for one row (logistic models only).
+  Probability of class 1 for one row, for classifiers (logistic, mlp, lightgbm); svm and the
+  regressors give 0A000 (use predict).
 """
 
 TOPICS["predict_batch"] = """\
@@ -98,7 +102,7 @@ groupml.predict_batch(fit groupml.fit, features float8[][]) -> float8[]
 
 TOPICS["predict_proba_batch"] = """\
 groupml.predict_proba_batch(fit groupml.fit, features float8[][]) -> float8[]
-  Probabilities of class 1 for many rows in one call (logistic models only).
+  Probabilities of class 1 for many rows in one call, for classifiers (logistic, mlp, lightgbm).
 """
 
 TOPICS["train_groups"] = """\

@@ -230,8 +230,8 @@ class GLMModel:
         if self.family != "logistic":
             raise FeatureNotSupportedError(
                 f"predict_proba is not available for model '{self.family}'",
-                hint="Only 'logistic' models give probabilities; use predict or the "
-                     "decision function instead.")
+                hint="Classifiers with probabilities are logistic, mlp and lightgbm; for "
+                     f"'{self.family}' use predict instead.")
         from scipy.special import expit
         return expit(self.decision_function(X))
 

@@ -17,8 +17,8 @@ _RUN = [("runs", "SELECT"), ("runs", "INSERT"), ("runs", "UPDATE"), ("models", "
 _EXECUTOR = [("grouped_runs", "SELECT"), ("grouped_runs", "INSERT"), ("grouped_runs", "UPDATE"),
              ("snapshots", "SELECT"), ("snapshots", "INSERT"), ("snapshots", "UPDATE"), ("snapshots", "DELETE"),
              ("snapshot_groups", "SELECT"), ("snapshot_groups", "INSERT"), ("snapshot_blocks", "SELECT"),
-             ("snapshot_blocks", "INSERT"), ("trials", "SELECT"), ("trials", "DELETE"), ("run_epochs", "INSERT"),
-             ("run_epochs", "DELETE"), ("run_schedule", "SELECT"), ("run_schedule", "INSERT"),
+             ("snapshot_blocks", "INSERT"), ("trials", "SELECT"), ("trials", "DELETE"), ("run_epochs", "SELECT"),
+             ("run_epochs", "INSERT"), ("run_epochs", "DELETE"), ("run_schedule", "SELECT"), ("run_schedule", "INSERT"),
              ("run_schedule", "DELETE"), ("run_checkpoints", "SELECT"), ("run_checkpoints", "INSERT"),
              ("run_checkpoints", "DELETE"), ("worker_endpoints", "SELECT")]
 
@@ -33,6 +33,9 @@ NEEDS: Dict[str, List[Tuple[str, str]]] = {
 }
 
 _WRITES = "it writes groupml's catalog"
+_VIEWS = "; SELECT on the views groupml.best_models, progress and run_trial_info to read the results"
+#: what else a role needs, beyond the rights checked
+ALSO: Dict[str, str] = {"train_groups": _VIEWS, "train_groups with workers or a strategy": _VIEWS}
 #: why an entry point needs its rights, when it is not that it writes the catalog
 WHY: Dict[str, str] = {
     "_gap_task": "it is the worker side of train_groups and reads its training snapshots",
@@ -64,4 +67,4 @@ def check_catalog_privileges(session, what: str) -> None:
         f"permission denied for table groupml.{table}: {what} needs {priv} on it "
         f"({WHY.get(what, _WRITES)})",
         hint=f"Run it as the extension's owner, or have an administrator grant the calling role: {grants} "
-             f"(and USAGE on the catalog's sequences).")
+             f"(and USAGE on the catalog's sequences{ALSO.get(what, '')}).")
