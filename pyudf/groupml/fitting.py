@@ -288,7 +288,8 @@ def fit_group(X: np.ndarray, y: np.ndarray, model: str, search: dict, options: d
     ``cost_model`` (a calibrated :class:`groupml.planner.CostModel`; priors when None) picks
     the batch size k when the spec gives no ``slots``.
     """
-    from .learners import holdout_mask, make_trainer, row_hash
+    from .learners import make_trainer
+    from .learners._holdout import mask_of_hash, row_hash_and_order
 
     family, spec, opts = validate_request(model, search, options)
     ok = np.isfinite(y) & np.isfinite(X).all(axis=1)
@@ -300,7 +301,8 @@ def fit_group(X: np.ndarray, y: np.ndarray, model: str, search: dict, options: d
     if n == 0:
         return FitResult(status="no_rows", message="every row had a NULL, NaN or infinite label or feature", **base)
     family.prepare_labels(y, "the group's rows")  # DataError for labels the family cannot use
-    val = holdout_mask(X, y, opts["validation_fraction"], opts["seed"])
+    h, order = row_hash_and_order(X, y, opts["seed"])
+    val = mask_of_hash(h, opts["validation_fraction"])
     n_val = int(val.sum())
     n_train = n - n_val
     base.update(n_train=n_train, n_validation=n_val)
@@ -308,7 +310,6 @@ def fit_group(X: np.ndarray, y: np.ndarray, model: str, search: dict, options: d
         return FitResult(status="too_small", message=(
             f"the group has {n} usable rows: {n_train} for training and {n_val} for validation; "
             f"need at least 2 and 1"), **base)
-    order = np.argsort(row_hash(X, y, opts["seed"]), kind="stable")
     tr, va = order[~val[order]], order[val[order]]
     Xtr, ytr, Xva, yva = X[tr], y[tr], X[va], y[va]
     if family.kind == "classification" and np.unique(ytr).size < 2:

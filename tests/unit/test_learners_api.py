@@ -242,6 +242,33 @@ def test_holdout_is_order_independent_and_accurate():
                                   holdout_mask(-Z, -np.zeros(4), 0.5))
 
 
+def test_copies_of_a_row_are_split_one_by_one():
+    # hashing content alone put every copy of a row on one side: a group of few distinct rows
+    # lost whole cells to validation (a 500-row group of two classes came out "too small")
+    from groupml.fitting import fit_group
+    from groupml.learners._holdout import _content_hash, row_hash
+
+    rng = np.random.default_rng(5)
+    cells = np.array([[0, 0, 0], [0, 1, 1], [1, 0, 0], [1, 1, 1]], dtype=float)   # (f1, f2, y)
+    rows = cells[rng.integers(0, 4, size=4000)]
+    X, y = rows[:, :2], rows[:, 2]
+    mask = holdout_mask(X, y, 0.2, seed=3)
+    for c in cells:
+        in_cell = (rows == c).all(axis=1)
+        share = mask[in_cell].mean()
+        assert abs(share - 0.2) < 4 * math.sqrt(0.2 * 0.8 / in_cell.sum()), (c, share)
+    perm = rng.permutation(4000)     # copies are interchangeable: each cell keeps its count
+    pmask = holdout_mask(X[perm], y[perm], 0.2, seed=3)
+    for c in cells:
+        assert pmask[(rows[perm] == c).all(axis=1)].sum() == mask[(rows == c).all(axis=1)].sum()
+    # rows that occur once keep the content hash: splits of such data are unchanged
+    U = rng.normal(size=(1000, 3))
+    np.testing.assert_array_equal(row_hash(U, U[:, 0], 7), _content_hash(U, U[:, 0], 7))
+    i = np.arange(500)
+    fit = fit_group(np.tile([1.0, 0.0], (500, 1)), (i % 5 != 0).astype(float), "logistic", {}, {})
+    assert fit.status == "ok" and 60 < fit.n_validation < 140, (fit.status, fit.n_validation)
+
+
 def test_holdout_validation():
     X, y = np.ones((3, 2)), np.ones(3)
     for bad in (0, 1, -0.1, 1.5):

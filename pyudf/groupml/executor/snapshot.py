@@ -62,8 +62,7 @@ INSERT_BLOCK_TYPES = ["bigint", "integer", "integer", "integer", "integer", "byt
 def split_group(raw: bytes, n_rows: int, d: int, fraction: float, seed: int, block_rows: int,
                 classification: bool = True) -> Dict[str, Any]:
     """Pure numpy: the blocks and counts of one group from its packed bytes."""
-    from ..learners import row_hash
-    from ..learners._holdout import mask_of_hash
+    from ..learners._holdout import mask_of_hash, row_hash_and_order
 
     arr = unpack_rows(raw, d + 1)
     skipped = int(n_rows) - arr.shape[0]
@@ -75,9 +74,8 @@ def split_group(raw: bytes, n_rows: int, d: int, fraction: float, seed: int, blo
     if n == 0:
         return {"n_train": 0, "n_val": 0, "n_pos": 0, "n_skipped": skipped, "blocks": [], "train_rows": []}
     X, y = arr[:, :d], arr[:, d]
-    h = row_hash(X, y, seed)
+    h, order = row_hash_and_order(X, y, seed)
     val = mask_of_hash(h, fraction)
-    order = np.argsort(h, kind="stable")
     va, tr = arr[order[val[order]]], arr[order[~val[order]]]
     nb = max(1, math.ceil(n / block_rows))
     blocks, train_rows = [], []

@@ -4,7 +4,15 @@ Inside PostgreSQL an aggregate sees a group's rows in arbitrary scan order, so t
 split cannot use row positions.  Each row is hashed from the bit patterns of its
 features and label: the 64-bit words are mixed one column at a time with seeded odd
 multipliers and the splitmix64 finalizer, and the row goes to validation when the
-hash falls below ``fraction * 2**64``.  Identical rows always land on the same side.
+hash falls below ``fraction * 2**64``.
+
+Copies of one row are told apart by their copy number: the second, third, ... copy of a
+row mixes that number into its hash, so each copy is a separate draw. Copies are
+interchangeable, so which one gets which number does not matter and the split still
+depends only on the group's rows as a multiset. (Hashing content alone put every copy on
+one side: a group of few distinct rows -- binary flags, categories -- lost whole cells
+to validation, which biased the model and its score, and a 500-row group with both
+classes could come out "too small" or "single class".)
 """
 
 from __future__ import annotations
@@ -37,7 +45,16 @@ def _finalize(h: np.ndarray) -> None:
 
 
 def row_hash(X, y, seed: int = 0) -> np.ndarray:
-    """64-bit hash of each row's (features, label) bit patterns; order independent."""
+    """64-bit hash of each row's (features, label) bit patterns and copy number; order independent."""
+    return _number_copies(_content_hash(X, y, seed))[0]
+
+
+def row_hash_and_order(X, y, seed: int = 0):
+    """:func:`row_hash` and a stable argsort of it, computed together."""
+    return _number_copies(_content_hash(X, y, seed))
+
+
+def _content_hash(X, y, seed: int) -> np.ndarray:
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     if X.ndim != 2 or y.ndim != 1:
@@ -62,6 +79,25 @@ def row_hash(X, y, seed: int = 0) -> np.ndarray:
         h += np.uint64(_GOLDEN)
         _finalize(h)
     return h
+
+
+def _number_copies(h: np.ndarray):
+    """``(h, order)``: the hashes with the copy number of repeated values mixed in (the first
+    copy keeps its hash), and a stable argsort of the result."""
+    order = np.argsort(h, kind="stable")
+    hs = h[order]
+    same = hs[1:] == hs[:-1]
+    if not same.any():
+        return h, order
+    pos = np.arange(hs.size)
+    starts = np.maximum.accumulate(np.where(np.concatenate(([False], same)), 0, pos))
+    copy = (pos - starts).astype(np.uint64)
+    later = copy > 0
+    mixed = hs[later] ^ (copy[later] * np.uint64(_GOLDEN))
+    _finalize(mixed)
+    h = h.copy()
+    h[order[later]] = mixed
+    return h, np.argsort(h, kind="stable")
 
 
 def holdout_mask(X, y, fraction: float, seed: int = 0) -> np.ndarray:
