@@ -181,7 +181,7 @@ def test_dp_worker_op_rejects_a_malformed_step():
     req = {"op": "mlp_grad", "family": "mlp", "d": 3, "configs": [{"params": net_params, "rows": 2, "masks": False}]}
     fam = _mlp._family("mlp")
     run = _mlp.new_run(fam, net_params, 3, _mlp.merge_stats([_mlp.partial_stats(X, y)], 3))
-    state = _dpsgd.state_vector(run.net).astype("<f4").tobytes()
+    state = _dpsgd.state_vector(run.net).astype("<f8").tobytes()
     from groupml.errors import InvalidParameterError
     from groupml.executor.baselines import mlp_grad
     out = np.frombuffer(mlp_grad(req, state + np.array([0, 5], "<i4").tobytes(), X, y), dtype="<f8")

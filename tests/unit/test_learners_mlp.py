@@ -482,16 +482,16 @@ def test_hand_derived_step_equals_autograd(activation, dropout, regression):
     # and the same gradient of every parameter
     import torch
 
-    from groupml.learners._mlp import _build, train_step
+    from groupml.learners._mlp import _build, standardize, train_step
     fam = "mlp_regressor" if regression else "mlp"
     p = LEARNER_FAMILIES[fam].validate_params({"layers": "16,8", "activation": activation, "dropout": dropout})
     net, _ = _build(p, 5)
     net.init_weights(torch.Generator().manual_seed(3))
     rng = np.random.default_rng(4)
     with torch.no_grad():
-        net.x_mean.copy_(torch.tensor(rng.normal(size=5), dtype=torch.float32))
-        net.x_scale.copy_(torch.tensor(rng.uniform(0.5, 2, size=5), dtype=torch.float32))
-    X = torch.tensor(rng.normal(size=(37, 5)), dtype=torch.float32)
+        net.x_mean.copy_(torch.tensor(rng.normal(size=5), dtype=torch.float64))
+        net.x_scale.copy_(torch.tensor(rng.uniform(0.5, 2, size=5), dtype=torch.float64))
+    X = torch.tensor(rng.normal(size=(37, 5)), dtype=torch.float64)
     t = torch.tensor(rng.normal(size=37) if regression else rng.integers(0, 2, 37), dtype=torch.float32)
     net.train()
     F = torch.nn.functional
@@ -501,8 +501,7 @@ def test_hand_derived_step_equals_autograd(activation, dropout, regression):
     ref_loss.backward()
     ref = [q.grad.clone() for q in net.parameters()]
     net.zero_grad(set_to_none=True)
-    with torch.no_grad():
-        xs = (X - net.x_mean) / net.x_scale
+    xs = standardize(net, X, t, False)[0]       # what train_epoch feeds train_step
     loss = train_step(net, xs, t, regression, torch.Generator().manual_seed(9))
     assert float(loss) == float(ref_loss.detach())   # the same forward pass, bit for bit
     for got, want in zip([q.grad for q in net.parameters()], ref):
@@ -706,3 +705,31 @@ def test_decision_values_score_in_eval_mode_whatever_mode_the_net_was_left_in():
     net.train()                                       # as an interrupted epoch leaves it: dropout on
     assert np.array_equal(_mlp.decision_values(net, Xva, False), want) and not net.training
     assert not any(m.training for m in net.modules())
+
+
+def test_features_and_labels_far_from_zero_train_like_centred_ones():
+    # inputs were cast to float32 before the mean was taken off (float32 steps by 128 near
+    # 1.7e9) and the variance was sxx/n - mean^2: a timestamp-like feature trained a coin flip
+    # and a label of 1e8 + sin(x) a constant
+    from groupml.fitting import fit_group
+    from groupml.learners._mlp import merge_stats, partial_stats
+    rng = np.random.default_rng(2)
+    x = rng.uniform(0, 6, size=(3000, 1))
+    cls = (np.sin(2 * x[:, 0]) + rng.normal(0, 0.1, 3000) > 0).astype(float)
+    spec = {"layers": ["32"], "epochs": [30]}
+    base = fit_group(x, cls, "mlp", spec, {"metric": "accuracy"})
+    far = fit_group(1.7e9 + x, cls, "mlp", spec, {"metric": "accuracy"})      # was 0.53
+    assert base.score > 0.95 and far.score > 0.9, (base.score, far.score)      # (another holdout)
+    reg = fit_group(x, np.sin(x[:, 0]), "mlp_regressor", spec, {})
+    reg_far = fit_group(x, 1e8 + np.sin(x[:, 0]), "mlp_regressor", spec, {})
+    assert reg.score < 0.1 and reg_far.score < 1.1 * reg.score, (reg.score, reg_far.score)   # rmse; was 0.73
+    # the statistics: to the precision of the data (1e8 + x is x to 1.5e-8), merged over shards as over the whole
+    X = 1e8 + rng.normal(size=(1000, 2))
+    y = 1e8 + rng.normal(size=1000)
+    whole = merge_stats([partial_stats(X, y)], 2)
+    parts = merge_stats([partial_stats(X[:300], y[:300]), partial_stats(X[300:0], y[300:0]),
+                         partial_stats(X[300:], y[300:])], 2)
+    np.testing.assert_allclose(whole["x_scale"], X.std(axis=0), rtol=1e-7)
+    np.testing.assert_allclose(whole["y_scale"], y.std(), rtol=1e-7)
+    for k in ("x_mean", "x_scale", "y_mean", "y_scale"):
+        np.testing.assert_allclose(parts[k], whole[k], rtol=1e-7)

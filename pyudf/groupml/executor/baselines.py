@@ -138,7 +138,6 @@ def mlp_block(req: Mapping[str, Any], blob: Optional[bytes], X: np.ndarray, y: n
     from ..learners import _container, _mlp
     from ..learners._data import as_data
 
-    torch = _mlp.torch_module()
     fam = _mlp._family(req["family"])
     d = int(req["d"])
     X, y = as_data(X, y, "the group's training rows")
@@ -147,8 +146,7 @@ def mlp_block(req: Mapping[str, Any], blob: Optional[bytes], X: np.ndarray, y: n
         run = _mlp.run_from_bytes(bytes(blob))
     else:
         run = _mlp.new_run(fam, req["params"], d, _mlp.merge_stats([_mlp.partial_stats(X, y)], d))
-    Xt = torch.from_numpy(X.astype(np.float32))
-    yt = torch.from_numpy(y.astype(np.float32))
+    Xt, yt = _mlp.as_tensors(X, y)
     status = "running"
     for _ in range(int(req["epochs"])):
         loss = _mlp.train_epoch(run, Xt, yt, epoch=run.epochs_done, shard_id=0, interrupt_check=interrupt_check)
@@ -272,7 +270,7 @@ class DataParallelMLPTrainer(_Scored):
             idx = jobs[tid]["batches"][jobs[tid]["pos"]]
             masks = _dpsgd.draw_masks(run, len(idx))
             per_cfg.append((tid, run, idx, masks, _dpsgd.split_batch(idx, self.bounds),
-                            _dpsgd.state_vector(run.net).astype("<f4").tobytes()))
+                            _dpsgd.state_vector(run.net).astype("<f8").tobytes()))
         futs = []
         for s, (w, *_rest) in enumerate(ctx.shards):
             configs, blob = [], []
@@ -357,7 +355,7 @@ def _scratch_net(family: str, params: Mapping[str, Any], d: int):
 
 
 def mlp_grad(req: Mapping[str, Any], blob: bytes, X: np.ndarray, y: np.ndarray) -> bytes:
-    """Worker side of one DP step: for every config of the round, its weights (float32
+    """Worker side of one DP step: for every config of the round, its weights (float64
     state vector), the local rows of the batch on this shard (int32) and their dropout
     masks (uint8, per hidden layer); returns per config ``[loss, gradient...]`` (float8)
     over those rows -- zeros when the shard holds none of the batch."""
@@ -373,8 +371,8 @@ def mlp_grad(req: Mapping[str, Any], blob: bytes, X: np.ndarray, y: np.ndarray) 
     for cfg in req["configs"]:
         net = _scratch_net(fam.name, cfg["params"], d)
         n_state = sum(int(v.numel()) for v in net.state_dict().values())
-        state = np.frombuffer(view[at:at + 4 * n_state], dtype="<f4").astype(np.float32)
-        at += 4 * n_state
+        state = np.frombuffer(view[at:at + 8 * n_state], dtype="<f8").astype(np.float64)
+        at += 8 * n_state
         rows = cfg.get("rows")
         if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
             raise InvalidParameterError(f"A DP step's 'rows' must be a count of rows; got {rows!r}",

@@ -271,13 +271,13 @@ def pack_stats(X: np.ndarray, y: np.ndarray) -> bytes:
 
     X, y = as_data(X, y, "shard")
     s = _mlp.partial_stats(X, y)
-    return np.concatenate([[float(s["n"]), s["sy"], s["syy"]], s["sx"], s["sxx"]]).astype("<f8").tobytes()
+    return np.concatenate([[float(s["n"]), s["my"], s["m2y"]], s["mx"], s["m2x"]]).astype("<f8").tobytes()
 
 
 def unpack_stats(blob: bytes, d: int) -> Dict[str, Any]:
     a = np.frombuffer(blob, dtype="<f8").astype(np.float64)
-    return {"n": int(a[0]), "sy": float(a[1]), "syy": float(a[2]), "sx": a[3:3 + d].copy(),
-            "sxx": a[3 + d:3 + 2 * d].copy()}
+    return {"n": int(a[0]), "my": float(a[1]), "m2y": float(a[2]), "mx": a[3:3 + d].copy(),
+            "m2x": a[3 + d:3 + 2 * d].copy()}
 
 
 def _cancel_check(session):

@@ -42,9 +42,9 @@ from . import _mlp
 
 def state_vector(net) -> np.ndarray:
     """Every tensor of ``net.state_dict()`` (weights and standardisation buffers), flattened
-    in state_dict order, as float32."""
-    return np.concatenate([v.detach().reshape(-1).numpy() for v in net.state_dict().values()]
-                          ).astype(np.float32, copy=False)
+    in state_dict order, as float64 (the float32 weights exactly, the float64 statistics
+    without rounding)."""
+    return np.concatenate([v.detach().reshape(-1).double().numpy() for v in net.state_dict().values()])
 
 
 def load_state_vector(net, vec: np.ndarray) -> None:
@@ -106,12 +106,9 @@ def part_gradient(net, regression: bool, X: np.ndarray, y: np.ndarray,
     ``X``/``y`` (float64) of one batch, with their ``masks``; the computation of one
     step of :func:`_mlp.train_epoch` restricted to these rows."""
     torch = _mlp.torch_module()
-    Xt = torch.from_numpy(np.ascontiguousarray(X, dtype=np.float32))
-    yt = torch.from_numpy(np.ascontiguousarray(y, dtype=np.float32))
+    Xt, yt = _mlp.as_tensors(X, y)
     net.train()
-    with torch.no_grad():
-        Xs = (Xt - net.x_mean) / net.x_scale
-        target = (yt - net.y_mean) / net.y_scale if regression else yt
+    Xs, target = _mlp.standardize(net, Xt, yt, regression)
     loss = _mlp.train_step(net, Xs, target, regression, masks=masks)
     g = torch.cat([p.grad.reshape(-1) for p in net.parameters()]).numpy().copy()
     net.zero_grad(set_to_none=True)

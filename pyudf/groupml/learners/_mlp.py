@@ -94,10 +94,12 @@ def net_class():
 
         def __init__(self, n_features: int, layers: List[int], activation: str, dropout: float):
             super().__init__()
-            self.register_buffer("x_mean", torch.zeros(n_features))
-            self.register_buffer("x_scale", torch.ones(n_features))
-            self.register_buffer("y_mean", torch.zeros(()))
-            self.register_buffer("y_scale", torch.ones(()))
+            # float64: a feature like 1.7e9 + x keeps its x only if the mean is taken off before
+            # the float32 layers (float32 steps by 128 there)
+            self.register_buffer("x_mean", torch.zeros(n_features, dtype=torch.float64))
+            self.register_buffer("x_scale", torch.ones(n_features, dtype=torch.float64))
+            self.register_buffer("y_mean", torch.zeros((), dtype=torch.float64))
+            self.register_buffer("y_scale", torch.ones((), dtype=torch.float64))
             widths = [n_features] + list(layers)
             self.hidden = nn.ModuleList(nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:]))
             self.out = nn.Linear(widths[-1], 1)
@@ -108,7 +110,7 @@ def net_class():
         def forward(self, x, generator=None):
             """Inference (eval mode); training steps run :func:`train_step`, which computes
             this same forward pass (in training mode: dropout drawn from ``generator``)."""
-            h = (x - self.x_mean) / self.x_scale
+            h = ((x - self.x_mean) / self.x_scale).to(torch.float32)
             p = self.dropout
             for lin in self.hidden:
                 h = self.act(lin(h))
@@ -136,38 +138,68 @@ MLP_MAX_ABS = 1e30
 
 
 def partial_stats(X: np.ndarray, y: np.ndarray) -> Dict[str, Any]:
-    """Algebraic (mergeable) moments of one shard: row count, sums and sums of squares.
-    Every MLP path computes these on its training rows first, so they check the value range."""
+    """Mergeable moments of one shard: row count, means and sums of squared deviations from
+    them (two passes in float64: ``sxx / n - mean**2`` cancels to nothing for a feature like
+    1e8 + x). Every MLP path computes these on its training rows first, so they check the
+    value range."""
     for what, v in (("features", X), ("labels", y)):
         top = float(np.max(np.abs(v))) if v.size else 0.0
         if top > MLP_MAX_ABS:
             raise DataError(f"The {what} of an MLP must lie within +-{MLP_MAX_ABS:g} (it trains in float32); "
                             f"got a value of magnitude {top:g}",
                             hint="Rescale the column, e.g. divide it by a power of ten or take its logarithm.")
-    return {"n": int(X.shape[0]), "sx": X.sum(axis=0), "sxx": np.einsum("ij,ij->j", X, X),
-            "sy": float(y.sum()), "syy": float(y @ y)}
+    n = int(X.shape[0])
+    if n == 0:
+        return {"n": 0, "mx": np.zeros(X.shape[1]), "m2x": np.zeros(X.shape[1]), "my": 0.0, "m2y": 0.0}
+    mx = X.mean(axis=0)
+    dx = X - mx
+    my = float(y.mean())
+    dy = y - my
+    return {"n": n, "mx": mx, "m2x": np.einsum("ij,ij->j", dx, dx), "my": my, "m2y": float(dy @ dy)}
 
 
 def merge_stats(parts: List[Dict[str, Any]], d: int) -> Dict[str, Any]:
-    """Standardisation statistics (mean, scale) of the union of shards, merged in order."""
-    n, sx, sxx, sy, syy = 0, np.zeros(d), np.zeros(d), 0.0, 0.0
+    """Standardisation statistics (mean, scale) of the union of shards, merged in order
+    (Chan et al.'s pairwise update of means and squared deviations)."""
+    n, mx, m2x, my, m2y = 0, np.zeros(d), np.zeros(d), 0.0, 0.0
     for p in parts:
-        n += p["n"]
-        sx = sx + p["sx"]
-        sxx = sxx + p["sxx"]
-        sy += p["sy"]
-        syy += p["syy"]
+        nb = int(p["n"])
+        if nb == 0:
+            continue
+        tot = n + nb
+        dx = np.asarray(p["mx"], dtype=np.float64) - mx
+        dy = float(p["my"]) - my
+        m2x = m2x + np.asarray(p["m2x"], dtype=np.float64) + dx * dx * (n * nb / tot)
+        m2y = m2y + float(p["m2y"]) + dy * dy * (n * nb / tot)
+        mx = mx + dx * (nb / tot)
+        my = my + dy * (nb / tot)
+        n = tot
     n = max(n, 1)
-    mx = sx / n
-    vx = np.maximum(sxx / n - mx * mx, 0.0)
-    sdx = np.sqrt(vx)
-    sdx[~(sdx > 1e-12)] = 1.0
-    my = sy / n
-    sdy = math.sqrt(max(syy / n - my * my, 0.0))
-    if not sdy > 1e-12:
+    sdx = np.sqrt(np.maximum(m2x / n, 0.0))
+    sdx[~(sdx > 1e-12 * np.maximum(np.abs(mx), 1.0))] = 1.0
+    sdy = math.sqrt(max(m2y / n, 0.0))
+    if not sdy > 1e-12 * max(abs(my), 1.0):
         sdy = 1.0
     return {"x_mean": [float(v) for v in mx], "x_scale": [float(v) for v in sdx],
             "y_mean": float(my), "y_scale": float(sdy)}
+
+
+def as_tensors(X: np.ndarray, y: np.ndarray):
+    """Training rows as float64 tensors (no copy of a float64 array): :func:`standardize`
+    takes the mean off in float64 before anything is rounded to float32."""
+    torch = torch_module()
+    return (torch.from_numpy(np.ascontiguousarray(X, dtype=np.float64)),
+            torch.from_numpy(np.ascontiguousarray(y, dtype=np.float64)))
+
+
+def standardize(net, Xt, yt, regression: bool):
+    """(inputs, targets) of :func:`train_step`: float64 rows standardised in float64 with the
+    network's statistics, then float32 -- what the module's forward computes."""
+    torch = torch_module()
+    with torch.no_grad():
+        Xs = ((Xt - net.x_mean) / net.x_scale).to(torch.float32)
+        target = ((yt - net.y_mean) / net.y_scale if regression else yt).to(torch.float32)
+    return Xs, target
 
 
 # ------------------------------------------------------------------ one config's training
@@ -230,8 +262,8 @@ def new_run(family, params: Mapping[str, Any], n_features: int,
     gen = torch.Generator().manual_seed(int(params["seed"]))
     net.init_weights(gen)
     with torch.no_grad():
-        net.x_mean.copy_(torch.tensor(stats["x_mean"], dtype=torch.float32))
-        net.x_scale.copy_(torch.tensor(stats["x_scale"], dtype=torch.float32))
+        net.x_mean.copy_(torch.tensor(stats["x_mean"], dtype=torch.float64))
+        net.x_scale.copy_(torch.tensor(stats["x_scale"], dtype=torch.float64))
         if fam.kind == "regression":
             net.y_mean.fill_(float(stats["y_mean"]))
             net.y_scale.fill_(float(stats["y_scale"]))
@@ -320,7 +352,8 @@ CHECK_EVERY_BATCHES = 64
 
 def train_epoch(run: MLPRun, Xt, yt, *, epoch: int, shard_id: int = 0,
                 interrupt_check: Optional[Callable[[], None]] = None) -> float:
-    """One pass of mini-batch updates over ``Xt``/``yt`` (float32 tensors); mean batch loss.
+    """One pass of mini-batch updates over ``Xt``/``yt`` (float64 tensors, :func:`as_tensors`);
+    mean batch loss.
     ``interrupt_check`` runs every :data:`CHECK_EVERY_BATCHES` batches."""
     torch = torch_module()
     n = int(Xt.shape[0])
@@ -332,11 +365,9 @@ def train_epoch(run: MLPRun, Xt, yt, *, epoch: int, shard_id: int = 0,
     net, opt = run.net, run.opt
     net.train()
     total, batches = 0.0, 0
-    with torch.no_grad():
-        # what the module's forward computes per batch, once for the shard: elementwise,
-        # so every batch's rows are the same bits
-        Xs = (Xt - net.x_mean) / net.x_scale
-        target = (yt - net.y_mean) / net.y_scale if run.regression else yt
+    # what the module's forward computes per batch, once for the shard: elementwise,
+    # so every batch's rows are the same bits
+    Xs, target = standardize(net, Xt, yt, run.regression)
     for s in range(0, n, bs):
         idx = order[s:s + bs]
         loss = train_step(net, Xs[idx], target[idx], run.regression, run.gen)
@@ -359,7 +390,7 @@ def decision_values(net, X: np.ndarray, regression: bool) -> np.ndarray:
     torch = torch_module()
     if net.training:        # eval() walks every submodule: 24 us, most of a one-row predict
         net.eval()
-    X = np.ascontiguousarray(X, dtype=np.float32)
+    X = np.ascontiguousarray(X, dtype=np.float64)      # the forward standardises in float64
     # rows in chunks, so a wide net's activations over a large validation set stay bounded
     # (200,000 rows x 65,536 units would be 52 GB at once); one chunk for the usual sizes
     widest = max([X.shape[1] if X.ndim == 2 else 1] + [int(m.out_features) for m in net.modules()
@@ -369,9 +400,10 @@ def decision_values(net, X: np.ndarray, regression: bool) -> np.ndarray:
         parts = []
         for s in range(0, max(1, X.shape[0]), step):
             z = net(torch.from_numpy(X[s:s + step]))
+            z = z.double()
             if regression:
                 z = z * net.y_scale + net.y_mean
-            parts.append(z.double().numpy().reshape(-1))
+            parts.append(z.numpy().reshape(-1))
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
@@ -570,15 +602,14 @@ class MLPTrainer:
 
     def __init__(self, family, X_train, y_train, X_val=None, y_val=None, *,
                  metric: Optional[str] = None):
-        torch = torch_module()
+        torch_module()
         self.family = _family(family)
         fam = self.family
         X, y, Xv, yv = train_val(fam, X_train, y_train, X_val, y_val, need_features=True)
         self.n, self.d = X.shape
         self.X_val, self.y_val = Xv, yv
         self.stats = merge_stats([partial_stats(X, y)], self.d)
-        self._Xt = torch.from_numpy(X.astype(np.float32))
-        self._yt = torch.from_numpy(y.astype(np.float32))
+        self._Xt, self._yt = as_tensors(X, y)
         self.metric = choose_metric(fam, metric)
         self.passes = 0
         self._runs: Dict[int, MLPRun] = {}

@@ -77,7 +77,6 @@ def visit(state: bytes, X, y, *, epoch: int, shard_id: int, interrupt_check=None
 
     Pure: the same (state, shard, epoch, shard_id) always gives the same bytes.
     """
-    torch = _mlp.torch_module()
     run = _mlp.run_from_bytes(state)
     X, y = as_data(X, y, f"shard {shard_id}")
     if X.shape[1] != run.n_features:
@@ -85,8 +84,7 @@ def visit(state: bytes, X, y, *, epoch: int, shard_id: int, interrupt_check=None
                                f"{run.n_features}",
                                hint="Every shard of a group holds the same feature columns.")
     y = run.family.prepare_labels(y, f"shard {shard_id}")
-    Xt = torch.from_numpy(X.astype(np.float32))
-    yt = torch.from_numpy(y.astype(np.float32))
+    Xt, yt = _mlp.as_tensors(X, y)
     _mlp.train_epoch(run, Xt, yt, epoch=int(epoch), shard_id=int(shard_id), interrupt_check=interrupt_check)
     run.epochs_done = max(run.epochs_done, int(epoch) + 1)
     return _mlp.run_to_bytes(run)
