@@ -733,3 +733,22 @@ def test_features_and_labels_far_from_zero_train_like_centred_ones():
     np.testing.assert_allclose(whole["y_scale"], y.std(), rtol=1e-7)
     for k in ("x_mean", "x_scale", "y_mean", "y_scale"):
         np.testing.assert_allclose(parts[k], whole[k], rtol=1e-7)
+
+
+def test_a_model_saved_with_float32_statistics_still_loads():
+    # models stored before the statistics became float64 hold float32 buffers
+    import torch
+
+    from groupml.fitting import fit_group
+    from groupml.learners import load_model
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 2))
+    fit = fit_group(X, (X[:, 0] > 0).astype(float), "mlp", {"epochs": [2]}, {})
+    new = load_model(fit.model)
+    old = load_model(fit.model)
+    for name in ("x_mean", "x_scale", "y_mean", "y_scale"):
+        setattr(old.net, name, getattr(old.net, name).float())
+    assert old.net.x_mean.dtype == torch.float32
+    again = load_model(old.to_bytes())
+    assert again.net.x_mean.dtype == torch.float64
+    np.testing.assert_allclose(again.predict_proba(X), new.predict_proba(X), rtol=1e-6)
