@@ -65,7 +65,18 @@ def test_resume_trains_only_missing_groups(db, clicks):
     db.execute("DELETE FROM groupml.models WHERE run_id = %s AND group_key = %s::jsonb", [run_id, victim])
     db.execute("DELETE FROM groupml.trials WHERE run_id = %s AND group_key = %s::jsonb", [run_id, victim])
     db.execute("UPDATE groupml.runs SET status = 'running', groups_done = 3 WHERE run_id = %s", [run_id])
-    again = call(db, "'{}'", str(run_id))
+    # another seed or split would train the missing group unlike the stored ones
+    for what, search, options in (("search", '{"l2": [0.001, 0.1], "seed": 8}', "{}"),
+                                  ("options", GRID, '{"validation_fraction": 0.5}')):
+        state, msg, hint = sql_error(db, "CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'f2', "
+                                         "'f3'], 'clicked', 'logistic', %s::jsonb, %s::jsonb, %s)",
+                                     [search, options, run_id])
+        assert (state, msg) == ("22023", f"groupml: Run {run_id} was started with another {what}; resuming needs the "
+                                         "same search and options (only the executor's options, such as processes "
+                                         "or drivers, may change)"), msg
+        assert hint == (f"Pass the {what} stored in groupml.runs: SELECT search, options FROM groupml.runs "
+                        f"WHERE run_id = {run_id};")
+    again = call(db, "'{\"processes\": 1}'", str(run_id))             # how it runs may change
     assert again == run_id
     after = dict(db.execute("SELECT group_key::text, model_id FROM groupml.models WHERE run_id = %s",
                             [run_id]).fetchall())
@@ -74,6 +85,31 @@ def test_resume_trains_only_missing_groups(db, clicks):
     assert after[victim] != before[victim]
     assert db.execute("SELECT status, groups_done FROM groupml.runs WHERE run_id = %s",
                       [run_id]).fetchone() == ("done", 4)
+
+
+def test_a_resumed_group_plans_with_the_cost_model_of_the_first_attempt(db, clicks):
+    # the batch size k comes from the calibrated cost model and steers Hyperband (how many
+    # trials are in flight): runs recorded after the run started changed a resumed group's search
+    spec = json.dumps({"method": "hyperband", "seed": 7, "epoch_iters": 3, "max_epochs": 9, "eta": 3,
+                       "space": {"l2": {"loguniform": [1e-6, 1]}, "lr": {"loguniform": [1e-3, 1]}, "solver": "gd",
+                                 "max_iter": 60}})
+    stmt = ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'f2', 'f3'], 'clicked', 'svm', "
+            "%s::jsonb, '{}', %s)")
+    run_id = db.execute(stmt, [spec, None]).fetchone()[0]
+    got = "SELECT group_key::text, (fit).params::text, (fit).score, md5((fit).model) FROM groupml.models WHERE run_id = %s"
+    before = sorted(db.execute(got, [run_id]).fetchall())
+    victim = before[0][0]
+    db.execute("DELETE FROM groupml.models WHERE run_id = %s AND group_key = %s::jsonb", [run_id, victim])
+    db.execute("DELETE FROM groupml.trials WHERE run_id = %s AND group_key = %s::jsonb", [run_id, victim])
+    # timings of a machine where a pass costs nothing but its flops: k = 1 is cheapest
+    db.execute("INSERT INTO groupml.cost_runs (n, d, k, workers, passes, seconds, family, source) "
+               "SELECT n, 3, k, 1, 10, 10 * 2e-9 * n * 3 * k, 'svm', 'train_groups' "
+               "FROM (VALUES (1000), (2000), (4000)) a(n), (VALUES (1), (4), (8)) b(k)")
+    plan = db.execute("SELECT string_agg(detail, ' ') FROM groupml.explain_search('clicks', ARRAY['f1', 'f2', 'f3'], "
+                      "'clicked', 'svm', %s::jsonb)", [spec]).fetchone()[0]
+    assert "k = 1 " in plan, plan                 # a new run would now plan otherwise
+    db.execute(stmt, [spec, run_id])
+    assert sorted(db.execute(got, [run_id]).fetchall()) == before
 
 
 def _helpers_of(pid):

@@ -63,18 +63,23 @@ def record_fit_cost(session, result, *, source: str, workers: int = 1) -> None:
                     family=result.family)
 
 
-def load_cost_model(session, family: Optional[str] = None):
+def load_cost_model(session, family: Optional[str] = None, before: Optional[str] = None):
     """The cost model refitted on the newest recorded runs (all families when ``family`` is
-    None or has no runs of its own); the priors when the table is empty."""
+    None or has no runs of its own); the priors when the table is empty. ``before`` (a
+    timestamptz as text) counts only runs recorded before it: a run resumed later plans its
+    groups with the model its first attempt had (the batch size k steers the search)."""
     from ..fitting import default_cost_model
 
-    sql = ("SELECT n, d, k, workers, passes, seconds FROM groupml.cost_runs {} "
+    sql = ("SELECT n, d, k, workers, passes, seconds FROM groupml.cost_runs WHERE {} "
            "ORDER BY run_id DESC LIMIT " + str(MAX_COST_RUNS))
+    cutoff = "created_at OPERATOR(pg_catalog.<) $1::timestamptz"
+    args, types = [before or "infinity"], ["text"]
     rows = []
     if family is not None:
-        rows = session.query(sql.format("WHERE family = $1"), [family], ["text"])
+        rows = session.query(sql.format(cutoff + " AND family OPERATOR(pg_catalog.=) $2"), args + [family],
+                             types + ["text"])
     if len(rows) < 3:
-        rows = session.query(sql.format(""))
+        rows = session.query(sql.format(cutoff), args, types)
     model = default_cost_model()
     model.max_runs = MAX_COST_RUNS
     runs = []

@@ -262,8 +262,13 @@ def _attempt(session, run_id, source, group_by, features, label, model, search_o
                 ["text", "text[]", "text[]", "text", "text", "text", "text"])[0]["run_id"]
             claimed = _claim_run(session, run_id)
         else:
-            rows = session.query("SELECT source, group_by, features, label, family, status FROM groupml.runs "
-                                 "WHERE run_id = $1", [run_id], ["bigint"])
+            from ..executor.run import EXEC_KEYS
+
+            rows = session.query(
+                "SELECT source, group_by, features, label, family, status, search = $2::jsonb AS same_search, "
+                "options - $4::text[] = $3::jsonb - $4::text[] AS same_options FROM groupml.runs WHERE run_id = $1",
+                [run_id, json.dumps(search_obj), json.dumps(options_obj), list(EXEC_KEYS)],
+                ["bigint", "text", "text", "text[]"])
             if not rows:
                 raise UndefinedObjectError(
                     f"The 'run_id' value of train_groups must name an existing run; got {run_id}",
@@ -274,6 +279,15 @@ def _attempt(session, run_id, source, group_by, features, label, model, search_o
                 raise InvalidParameterError(
                     f"Run {run_id} was started with other arguments; resuming needs the same source, group_by, "
                     f"features, label and model", hint="Call train_groups with the arguments stored in groupml.runs.")
+            for what, same in (("search", r["same_search"]), ("options", r["same_options"])):
+                if not same:
+                    # groups trained on resume would follow other draws or another split than
+                    # the groups already stored, and the run's record would not say so
+                    raise InvalidParameterError(
+                        f"Run {run_id} was started with another {what}; resuming needs the same search and "
+                        f"options (only the executor's options, such as processes or drivers, may change)",
+                        hint=f"Pass the {what} stored in groupml.runs: SELECT search, options FROM groupml.runs "
+                             f"WHERE run_id = {run_id};")
             claimed = _claim_run(session, run_id)       # before anything of the run is changed
             done = {g["k"] for g in session.query(
                 "SELECT group_key::text AS k FROM groupml.models WHERE run_id = $1", [run_id], ["bigint"])}
@@ -298,7 +312,11 @@ def _train_in_backend(session, run_id, done, source, group_by, features, label, 
     from .search import load_cost_model, record_fit_cost
 
     started = time.time()
-    cost_model = load_cost_model(session, model)
+    # the model as it was when the run was created, on every attempt: a resumed group gets the
+    # batch size (and so the search) it would have had (rows this run records come later)
+    created = session.query("SELECT started_at::text AS t FROM groupml.runs WHERE run_id = $1", [run_id],
+                            ["bigint"])[0]["t"]
+    cost_model = load_cost_model(session, model, before=created)
     estimated = 0.0
     estimate = _estimated_rows(session, source)
     with contextlib.ExitStack() as stack:
