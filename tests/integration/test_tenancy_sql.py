@@ -482,7 +482,8 @@ def test_bad_input_is_rejected_and_writes_nothing(cluster, db, dbname, roles):
     db.execute("CREATE TABLE secret (f1 float8, y boolean, t text)")
     db.execute(sql.SQL("GRANT SELECT ON d1 TO {}").format(sql.Identifier(roles["ta"])))
     db.execute("CREATE TABLE empty_src (f1 float8, y int)")
-    db.execute("CREATE TABLE reg_src AS SELECT i::float8 AS f1, i / 7.0 AS yr FROM generate_series(1, 50) i")
+    db.execute("CREATE TABLE reg_src AS SELECT i::float8 AS f1, i / 7.0 AS yr, 0 AS y0, 2.5 AS yc "
+               "FROM generate_series(1, 50) i")
     db.execute(sql.SQL("GRANT SELECT ON empty_src, reg_src TO {}").format(sql.Identifier(roles["ta"])))
     with _connect(cluster, dbname, roles["ta"]) as a:
         a.execute("SELECT groupml.create_tenant('ta')")
@@ -494,6 +495,14 @@ def test_bad_input_is_rejected_and_writes_nothing(cluster, db, dbname, roles):
             ("SELECT groupml.submit_job('ta', 'reg_src', ARRAY['f1'], 'yr', '[\"logistic\"]')", "22000",
              "groupml: The label column 'yr' of submit_job must hold 0 or 1 for classifiers; got 0.14285714285714285",
              "submit regressors"),
+            # one class, or a constant label: every candidate failed, and the job, still without a
+            # model, kept the scheduler's priority over every other job's first model
+            ("SELECT groupml.submit_job('ta', 'reg_src', ARRAY['f1'], 'y0', '[\"logistic\"]')", "22000",
+             "groupml: The label column 'y0' of submit_job has one class only (every usable row has label 0): "
+             "there is nothing to learn", "both classes"),
+            ("SELECT groupml.submit_job('ta', 'reg_src', ARRAY['f1'], 'yc', '[\"linear\"]')", "22000",
+             "groupml: The label column 'yc' of submit_job has the same label in every usable row (2.5): there is "
+             "nothing to learn", "labels that vary"),
             ("SELECT groupml.submit_job('nobody', 'd1', ARRAY['f1'], 'y', '[\"svm\"]')", "42704",
              "groupml: Tenant 'nobody' does not exist (or belongs to a role you are not a member of)",
              "groupml.create_tenant('nobody')"),

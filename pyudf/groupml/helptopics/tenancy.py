@@ -60,8 +60,9 @@ groupml.submit_job(tenant text, source regclass, features text[], label text, ca
   Errors (nothing is written): unknown tenant (42704), source unreadable by the tenant's role or
   by the caller (42501), an index or other non-table (42809), unknown column (42703), non-numeric
   column (42804), empty or malformed candidates (22023), rows that cannot be read (the reading
-  error's SQLSTATE, e.g. 22003 for a value beyond float8), no usable row or a classification
-  label other than 0/1 (22000: such a job could only fail in run_scheduler), and -- when an administrator submits
+  error's SQLSTATE, e.g. 22003 for a value beyond float8), no usable row, a classification
+  label other than 0/1, or one label value in every row (22000: such a job could only fail
+  in run_scheduler), and -- when an administrator submits
   for a tenant -- a source under row-level security or a security_invoker view (0A000: submit as
   the tenant's role). One configuration has one key however it is written ({} and {"l2": 0} alike).
 """

@@ -366,8 +366,8 @@ def row_security_problem(session, relid: int, role_oid: int):
 # ---------------------------------------------------------------------------- candidates (SECURITY DEFINER)
 def _check_job_rows(block: bytes, d: int, n_rows: int, name: str, label: str, task: str) -> None:
     """A job whose rows can only fail later is refused at submission: no usable row (each has
-    a NULL), or a classification label other than 0/1 (run_scheduler recorded every candidate
-    as failed)."""
+    a NULL), a classification label other than 0/1, or one label value only (run_scheduler
+    recorded every candidate as failed)."""
     rows = unpack_rows(block, d + 1)
     usable = rows[np.isfinite(rows).all(axis=1)]
     if usable.shape[0] == 0:
@@ -381,6 +381,14 @@ def _check_job_rows(block: bytes, d: int, n_rows: int, name: str, label: str, ta
                         f"{shown(int(bad) if bad.is_integer() else bad)}",
                         hint="Code the label as 0/1 (e.g. (label = 'yes')::int), or submit regressors (linear, "
                              "mlp_regressor, lightgbm_regressor).")
+    if np.all(labels == labels[0]):
+        # every candidate would fail, and a job without a model keeps the scheduler's
+        # priority: its failures would have held up every other job's first model
+        value = float(labels[0])
+        what = (f"one class only (every usable row has label {shown(int(value))})" if task == "classification"
+                else f"the same label in every usable row ({shown(int(value) if value.is_integer() else value)})")
+        raise DataError(f"The label column '{label}' of submit_job has {what}: there is nothing to learn",
+                        hint="Submit rows with both classes (or, for regressors, labels that vary).")
 
 
 @sql_entry
