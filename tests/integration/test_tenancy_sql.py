@@ -639,9 +639,38 @@ def test_schedule_with_cron(cluster, db, dbname):
                 sorted([(dbname,), ("postgres",)])
             pg.execute("SELECT cron.unschedule(%s)", [own])
             pg.execute("SELECT cron.unschedule(%s)", [jobid])
+            _cron_as_an_ordinary_admin(cluster, pg, dbname)
         finally:
             pg.execute("DROP EXTENSION IF EXISTS pg_cron")
             pg.execute("DROP EXTENSION IF EXISTS groupml")
+
+
+def _cron_as_an_ordinary_admin(cluster, pg, dbname):
+    # a groupml_admin member who is not a superuser got PL/Python's raw 42501 twice (pg_cron's
+    # schema; then schedule_in_database, which pg_cron grants to superusers only, even for
+    # its own database)
+    pg.execute("CREATE ROLE cron_coord LOGIN IN ROLE groupml_admin")
+    try:
+        with psycopg.connect(cluster.dsn("postgres", user="cron_coord"), autocommit=True) as c:
+            call = "SELECT groupml.schedule_with_cron('0 5 1 1 *', 30, job_name => 'coord_job', database => %s)"
+            st, msg, hint = sql_error(c, call, ["postgres"])
+            assert (st, msg) == ("42501", "groupml: permission denied for schema cron: schedule_with_cron needs "
+                                          "USAGE on pg_cron's schema")
+            assert hint == "Have a superuser run: GRANT USAGE ON SCHEMA cron TO \"cron_coord\";"
+            pg.execute("GRANT USAGE ON SCHEMA cron TO cron_coord")
+            jobid = c.execute(call, ["postgres"]).fetchone()[0]      # its own database: pg_cron's schedule()
+            assert pg.execute("SELECT database, username FROM cron.job WHERE jobid = %s", [jobid]).fetchone() == \
+                ("postgres", "cron_coord")
+            st, msg, hint = sql_error(c, call.replace("coord_job", "coord_other"), [dbname])
+            assert (st, msg) == ("42501", "groupml: permission denied for function cron.schedule_in_database: "
+                                          f"schedule_with_cron needs it to schedule in database '{dbname}' from "
+                                          "'postgres'")
+            assert "GRANT EXECUTE ON FUNCTION cron.schedule_in_database(text, text, text, text, text, boolean) " \
+                   "TO \"cron_coord\";" in hint
+            pg.execute("SELECT cron.unschedule(%s)", [jobid])
+    finally:
+        pg.execute("DROP OWNED BY cron_coord")
+        pg.execute("DROP ROLE cron_coord")
 
 
 def test_pg_cron_runs_the_scheduler(cluster, db, dbname, setup):

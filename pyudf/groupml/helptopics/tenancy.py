@@ -92,7 +92,9 @@ groupml.schedule_with_cron(schedule text, max_seconds float8 DEFAULT 50, policy 
   Creates (or updates, by job_name) a pg_cron job that runs
   CALL groupml.run_scheduler(max_seconds => ..., policy => ..., cost_aware => ...) in `database`.
   pg_cron must be preloaded (shared_preload_libraries) and CREATE EXTENSION pg_cron done in this
-  database (cron.database_name); otherwise an ERROR (55000) says what to do. Needs groupml_admin.
+  database (cron.database_name); otherwise an ERROR (55000) says what to do. Needs groupml_admin;
+  a member who is not a superuser also needs pg_cron's grants (42501 names them): USAGE ON SCHEMA
+  cron, and for another database EXECUTE on cron.schedule_in_database (superusers only by default).
   One job per database: a job_name already scheduled for another database is refused (42710; pg_cron
   would keep it there), so give each database's job its own name.
   Example:  SELECT groupml.schedule_with_cron('* * * * *', max_seconds => 50);

@@ -730,6 +730,26 @@ def schedule_with_cron(schedule, max_seconds, policy, cost_aware, database, job_
                     f"there, install groupml there too and call groupml.schedule_with_cron(..., database => "
                     f"'{info['db']}') from it.")
         raise PrerequisiteStateError(f"pg_cron is not installed in database '{info['db']}'", hint=hint)
+    # pg_cron lets a non-superuser schedule in its own database once granted USAGE on its
+    # schema; schedule_in_database (another database) it gives to superusers only
+    here = database == info["db"]
+    rights = session.query(
+        "SELECT pg_catalog.has_schema_privilege('cron', 'USAGE') AS usage, "
+        "coalesce((SELECT pg_catalog.bool_or(pg_catalog.has_function_privilege(p.oid, 'EXECUTE')) "
+        "          FROM pg_catalog.pg_proc p WHERE p.pronamespace = 'cron'::regnamespace "
+        "          AND p.proname = 'schedule_in_database'), false) AS elsewhere")[0]
+    role = session.query("SELECT current_user AS r")[0]["r"]
+    if not rights["usage"]:
+        raise InsufficientPrivilegeError(
+            f"permission denied for schema cron: {owner} needs USAGE on pg_cron's schema",
+            hint=f"Have a superuser run: GRANT USAGE ON SCHEMA cron TO {quote_ident(role)};")
+    if not here and not rights["elsewhere"]:
+        raise InsufficientPrivilegeError(
+            f"permission denied for function cron.schedule_in_database: {owner} needs it to schedule in database "
+            f"'{database}' from '{info['db']}'",
+            hint=f"pg_cron grants it to superusers only: have one run GRANT EXECUTE ON FUNCTION "
+                 f"cron.schedule_in_database(text, text, text, text, text, boolean) TO {quote_ident(role)}; or call "
+                 f"{owner} as a superuser.")
     # pg_cron updates a job of the same name in place but never moves it to another database:
     # the job would keep running in the old one with the new schedule, and this one get none
     other = session.query("SELECT jobid, database FROM cron.job WHERE jobname = $1 AND username = current_user "
@@ -742,8 +762,12 @@ def schedule_with_cron(schedule, max_seconds, policy, cost_aware, database, job_
                  f"or remove the other with SELECT cron.unschedule({other[0]['jobid']});")
     command = (f"CALL groupml.run_scheduler(max_seconds => {float(max_seconds)!r}, policy => {quote_literal(policy)}, "
                f"cost_aware => {'true' if cost_aware else 'false'})")
-    got = session.query("SELECT cron.schedule_in_database($1, $2, $3, $4) AS jobid",
-                        [job_name, schedule, command, database], ["text", "text", "text", "text"])
+    if here:
+        got = session.query("SELECT cron.schedule($1, $2, $3) AS jobid", [job_name, schedule, command],
+                            ["text", "text", "text"])
+    else:
+        got = session.query("SELECT cron.schedule_in_database($1, $2, $3, $4) AS jobid",
+                            [job_name, schedule, command, database], ["text", "text", "text", "text"])
     return got[0]["jobid"]
 
 
