@@ -3,7 +3,7 @@ CREATE TABLE @extschema@.scheduler_state (
     policy      text NOT NULL,
     cost_aware  boolean NOT NULL,
     state       jsonb NOT NULL,                 -- groupml.tenancy.Scheduler.state_dict()
-    steps       bigint NOT NULL DEFAULT 0,      -- steps recorded (= length of state's log)
+    steps       bigint NOT NULL DEFAULT 0,      -- last step number (observations.step); the log may hold fewer after a tenant deletes observations
     updated_at  timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 COMMENT ON TABLE @extschema@.scheduler_state IS

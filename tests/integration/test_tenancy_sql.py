@@ -114,6 +114,52 @@ def test_submit_run_and_infer(cluster, db, dbname, roles, setup):
         assert set(got) <= {0.0, 1.0}
 
 
+def test_deleted_jobs_and_observations(cluster, db, dbname, roles, setup):
+    # a deleted job's candidates were retired one failed "step" each (against max_steps, and
+    # HYBRID's stall counter); rebuilding the state from observations trained again a candidate
+    # whose observation a tenant had deleted; jobs.best_* kept naming a deleted observation
+    db.execute("CALL groupml.run_scheduler(max_steps => 3, policy => 'roundrobin')")
+    with _connect(cluster, dbname, roles["tb"]) as b:
+        b.execute("DELETE FROM groupml.jobs WHERE job_id = %s", [setup["tb"]])
+    db.execute("CALL groupml.run_scheduler(max_steps => 2, policy => 'roundrobin')")
+    a_obs = "SELECT count(*) FROM groupml.observations WHERE job_id = %s"
+    assert db.execute(a_obs, [setup["ta"]]).fetchone()[0] == 2 + 2     # two real steps
+    state = db.execute("SELECT steps, jsonb_array_length(state->'log'), state->'policy' FROM "
+                       "groupml.scheduler_state").fetchone()
+    assert state[0] == 5 and state[1] == 5, state
+    db.execute("CALL groupml.run_scheduler(policy => 'roundrobin')")
+    assert db.execute(a_obs, [setup["ta"]]).fetchone()[0] == 6
+    # the tenant deletes its best observation; the next coordinator call repairs best_*
+    with _connect(cluster, dbname, roles["ta"]) as a:
+        gone = a.execute("DELETE FROM groupml.observations WHERE observation_id = (SELECT best_observation_id "
+                         "FROM groupml.jobs WHERE job_id = %s) RETURNING candidate_id", [setup["ta"]]).fetchone()[0]
+    left = db.execute("SELECT observation_id, quality FROM groupml.observations WHERE job_id = %s AND status = 'ok' "
+                      "ORDER BY quality DESC, observation_id LIMIT 1", [setup["ta"]]).fetchone()
+    db.execute("CALL groupml.run_scheduler(policy => 'roundrobin')")
+    assert db.execute("SELECT best_observation_id, best_quality FROM groupml.jobs WHERE job_id = %s",
+                      [setup["ta"]]).fetchone() == left
+    # a state rebuilt from the tables keeps the deleted observation's candidate done
+    db.execute("DELETE FROM groupml.scheduler_state")
+    db.execute("CALL groupml.run_scheduler(policy => 'roundrobin')")
+    assert db.execute(a_obs, [setup["ta"]]).fetchone()[0] == 5
+    assert db.execute("SELECT status FROM groupml.candidates WHERE candidate_id = %s", [gone]).fetchone()[0] == "ok"
+
+
+def test_estimated_costs_count_the_rows_trained(cluster, db, dbname, roles):
+    # rows with a NULL are never trained, but counted in the estimate (15x for the same rows)
+    _make_table(db, "full_rows", n_rows=400)
+    db.execute("CREATE TABLE holey AS SELECT * FROM full_rows UNION ALL "
+               "SELECT id + 100000, grp, NULL::float8, f2, f3, y FROM full_rows")
+    db.execute(sql.SQL("GRANT SELECT ON full_rows, holey TO {}").format(sql.Identifier(roles["ta"])))
+    with _connect(cluster, dbname, roles["ta"]) as a:
+        a.execute("SELECT groupml.create_tenant('ta')")
+        jobs = [a.execute("SELECT groupml.submit_job('ta', %s, ARRAY['f1','f2','f3'], 'y', '[\"logistic\"]')",
+                          [t]).fetchone()[0] for t in ("full_rows", "holey")]
+    got = db.execute("SELECT j.n_rows, c.estimated_cost FROM groupml.jobs j JOIN groupml.candidates c USING (job_id) "
+                     "WHERE j.job_id = ANY(%s) ORDER BY j.job_id", [jobs]).fetchall()
+    assert got == [(400, 400 * 4 * 1.0), (800, 400 * 4 * 1.0)]
+
+
 def test_rls_isolation(cluster, db, dbname, roles, setup):
     db.execute("CALL groupml.run_scheduler()")
     ja, jb = setup["ta"], setup["tb"]

@@ -92,6 +92,31 @@ def test_never_repicks_a_trained_model_and_stops_when_done():
             s.observe("t0", "m0", 0.5)
 
 
+def test_withdrawn_candidates_are_no_outcome_and_survive_the_state():
+    # a deleted job's candidates were retired as failed outcomes: each a step of the log, fed
+    # to HYBRID's stall counter (ten of them switched it to round-robin)
+    q, c = synthetic_dataset(8, 6, 0.5, 0.5, seed=4)
+    s = Scheduler("hybrid", seed=1)
+    for i in range(3):
+        s.add_tenant(f"t{i}", [f"m{j}" for j in range(6)], c[i].tolist())
+    for _ in range(4):
+        t, m = s.next_step()
+        s.observe(t, m, float(q[int(t[1:]), int(m[1:])]), 1.0)
+    policy_before = json.dumps(s.policy.state_dict())
+    log_before = len(s.log)
+    gone = s.retire("t1", s.untried("t1"))
+    assert gone and s.untried("t1") == [] and s.retire("t1", gone) == []      # once only
+    assert len(s.log) == log_before and json.dumps(s.policy.state_dict()) == policy_before
+    assert s.summary()["t1"]["retired"] == gone and s.summary()["t1"]["failed"] == []
+    for again in (Scheduler.from_state(json.loads(json.dumps(s.state_dict()))),
+                  Scheduler.replay(json.loads(json.dumps(s.state_dict())), policy="greedy")):
+        assert again.untried("t1") == [] and again.summary()["t1"]["retired"] == gone
+        while (step := again.next_step()) is not None:
+            assert step[0] != "t1"
+            t, m = step
+            again.observe(t, m, float(q[int(t[1:]), int(m[1:])]), 1.0)
+
+
 def test_next_step_is_pure():
     s = Scheduler("random", seed=3)
     for i in range(4):

@@ -93,6 +93,7 @@ class TenantBandit:
         self.gp: Optional[TenantGP] = None
         self.tried = np.zeros(len(self.keys), dtype=bool)
         self.failed: List[str] = []
+        self.retired: List[str] = []           # withdrawn without training (their rows were deleted)
         self.best = -math.inf                  # best quality so far
         self.ecb = math.inf                    # empirical confidence bound
         self.gap: Optional[float] = None       # sigma bar; None until first observation
@@ -131,3 +132,7 @@ class TenantBandit:
     def record_failure(self, index: int) -> None:
         self.tried[index] = True
         self.failed.append(self.keys[index])
+
+    def retire(self, index: int) -> None:
+        self.tried[index] = True
+        self.retired.append(self.keys[index])

@@ -279,6 +279,26 @@ class Scheduler:
         self.policy.after_observe(self._view(False), tenant, bandit.order, self._total_best())
         self._maybe_refresh()
 
+    def retire(self, tenant: str, candidates: Sequence[str]) -> List[str]:
+        """Withdraw untried ``candidates`` of ``tenant`` without training them (their job or
+        candidate rows were deleted, or they were trained before the state was rebuilt):
+        never proposed again. Not an outcome: no log entry, no step, the policy is not told
+        (a deleted job's candidates used to count as failed steps, against max_steps and
+        HYBRID's stall counter). Returns the keys withdrawn."""
+        bandit = self._tenant(tenant)
+        out = []
+        for key in candidates:
+            idx = bandit.index.get(key)
+            if idx is not None and not bandit.tried[idx]:
+                bandit.retire(idx)
+                out.append(key)
+        return out
+
+    def untried(self, tenant: str) -> List[str]:
+        """Keys of ``tenant``'s candidates not trained, failed or withdrawn yet."""
+        bandit = self._tenant(tenant)
+        return [k for k, t in zip(bandit.keys, bandit.tried) if not t]
+
     def _maybe_refresh(self) -> None:
         if self.refresh_every and len(self.log) % self.refresh_every == 0:
             self.refresh_priors()
@@ -287,7 +307,8 @@ class Scheduler:
     def summary(self) -> Dict[str, Dict[str, Any]]:
         """Per tenant: observations, best quality, empirical gap, remaining candidates."""
         return {b.name: {"n_obs": b.n_obs, "best": _num_or_none(b.best), "gap": b.gap,
-                         "remaining": int((~b.tried).sum()), "failed": list(b.failed)}
+                         "remaining": int((~b.tried).sum()), "failed": list(b.failed),
+                         "retired": list(b.retired)}
                 for b in self.tenants.values()}
 
     @property
@@ -312,7 +333,7 @@ class Scheduler:
                          "costs": [float(c) for c in b.est_costs],
                          "prior_upto": self._prior_upto[b.name],
                          "added_at": self._added_at.get(b.name, self._prior_upto[b.name]),
-                         "ecb": _num_or_none(b.ecb), "gap": b.gap}
+                         "ecb": _num_or_none(b.ecb), "gap": b.gap, "retired": list(b.retired)}
                         for b in sorted(self.tenants.values(), key=lambda b: b.order)],
             "log": [list(e) for e in self.log],
             "policy": self.policy.state_dict(),
@@ -346,6 +367,8 @@ class Scheduler:
                 b.last_y = quality
         for t in state.get("tenants", []):
             b = sched.tenants[t["name"]]
+            for key in t.get("retired") or []:
+                b.retire(b.index[key])
             b.ecb = math.inf if t.get("ecb") is None else float(t["ecb"])
             b.gap = t.get("gap")
             sched._build_gp(b)
@@ -387,6 +410,8 @@ class Scheduler:
                 sched.observe(tenant, key, quality, cost)
         for t in pending:
             sched.add_tenant(t["name"], t["candidates"], t["costs"])
+        for t in tenants:
+            sched.retire(t["name"], t.get("retired") or [])
         # The priors exactly as recorded (they depend only on the log, not on the policy).
         sched._prior_cache.clear()
         for t in tenants:

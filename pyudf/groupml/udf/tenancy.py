@@ -325,8 +325,9 @@ def _submit_job(session, tenant, oid, shown, features, label, candidates):
                               hint="Fix the source (or submit a view that selects valid rows), then submit again.")
     n_rows, block = int(got[0]["n_rows"]), bytes(got[0]["block"] or b"")
     _check_job_rows(block, len(features), n_rows, rel["name"], label, task)
+    usable = usable_rows(block, len(features))
     for c in cands:     # the same check the definer helper repeats, before anything is written
-        estimated_cost(c["family"], c["params"], n_rows, len(features))
+        estimated_cost(c["family"], c["params"], usable, len(features))
     job_id = session.query(
         "INSERT INTO groupml.jobs (tenant_id, owner_role, source, features, label, task, metric, n_rows) "
         "VALUES ($1, $2::oid::regrole, $3::oid::regclass, $4, $5, $6, $7, $8) RETURNING job_id",
@@ -364,6 +365,11 @@ def row_security_problem(session, relid: int, role_oid: int):
 
 
 # ---------------------------------------------------------------------------- candidates (SECURITY DEFINER)
+def usable_rows(block: bytes, d: int) -> int:
+    """Rows of a job's packed block that training uses (every value finite)."""
+    return int(np.isfinite(unpack_rows(block, d + 1)).all(axis=1).sum())
+
+
 def _check_job_rows(block: bytes, d: int, n_rows: int, name: str, label: str, task: str) -> None:
     """A job whose rows can only fail later is refused at submission: no usable row (each has
     a NULL), a classification label other than 0/1, or one label value only (run_scheduler
@@ -445,7 +451,9 @@ def add_job_candidates(job_id, candidates, n_rows, block):
     if task != j["task"]:
         raise InvalidParameterError(f"The 'candidates' value of {owner} must be {j['task']} models for job {job_id}; "
                                     f"got {task} models", hint="Submit one job per task.")
-    costs = [estimated_cost(c["family"], c["params"], n_rows, len(features)) for c in cands]
+    # the rows a candidate trains on: those with a NULL (not packed) or NaN/infinite value are skipped
+    usable = usable_rows(block, len(features))
+    costs = [estimated_cost(c["family"], c["params"], usable, len(features)) for c in cands]
     session.query("UPDATE groupml.jobs SET n_rows = $2 WHERE job_id = $1", [job_id, n_rows], ["bigint", "bigint"])
     session.query("INSERT INTO groupml.job_data (job_id, owner_role, n_rows, block) "
                   "VALUES ($1, $2::oid::regrole, $3, $4)", [job_id, j["role_oid"], n_rows, block],
@@ -523,6 +531,14 @@ def _load_scheduler(session, policy: str, cost_aware: bool, cached=None):
                 else:
                     sched.observe(name, o["key"], o["quality"], o["cost_seconds"])
             steps = max(steps, int(o["step"]))
+        # candidates trained (or failed) whose observation a tenant deleted stay done: rebuilt
+        # from the observations alone, they were trained again
+        done = session.query("SELECT job_id, key FROM groupml.candidates WHERE status <> 'pending' "
+                             "ORDER BY job_id, candidate_id")
+        for c in done:
+            name = _tenant_name(c["job_id"])
+            if name in sched.tenants:
+                sched.retire(name, [c["key"]])
     return sched, steps
 
 
@@ -583,6 +599,24 @@ def _grid_value(value: Any) -> Any:
     return value
 
 
+def load_library(family: str) -> None:
+    """Import the family's library (torch, LightGBM) if this backend has not yet: a candidate's
+    measured cost is its training, not the first import (1.7-2.6 s of a new backend's first MLP
+    step; every pg_cron tick is a new backend). A missing library is the candidate's error."""
+    from ..learners import access_pattern
+
+    try:
+        pattern = access_pattern(family)
+        if pattern == "sequential":
+            from ..learners._mlp import torch_module
+            torch_module()
+        elif pattern == "sampling":
+            from ..learners._lgbm import lgb_module
+            lgb_module()
+    except GroupmlError:
+        pass
+
+
 def train_candidate(data, family: str, params: Dict[str, Any], metric: str, check_cancel=None):
     """Train one configuration with the foundation's fit_group; (quality, model bytes, error)."""
     from ..fitting import fit_group
@@ -618,6 +652,13 @@ def run_scheduler(max_steps, max_seconds, policy, cost_aware):
     if max_seconds is not None:
         check_number(max_seconds, "max_seconds", owner, gt=0, hint="Omit it to run until done.")
     _require_admin(session, owner)
+    # the best of every job from the observations there are: a tenant deleting the best one of
+    # a finished job left best_* naming a deleted row (its job gets no further step)
+    session.query(
+        "UPDATE groupml.jobs j SET (best_observation_id, best_quality) = (b.observation_id, b.quality) "
+        "FROM groupml.jobs j2 LEFT JOIN LATERAL (SELECT o.observation_id, o.quality FROM groupml.observations o "
+        "WHERE o.job_id = j2.job_id AND o.status = 'ok' ORDER BY o.quality DESC, o.observation_id LIMIT 1) b "
+        "ON true WHERE j.job_id = j2.job_id AND j.best_observation_id IS DISTINCT FROM b.observation_id")
     session.commit()
 
     started = time.time()
@@ -644,11 +685,15 @@ def run_scheduler(max_steps, max_seconds, policy, cost_aware):
             "FROM groupml.candidates c JOIN groupml.jobs j USING (job_id) WHERE c.job_id = $1 AND c.key = $2 "
             "FOR KEY SHARE OF c, j",    # a tenant deleting them waits for this step's commit
             [job_id, key], ["bigint", "text"])
-        if not rows:  # job or candidate deleted by its tenant: retire it without training
-            sched.observe_failure(tenant, key, 0.0)
-            cached = _save_scheduler(session, sched, steps + 1)
+        if not rows:
+            # the job or candidate was deleted by its tenant: withdraw what is gone, without a
+            # step (it trains nothing, so it counts neither against max_steps nor as an outcome)
+            left = {r["key"] for r in session.query("SELECT key FROM groupml.candidates WHERE job_id = $1",
+                                                    [job_id], ["bigint"])}
+            gone = sched.retire(tenant, [k for k in sched.untried(tenant) if k not in left] or [key])
+            cached = _save_scheduler(session, sched, steps)
             session.commit()
-            done_steps += 1
+            session.notice(f"groupml: job {job_id}: {len(gone)} deleted candidate(s) withdrawn")
             continue
         c = rows[0]
         t0 = datetime.datetime.now(datetime.timezone.utc)
@@ -657,6 +702,8 @@ def run_scheduler(max_steps, max_seconds, policy, cost_aware):
             if job_id not in cache:
                 cache[job_id] = _load_data(session, job_id, len(c["features"]))
             data, error = cache[job_id]
+        if error is None:
+            load_library(c["family"])
         clock = time.perf_counter()
         quality = model = None
         if error is None:
