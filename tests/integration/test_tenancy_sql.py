@@ -255,6 +255,14 @@ def test_failing_candidate_recorded_and_others_continue(db, roles):
     assert db.execute("SELECT metric FROM groupml.jobs WHERE job_id = %s", [job]).fetchone()[0] == "r2"
     v = db.execute("SELECT groupml.infer(%s, ARRAY[0.5, -1, 2]::float8[])", [job]).fetchone()[0]
     assert np.isfinite(v)
+    # a job whose only candidate failed: infer's hint says so (it said to run the coordinator)
+    bad = db.execute("SELECT groupml.submit_job('r', 'reg', ARRAY['f1','f2','f3'], 'y', %s)", [json.dumps([
+        {"model": "linear", "params": {"solver": "gd", "lr": 1e300}}])]).fetchone()[0]
+    db.execute("CALL groupml.run_scheduler(policy => 'roundrobin')")
+    st, msg, hint = sql_error(db, "SELECT groupml.infer(%s, ARRAY[0.5, -1, 2]::float8[])", [bad])
+    assert (st, msg) == ("55000", f"groupml: Job {bad} has no trained model yet")
+    assert hint == (f"Every candidate trained so far failed (1); their errors are in groupml.scheduler_log "
+                    f"(WHERE job_id = {bad}). It has no candidate left: submit a job with other candidates.")
 
 
 def test_mlp_and_lightgbm_candidates(cluster, db, dbname, roles):

@@ -839,8 +839,17 @@ def infer(job_id, features):
         raise UndefinedObjectError(f"Job {job_id} does not exist (or belongs to a tenant you are not a member of)",
                                    hint="See SELECT job_id, tenant_id, source FROM groupml.jobs;")
     if rows[0]["model"] is None:
-        raise PrerequisiteStateError(f"Job {job_id} has no trained model yet",
-                                     hint="Run the coordinator first: CALL groupml.run_scheduler(max_steps => 10);")
+        got = session.query(
+            "SELECT (SELECT pg_catalog.count(*) FROM groupml.observations o WHERE o.job_id OPERATOR(pg_catalog.=) $1) "
+            "AS failed, (SELECT pg_catalog.count(*) FROM groupml.candidates c WHERE c.job_id OPERATOR(pg_catalog.=) $1 "
+            "AND c.status OPERATOR(pg_catalog.=) 'pending'::text) AS pending", [job_id], ["bigint"])[0]
+        failed, pending = got["failed"], got["pending"]
+        hint = ("Run the coordinator first: CALL groupml.run_scheduler(max_steps => 10);" if not failed else
+                f"Every candidate trained so far failed ({failed}); their errors are in groupml.scheduler_log "
+                f"(WHERE job_id = {job_id}). "
+                + (f"{pending} other candidate(s) are still to be trained." if pending else
+                   "It has no candidate left: submit a job with other candidates."))
+        raise PrerequisiteStateError(f"Job {job_id} has no trained model yet", hint=hint)
     model = load_cached(bytes(rows[0]["model"]))
     if features is None:
         raise DataError("The 'features' value of infer must be an array of numbers; got null",
