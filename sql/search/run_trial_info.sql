@@ -1,6 +1,7 @@
 CREATE VIEW @extschema@.run_trial_info AS
 SELECT t.run_id, t.group_key, t.trial_id, t.params, t.score,
-       pg_catalog.cardinality(t.epoch_scores) AS epochs, t.status, t.stop_reason,
+       pg_catalog.cardinality(t.epoch_scores) AS epochs, (t.metrics ->> 'iterations')::integer AS iterations,
+       t.status, t.stop_reason,
        t.epoch_scores AS epoch_losses,
        (t.metrics ->> 'passes')::bigint AS passes, (t.metrics ->> 'seconds')::float8 AS seconds,
        coalesce((t.metrics ->> 'is_best')::boolean,
@@ -11,4 +12,4 @@ SELECT t.run_id, t.group_key, t.trial_id, t.params, t.score,
 FROM @extschema@.trials t
 LEFT JOIN @extschema@.models m ON m.run_id = t.run_id AND m.group_key = t.group_key;
 COMMENT ON VIEW @extschema@.run_trial_info IS
-  'Every trial of the catalog-writing runs (groupml.trials) in the shape of groupml.trial_info(fit): params, score, epochs, status, stop reason, per-epoch losses, cost, and whether it was selected.';
+  'Every trial of the catalog-writing runs (groupml.trials) in the shape of groupml.trial_info(fit): params, score, epochs, iterations, status, stop reason, per-epoch losses, cost, and whether it was selected.';

@@ -131,6 +131,12 @@ def test_run_trial_info_view_after_train_groups(db, clicks):
         chosen = [t for t in trials if t[-1]]
         assert len(chosen) == 1 and chosen[0][1] == params and chosen[0][2] == pytest.approx(score)
         assert all(t[3] >= 1 for t in trials)
+    # the same columns as trial_info(fit): iterations was missing from the view
+    cols = [r[0] for r in db.execute("SELECT attname FROM pg_attribute WHERE attrelid = 'groupml.run_trial_info'"
+                                     "::regclass AND attnum > 0 ORDER BY attnum")]
+    fn = [r[0] for r in db.execute("SELECT unnest(proargnames[2:]) FROM pg_proc WHERE proname = 'trial_info'")]
+    assert cols == ["run_id", "group_key"] + fn, (cols, fn)
+    assert db.execute("SELECT count(*) FROM groupml.run_trial_info WHERE iterations >= 1").fetchone()[0] == 9
 
 
 # ---------------------------------------------------------------- cost model calibration

@@ -159,7 +159,8 @@ class _FakeSession:
             self.rows.append({"n": n, "d": d, "k": k, "workers": w, "passes": p, "seconds": s, "family": fam,
                               "source": src})
             return []
-        rows = self.rows if not args else [r for r in self.rows if r["family"] == args[0]]
+        # args: the created_at cutoff (every row here is older), then the family when asked
+        rows = self.rows if len(args) < 2 else [r for r in self.rows if r["family"] == args[1]]
         return list(reversed(rows))
 
 

@@ -35,7 +35,8 @@ groupml.trial_info(fit groupml.fit)
                reaching tol) | stalled | diverged (its trainer finished it) | stopped (the search
                procedure did) | failed (non-finite validation loss); stop_reason says why, e.g.
                'bandit: loss 0.31 after 1 epochs is not within epsilon=0.5 of the best loss so far 0.19',
-               'not promoted at rung 0 (1 epochs) of bracket 0', 'converged', 'max_epochs'
+               'not promoted at rung 0 (1 epochs) of bracket 0', 'paused at rung 0 ...', 'converged',
+               'budget' (it used the epochs the procedure gave it: max_epochs, a rung's budget)
   passes       data passes the configuration took part in (shared with the others of its batch)
   seconds      its share of the training time; is_best marks the selected configuration
   For catalog runs (train_groups) the view groupml.run_trial_info has the same columns plus
@@ -48,8 +49,8 @@ groupml.trial_info(fit groupml.fit)
 TOPICS["run_trial_info"] = """\
 groupml.run_trial_info  (view)
   Every trial of the catalog-writing runs (groupml.trials joined with groupml.models):
-  run_id, group_key, trial_id, params, score, epochs, status, stop_reason, epoch_losses,
-  passes, seconds, is_best. Same meaning as groupml.trial_info(fit).
+  run_id, group_key, trial_id, params, score, epochs, iterations, status, stop_reason,
+  epoch_losses, passes, seconds, is_best. Same meaning as groupml.trial_info(fit).
 
   Example:
     SELECT group_key, trial_id, params, score, stop_reason FROM groupml.run_trial_info
