@@ -300,3 +300,24 @@ def test_a_value_listed_twice_is_refused(raw, shown):
 
 def test_true_and_one_are_different_values():
     assert parse_search({"a": [True, 1], "b": [False, 0]}).grid_size == 4
+
+
+def test_the_json_examples_of_docs_search_md_train_a_logistic_model():
+    # an example with made-up parameters ('penalty', 'fam') failed with every model
+    import pathlib
+    import re
+
+    import numpy as np
+
+    from groupml.fitting import fit_group
+    text = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "search.md").read_text()
+    blocks = re.findall(r"```json\n(.*?)```", text, flags=re.S)
+    assert len(blocks) >= 2
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    y = (X[:, 0] > 0).astype(float)
+    for raw in blocks:
+        spec = json.loads(raw)
+        spec.update({"n_trials": 3} if "n_trials" in spec else {})
+        fit = fit_group(X, y, "logistic", spec, {})
+        assert fit.status == "ok", (raw, fit.message)
