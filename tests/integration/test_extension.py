@@ -38,6 +38,14 @@ def test_help_overview_and_topics(db):
     detail = db.execute("SELECT groupml.help('learn_over_groups')").fetchone()[0]
     assert "GROUP BY" in detail and "Example" in detail
     assert db.execute("SELECT groupml.help('groupml.predict')").fetchone()[0].startswith("groupml.predict(")
+    # every public function, procedure and view has its own topic (drop_snapshot had none)
+    names = [r[0] for r in db.execute(
+        "SELECT p.proname FROM pg_proc p WHERE p.pronamespace = 'groupml'::regnamespace AND p.proname !~ '^_' "
+        "UNION SELECT c.relname FROM pg_class c WHERE c.relnamespace = 'groupml'::regnamespace AND c.relkind = 'v'")]
+    topics = db.execute("SELECT groupml.help()").fetchone()[0]
+    missing = [n for n in names if f"  {n} " not in topics]
+    assert names and missing == [], missing
+    assert "run_checkpoints" in db.execute("SELECT groupml.help('catalog')").fetchone()[0]
 
 
 def test_help_unknown_topic_is_an_error_with_hint(db):

@@ -131,9 +131,28 @@ CALL groupml.train_groups(source regclass, group_by text[], features text[], lab
 """
 
 TOPICS["best_models"] = """\
-groupml.best_models  (view): the catalog without model bytes: run_id, group_key, status, family,
-  params, metric, score, metrics, n_train, n_validation, n_skipped, created_at.
+groupml.best_models  (view): the catalog without model bytes: model_id, run_id, group_key, status,
+  family, params, metric, score, metrics, n_train, n_validation, n_skipped, created_at.
   The models themselves are in groupml.models (column fit).
+"""
+
+TOPICS["catalog"] = """groupml's catalog (tables written by train_groups; no grants to PUBLIC -- see README "Who may train"):
+  runs              one row per train_groups run: source, group_by, features, label, family, search,
+                    options, status (running | done | failed | cancelled), groups_done / n_groups,
+                    started_at / finished_at, seconds (measured) beside estimated_seconds, created_by
+  models            one row per (run, group): group_key jsonb, fit groupml.fit (the selected model)
+  trials            every configuration tried per (run, group): params, status, stop_reason, score,
+                    epoch_scores, metrics (passes, seconds, iterations, is_best)
+  grouped_runs      the executor's record of a run with workers: strategy, workers, snapshot_id, plan
+                    (placement, estimates, unit costs), epochs_done, passes_done, last_event
+  run_schedule      the executor's visit log: every task (pass, worker, shard, rows, trials, started,
+                    finished, kind)
+  run_epochs        per (run, group, epoch block, trial): epoch, score and the search's decision
+  run_checkpoints   the last committed search and trainer state of a group in training (resume)
+  snapshots, snapshot_groups, snapshot_blocks   training snapshots (help('snapshots'))
+  cost_runs         measured training runs the planner's cost model is fitted on (help('cost_runs'))
+  worker_endpoints  worker backends (help('worker_endpoints'))
+  Views: best_models, run_trial_info, progress. Tenancy tables: help('tenancy').
 """
 
 TOPICS["version"] = """\

@@ -64,7 +64,7 @@ groupml.explain_train_groups(source, group_by, features, label, model, search, o
   explanation ends with which costs were measured and which are defaults. A run stores them in
   groupml.grouped_runs.plan -> 'unit_costs' and its estimate in groupml.runs.estimated_seconds.
   It refuses exactly what train_groups with the same arguments would (a temporary table or solver
-  'sgd' with workers > 1, a strategy the model's pattern lacks, a snapshot of other arguments).
+  'sgd' with workers > 1, a snapshot of other arguments).
   Example: SELECT * FROM groupml.explain_train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic');
 """
 
@@ -90,5 +90,12 @@ groupml.snapshots / snapshot_groups / snapshot_blocks, groupml.drop_snapshot(sna
   Training snapshots built by train_groups with workers. Dropped with the run unless
   options.keep_snapshot; reuse with options.snapshot => id (same source, columns, seed, fraction).
   drop_snapshot is refused (55006) while another session trains a run that uses the snapshot.
+  Example: SELECT groupml.drop_snapshot(3);
+"""
+
+TOPICS["drop_snapshot"] = """groupml.drop_snapshot(snapshot_id bigint) -> boolean
+  Deletes a training snapshot kept with options.keep_snapshot (its groups and blocks go with it);
+  false when there is no such snapshot. Refused (55006) while another session trains a run that
+  uses it; needs SELECT and DELETE on groupml.snapshots (42501 names them). See help('snapshots').
   Example: SELECT groupml.drop_snapshot(3);
 """
