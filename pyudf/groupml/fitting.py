@@ -404,6 +404,8 @@ def solver_warning(family: Optional[str], trial: Dict[str, Any]) -> Optional[str
     scikit-learn's ConvergenceWarning (the fit's ``message``; None when there is none)."""
     if family not in TOL_FAMILIES:
         return None
+    if (trial.get("params") or {}).get("solver") == "sgd":
+        return None     # sgd runs its max_iter epochs (a fixed step never meets tol): nothing to warn
     if trial["status"] in ("max_iter", "stalled"):
         return (f"warning: the selected configuration stopped ({trial['status']}) after {trial['iterations']} "
                 f"iterations without reaching tol; its weights may be far from the optimum: scale the features "

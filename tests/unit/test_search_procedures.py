@@ -511,6 +511,9 @@ def test_a_glm_stopped_by_max_iter_is_not_reported_converged():
     tiny = fit_group(X, X @ np.array([3.0, -2.0, 1.0]) * 1e-6, "linear", {"l2": [0.0]}, {})
     assert tiny.trials[0]["iterations"] == 0 and tiny.message.startswith(
         "warning: the selected configuration met tol at zero weights (0 iterations)")
+    # sgd never tests tol: it ends as max_iter by design, and "raise max_iter" would not help
+    sgd = fit_group(X, y, "logistic", {"solver": ["sgd"], "max_iter": [20], "lr": [0.05]}, {})
+    assert sgd.status == "ok" and sgd.trials[0]["status"] == "max_iter" and sgd.message is None
 
 
 def test_driver_on_epoch_exception_propagates():
