@@ -76,6 +76,8 @@ def test_blocks_of_rounds_equal_one_training_and_are_deterministic():
     # four blocks of 5 rounds == lgb.train for 20 rounds; and a second run is identical
     single = LightGBMModel("lightgbm", cfg, train_lightgbm("lightgbm", Xtr, ytr, cfg))
     assert np.array_equal(single.decision_function(Xva), tr.model(0).decision_function(Xva))
+    # the same text, parameters included (it said num_iterations 100 from the trainer)
+    assert single.model_text == tr.model(0).model_text
     tr2 = LightGBMTrainer("lightgbm", Xtr, ytr, Xva, yva)
     tr2.add(0, cfg)
     tr2.run(20)

@@ -251,7 +251,9 @@ class LightGBMTrainer:
         p = self.family.validate_params(params)
         lp = lgb_params(self.family, p)
         ds = lgb.Dataset(self.X, label=self.y, params=lp, free_raw_data=False)
-        booster = lgb.Booster(params=lp, train_set=ds)
+        # the rounds it will run, as lgb.train records them: the model text's parameters said
+        # num_iterations 100 (LightGBM's default) from this path and the real count from others
+        booster = lgb.Booster(params=dict(lp, num_iterations=int(p["num_boost_round"])), train_set=ds)
         self._retired.pop(trial_id, None)
         self._val_cache.pop(trial_id, None)
         self._cfgs[trial_id] = _Booster(p, booster)
