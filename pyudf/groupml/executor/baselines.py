@@ -147,9 +147,11 @@ def mlp_block(req: Mapping[str, Any], blob: Optional[bytes], X: np.ndarray, y: n
     else:
         run = _mlp.new_run(fam, req["params"], d, _mlp.merge_stats([_mlp.partial_stats(X, y)], d))
     Xt, yt = _mlp.as_tensors(X, y)
+    prepared = _mlp.standardize(run.net, Xt, yt, run.regression)      # once for every epoch
     status = "running"
     for _ in range(int(req["epochs"])):
-        loss = _mlp.train_epoch(run, Xt, yt, epoch=run.epochs_done, shard_id=0, interrupt_check=interrupt_check)
+        loss = _mlp.train_epoch(run, Xt, yt, epoch=run.epochs_done, shard_id=0, interrupt_check=interrupt_check,
+                                prepared=prepared)
         run.epochs_done += 1
         if not math.isfinite(loss):
             status = "diverged"

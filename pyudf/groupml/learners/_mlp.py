@@ -192,6 +192,12 @@ def as_tensors(X: np.ndarray, y: np.ndarray):
             torch.from_numpy(np.ascontiguousarray(y, dtype=np.float64)))
 
 
+def stats_key(net, regression: bool) -> tuple:
+    """What :func:`standardize` depends on besides the rows (to reuse its result)."""
+    return (net.x_mean.numpy().tobytes(), net.x_scale.numpy().tobytes(), float(net.y_mean), float(net.y_scale),
+            bool(regression))
+
+
 def standardize(net, Xt, yt, regression: bool):
     """(inputs, targets) of :func:`train_step`: float64 rows standardised in float64 with the
     network's statistics, then float32 -- what the module's forward computes."""
@@ -351,9 +357,10 @@ CHECK_EVERY_BATCHES = 64
 
 
 def train_epoch(run: MLPRun, Xt, yt, *, epoch: int, shard_id: int = 0,
-                interrupt_check: Optional[Callable[[], None]] = None) -> float:
+                interrupt_check: Optional[Callable[[], None]] = None, prepared=None) -> float:
     """One pass of mini-batch updates over ``Xt``/``yt`` (float64 tensors, :func:`as_tensors`);
-    mean batch loss.
+    mean batch loss. ``prepared``: :func:`standardize` of them with this network's statistics,
+    when the caller keeps it across epochs.
     ``interrupt_check`` runs every :data:`CHECK_EVERY_BATCHES` batches."""
     torch = torch_module()
     n = int(Xt.shape[0])
@@ -367,7 +374,7 @@ def train_epoch(run: MLPRun, Xt, yt, *, epoch: int, shard_id: int = 0,
     total, batches = 0.0, 0
     # what the module's forward computes per batch, once for the shard: elementwise,
     # so every batch's rows are the same bits
-    Xs, target = standardize(net, Xt, yt, run.regression)
+    Xs, target = prepared if prepared is not None else standardize(net, Xt, yt, run.regression)
     for s in range(0, n, bs):
         idx = order[s:s + bs]
         loss = train_step(net, Xs[idx], target[idx], run.regression, run.gen)
@@ -610,6 +617,7 @@ class MLPTrainer:
         self.X_val, self.y_val = Xv, yv
         self.stats = merge_stats([partial_stats(X, y)], self.d)
         self._Xt, self._yt = as_tensors(X, y)
+        self._std = None      # (stats key, standardised rows): see _standardized
         self.metric = choose_metric(fam, metric)
         self.passes = 0
         self._runs: Dict[int, MLPRun] = {}
@@ -659,7 +667,7 @@ class MLPTrainer:
                 if self._status[tid] != "running":
                     break
                 loss = train_epoch(run, self._Xt, self._yt, epoch=run.epochs_done, shard_id=0,
-                                   interrupt_check=self.interrupt_check)
+                                   interrupt_check=self.interrupt_check, prepared=self._standardized(run))
                 run.epochs_done += 1
                 self.passes += 1
                 if not math.isfinite(loss):
@@ -705,6 +713,14 @@ class MLPTrainer:
                                   else "running")
 
     # ------------------------------------------------------------ internals
+    def _standardized(self, run: MLPRun):
+        """The training rows standardised with ``run``'s statistics, kept across epochs and
+        configurations (they share the trainer's statistics; a checkpoint's may differ)."""
+        key = stats_key(run.net, run.regression)
+        if self._std is None or self._std[0] != key:
+            self._std = (key, standardize(run.net, self._Xt, self._yt, run.regression))
+        return self._std[1]
+
     def _check(self, trial_id: int, active_only: bool = False) -> MLPRun:
         run = self._runs.get(trial_id)
         if run is None and not active_only:
