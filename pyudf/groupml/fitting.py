@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
-from .errors import InvalidParameterError
+from .errors import InvalidParameterError, SearchSpecError
 from .validation import check_bool, check_keys, check_number
 
 OPTION_KEYS = ("validation_fraction", "metric", "seed", "progress", "threads")
@@ -126,12 +126,29 @@ def plan_search(family, search: dict):
         # grid/random/tpe train each configuration until the learner converges or hits its
         # max_iter; only the halving methods and an explicit max_epochs cap blocks.
         spec = dataclasses.replace(spec, max_epochs=UNLIMITED_EPOCHS)
-    if spec.method in ("grid", "random"):
+    if spec.method == "grid":
+        # one configuration written two ways ([{"solver": "lbfgs"}, "lbfgs"], MLP layers "4" and
+        # 4, a sub-space listed twice) would be trained and reported twice
+        seen: Dict[str, Any] = {}
+        for trial in make_procedure(spec).ask(1 << 30):
+            key = json.dumps(family.validate_params(trial.params), sort_keys=True, default=str)
+            if key in seen:
+                raise SearchSpecError(
+                    f"The grid of search lists one configuration twice: {_json_short(seen[key])} and "
+                    f"{_json_short(trial.params)} are the same model",
+                    hint="List each configuration once (values a learner reads alike count as the same).")
+            seen[key] = trial.params
+    elif spec.method == "random":
         for trial in make_procedure(spec).ask(1 << 30):
             family.validate_params(trial.params)
     else:
         _check_sampled_space(family, spec)
     return spec
+
+
+def _json_short(params) -> str:
+    text = json.dumps(params, sort_keys=True, default=str)
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def _check_sampled_space(family, spec, n_samples: int = 64) -> None:

@@ -263,6 +263,10 @@ def test_failing_candidate_recorded_and_others_continue(db, roles):
     assert (st, msg) == ("55000", f"groupml: Job {bad} has no trained model yet")
     assert hint == (f"Every candidate trained so far failed (1); their errors are in groupml.scheduler_log "
                     f"(WHERE job_id = {bad}). It has no candidate left: submit a job with other candidates.")
+    db.execute("DELETE FROM groupml.observations WHERE job_id = %s", [job])       # the tenant's right
+    st, msg, hint = sql_error(db, "SELECT groupml.infer(%s, ARRAY[0.5, -1, 2]::float8[])", [job])
+    assert (st, hint) == ("55000", "The observations of its 3 trained candidate(s) were deleted, with their models. "
+                                   "It has no candidate left: submit a job with other candidates.")
 
 
 def test_mlp_and_lightgbm_candidates(cluster, db, dbname, roles):

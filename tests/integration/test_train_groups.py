@@ -71,12 +71,16 @@ def test_resume_trains_only_missing_groups(db, clicks):
         state, msg, hint = sql_error(db, "CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'f2', "
                                          "'f3'], 'clicked', 'logistic', %s::jsonb, %s::jsonb, %s)",
                                      [search, options, run_id])
-        assert (state, msg) == ("22023", f"groupml: Run {run_id} was started with another {what}; resuming needs the "
-                                         "same search and options (only the executor's options, such as processes "
-                                         "or drivers, may change)"), msg
+        assert (state, msg) == ("22023", f"groupml: Run {run_id} was started with "
+                                         f"{'another search' if what == 'search' else 'other options'}; resuming "
+                                         "needs the same search and options (only how it runs may change: processes, "
+                                         "threads, progress and the executor's options such as drivers)"), msg
         assert hint == (f"Pass the {what} stored in groupml.runs: SELECT search, options FROM groupml.runs "
                         f"WHERE run_id = {run_id};")
-    again = call(db, "'{\"processes\": 1}'", str(run_id))             # how it runs may change
+    # the same search and options however they are written; how it runs may differ
+    again = db.execute("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'f2', 'f3'], 'clicked', "
+                       "'logistic', '{\"method\": \"grid\", \"l2\": [0.001, 0.1]}', "
+                       "'{\"processes\": 1, \"progress\": true, \"seed\": 0}', %s)", [run_id]).fetchone()[0]
     assert again == run_id
     after = dict(db.execute("SELECT group_key::text, model_id FROM groupml.models WHERE run_id = %s",
                             [run_id]).fetchall())
@@ -273,8 +277,10 @@ def test_the_grants_the_hint_lists_are_enough(cluster, dbname, db, clicks):
     db.execute("GRANT SELECT ON clicks TO granted")
     calls = ["CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', "
              "'{\"l2\": [0]}')",
+             # dp and checkpoints at every block: the upsert of run_checkpoints needs UPDATE too
              "CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', "
-             "'{\"l2\": [0]}', workers => 2)"]
+             "'{\"l2\": [0], \"max_iter\": 300, \"tol\": 1e-300, \"epoch_iters\": 1}', "
+             "'{\"checkpoint_every_s\": 0, \"whole_group_tasks\": false}', workers => 2, strategy => 'dp')"]
     try:
         with psycopg.connect(cluster.dsn(dbname, user="granted"), autocommit=True) as conn:
             for call in calls:

@@ -733,6 +733,12 @@ def test_features_and_labels_far_from_zero_train_like_centred_ones():
     np.testing.assert_allclose(whole["y_scale"], y.std(), rtol=1e-7)
     for k in ("x_mean", "x_scale", "y_mean", "y_scale"):
         np.testing.assert_allclose(parts[k], whole[k], rtol=1e-7)
+    # a small spread far from zero is still a spread (a cut at 1e-12 x |mean| made 1.7e9 + 0.001 x
+    # constant); only what float64 cannot resolve at the mean is
+    near = 1.7e9 + 0.001 * rng.normal(size=(500, 1))
+    assert merge_stats([partial_stats(near, near[:, 0])], 1)["x_scale"][0] == pytest.approx(near.std(), rel=1e-3)
+    flat = np.full((50, 1), 1.7e9)
+    assert merge_stats([partial_stats(flat, flat[:, 0])], 1)["x_scale"] == [1.0]
 
 
 def test_a_model_saved_with_float32_statistics_still_loads():

@@ -321,3 +321,18 @@ def test_the_json_examples_of_docs_search_md_train_a_logistic_model():
         spec.update({"n_trials": 3} if "n_trials" in spec else {})
         fit = fit_group(X, y, "logistic", spec, {})
         assert fit.status == "ok", (raw, fit.message)
+
+
+@pytest.mark.parametrize("model, raw, shown", [
+    ("logistic", {"solver": [{"solver": "lbfgs", "l2": [0, 1]}, {"solver": "lbfgs", "l2": [0, 1]}]},
+     '{"l2": 0, "solver": "lbfgs"} and {"l2": 0, "solver": "lbfgs"}'),
+    ("logistic", {"solver": ["lbfgs", {"solver": "lbfgs"}]}, '{"solver": "lbfgs"} and {"solver": "lbfgs"}'),
+    ("mlp", {"layers": ["4", 4], "epochs": [2]}, '{"epochs": 2, "layers": "4"} and {"epochs": 2, "layers": 4}'),
+])
+def test_a_grid_that_names_one_model_twice_is_refused(model, raw, shown):
+    # written two ways, the same configuration was trained and reported twice
+    from groupml.fitting import validate_request
+    with pytest.raises(SearchSpecError) as info:
+        validate_request(model, raw, {})
+    assert info.value.message == f"The grid of search lists one configuration twice: {shown} are the same model"
+    assert info.value.sqlstate == "22023" and "List each configuration once" in info.value.hint

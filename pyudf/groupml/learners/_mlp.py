@@ -158,6 +158,10 @@ def partial_stats(X: np.ndarray, y: np.ndarray) -> Dict[str, Any]:
     return {"n": n, "mx": mx, "m2x": np.einsum("ij,ij->j", dx, dx), "my": my, "m2y": float(dy @ dy)}
 
 
+#: Relative spread below which a column counts as constant: 64 float64 epsilons.
+_RESOLUTION = 64 * float(np.finfo(np.float64).eps)
+
+
 def merge_stats(parts: List[Dict[str, Any]], d: int) -> Dict[str, Any]:
     """Standardisation statistics (mean, scale) of the union of shards, merged in order
     (Chan et al.'s pairwise update of means and squared deviations)."""
@@ -176,9 +180,11 @@ def merge_stats(parts: List[Dict[str, Any]], d: int) -> Dict[str, Any]:
         n = tot
     n = max(n, 1)
     sdx = np.sqrt(np.maximum(m2x / n, 0.0))
-    sdx[~(sdx > 1e-12 * np.maximum(np.abs(mx), 1.0))] = 1.0
+    # a column is constant when its spread is below what float64 resolves at its mean (then its
+    # squared deviations are rounding); 1.7e9 + 0.001 x still has thousands of levels
+    sdx[~(sdx > np.maximum(1e-12, _RESOLUTION * np.abs(mx)))] = 1.0
     sdy = math.sqrt(max(m2y / n, 0.0))
-    if not sdy > 1e-12 * max(abs(my), 1.0):
+    if not sdy > max(1e-12, _RESOLUTION * abs(my)):
         sdy = 1.0
     return {"x_mean": [float(v) for v in mx], "x_scale": [float(v) for v in sdx],
             "y_mean": float(my), "y_scale": float(sdy)}
@@ -225,6 +231,15 @@ class MLPRun:
 
 #: Every weight of one MLP, the input layer included (n_features grows it): 50 million at most.
 MAX_WEIGHTS = 50_000_000
+
+
+def warm_up() -> None:
+    """Import torch and what its first optimizer imports (torch._dynamo: about 1.5 s of a new
+    backend's first MLP training), so that a caller timing a training times the training."""
+    torch = torch_module()
+    p = torch.nn.Parameter(torch.zeros(1))
+    torch.optim.Adam([p], lr=0.1, fused=True)
+    torch.optim.SGD([p], lr=0.1, momentum=0.9)
 
 
 def build_net(params: Mapping[str, Any], n_features: int):

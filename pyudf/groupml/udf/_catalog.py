@@ -20,7 +20,7 @@ _EXECUTOR = [("grouped_runs", "SELECT"), ("grouped_runs", "INSERT"), ("grouped_r
              ("snapshot_blocks", "INSERT"), ("trials", "SELECT"), ("trials", "DELETE"), ("run_epochs", "SELECT"),
              ("run_epochs", "INSERT"), ("run_epochs", "DELETE"), ("run_schedule", "SELECT"), ("run_schedule", "INSERT"),
              ("run_schedule", "DELETE"), ("run_checkpoints", "SELECT"), ("run_checkpoints", "INSERT"),
-             ("run_checkpoints", "DELETE"), ("worker_endpoints", "SELECT")]
+             ("run_checkpoints", "UPDATE"), ("run_checkpoints", "DELETE"), ("worker_endpoints", "SELECT")]
 
 #: entry point -> (table, privilege) pairs it needs on groupml's catalog
 NEEDS: Dict[str, List[Tuple[str, str]]] = {

@@ -63,17 +63,22 @@ def record_fit_cost(session, result, *, source: str, workers: int = 1) -> None:
                     family=result.family)
 
 
-def load_cost_model(session, family: Optional[str] = None, before: Optional[str] = None):
+def load_cost_model(session, family: Optional[str] = None, before_run: Optional[int] = None):
     """The cost model refitted on the newest recorded runs (all families when ``family`` is
-    None or has no runs of its own); the priors when the table is empty. ``before`` (a
-    timestamptz as text) counts only runs recorded before it: a run resumed later plans its
-    groups with the model its first attempt had (the batch size k steers the search)."""
+    None or has no runs of its own); the priors when the table is empty. ``before_run`` (a
+    groupml.runs id) counts only runs recorded before that run started: a run resumed later
+    plans its groups with the model its first attempt had (the batch size k steers the search)."""
     from ..fitting import default_cost_model
 
     sql = ("SELECT n, d, k, workers, passes, seconds FROM groupml.cost_runs WHERE {} "
            "ORDER BY run_id DESC LIMIT " + str(MAX_COST_RUNS))
-    cutoff = "created_at OPERATOR(pg_catalog.<) $1::timestamptz"
-    args, types = [before or "infinity"], ["text"]
+    # compared in SQL: a timestamptz as text does not always read back as the same instant
+    # (DateStyle SQL with an ambiguous zone abbreviation: 14 hours off)
+    # (only then groupml.runs is read: explain_search and the aggregate need no catalog rights)
+    cutoff = ("created_at OPERATOR(pg_catalog.<) coalesce((SELECT r.started_at FROM groupml.runs r "
+              "WHERE r.run_id OPERATOR(pg_catalog.=) $1), 'infinity'::timestamptz)" if before_run is not None
+              else "$1::bigint IS NULL")
+    args, types = [before_run], ["bigint"]
     rows = []
     if family is not None:
         rows = session.query(sql.format(cutoff + " AND family OPERATOR(pg_catalog.=) $2"), args + [family],

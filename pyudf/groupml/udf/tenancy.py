@@ -608,8 +608,8 @@ def load_library(family: str) -> None:
     try:
         pattern = access_pattern(family)
         if pattern == "sequential":
-            from ..learners._mlp import torch_module
-            torch_module()
+            from ..learners._mlp import warm_up
+            warm_up()
         elif pattern == "sampling":
             from ..learners._lgbm import lgb_module
             lgb_module()
@@ -839,16 +839,22 @@ def infer(job_id, features):
         raise UndefinedObjectError(f"Job {job_id} does not exist (or belongs to a tenant you are not a member of)",
                                    hint="See SELECT job_id, tenant_id, source FROM groupml.jobs;")
     if rows[0]["model"] is None:
+        # what its candidates say (a tenant may have deleted the observations themselves)
         got = session.query(
-            "SELECT (SELECT pg_catalog.count(*) FROM groupml.observations o WHERE o.job_id OPERATOR(pg_catalog.=) $1) "
-            "AS failed, (SELECT pg_catalog.count(*) FROM groupml.candidates c WHERE c.job_id OPERATOR(pg_catalog.=) $1 "
-            "AND c.status OPERATOR(pg_catalog.=) 'pending'::text) AS pending", [job_id], ["bigint"])[0]
-        failed, pending = got["failed"], got["pending"]
-        hint = ("Run the coordinator first: CALL groupml.run_scheduler(max_steps => 10);" if not failed else
-                f"Every candidate trained so far failed ({failed}); their errors are in groupml.scheduler_log "
-                f"(WHERE job_id = {job_id}). "
-                + (f"{pending} other candidate(s) are still to be trained." if pending else
-                   "It has no candidate left: submit a job with other candidates."))
+            "SELECT pg_catalog.count(*) FILTER (WHERE c.status OPERATOR(pg_catalog.=) 'pending'::text) AS pending, "
+            "pg_catalog.count(*) FILTER (WHERE c.status OPERATOR(pg_catalog.=) 'failed'::text) AS failed, "
+            "pg_catalog.count(*) FILTER (WHERE c.status OPERATOR(pg_catalog.=) 'ok'::text) AS ok "
+            "FROM groupml.candidates c WHERE c.job_id OPERATOR(pg_catalog.=) $1", [job_id], ["bigint"])[0]
+        pending, failed, ok = got["pending"], got["failed"], got["ok"]
+        rest = (f"{pending} other candidate(s) are still to be trained." if pending else
+                "It has no candidate left: submit a job with other candidates.")
+        if not failed and not ok:
+            hint = "Run the coordinator first: CALL groupml.run_scheduler(max_steps => 10);"
+        elif not ok:
+            hint = (f"Every candidate trained so far failed ({failed}); their errors are in groupml.scheduler_log "
+                    f"(WHERE job_id = {job_id}). " + rest)
+        else:
+            hint = f"The observations of its {ok} trained candidate(s) were deleted, with their models. " + rest
         raise PrerequisiteStateError(f"Job {job_id} has no trained model yet", hint=hint)
     model = load_cached(bytes(rows[0]["model"]))
     if features is None:

@@ -246,6 +246,17 @@ def _train_groups(session, oid, group_by, features, label, model, search, option
         return {"run_id": run_id}
 
 
+def _what_decides(model, search, options):
+    """(search spec, fit options) of a run as they decide its models: normalised (defaults
+    filled in), without the options that only say how it runs."""
+    from ..executor.run import EXEC_KEYS
+    from ..fitting import validate_request
+
+    fit = {k: v for k, v in (options or {}).items() if k not in EXEC_KEYS and k != "processes"}
+    _, spec, opts = validate_request(model, search, fit, OPTIONS)
+    return spec.to_dict(), {k: opts[k] for k in ("validation_fraction", "metric", "seed")}
+
+
 @contextlib.contextmanager
 def _attempt(session, run_id, source, group_by, features, label, model, search_obj, options_obj, grouped):
     """One call's attempt at a run: a new run's rows (``run_id`` None) or the checked and
@@ -262,13 +273,9 @@ def _attempt(session, run_id, source, group_by, features, label, model, search_o
                 ["text", "text[]", "text[]", "text", "text", "text", "text"])[0]["run_id"]
             claimed = _claim_run(session, run_id)
         else:
-            from ..executor.run import EXEC_KEYS
-
             rows = session.query(
-                "SELECT source, group_by, features, label, family, status, search = $2::jsonb AS same_search, "
-                "options - $4::text[] = $3::jsonb - $4::text[] AS same_options FROM groupml.runs WHERE run_id = $1",
-                [run_id, json.dumps(search_obj), json.dumps(options_obj), list(EXEC_KEYS)],
-                ["bigint", "text", "text", "text[]"])
+                "SELECT source, group_by, features, label, family, status, search::text AS search, "
+                "options::text AS options FROM groupml.runs WHERE run_id = $1", [run_id], ["bigint"])
             if not rows:
                 raise UndefinedObjectError(
                     f"The 'run_id' value of train_groups must name an existing run; got {run_id}",
@@ -279,13 +286,16 @@ def _attempt(session, run_id, source, group_by, features, label, model, search_o
                 raise InvalidParameterError(
                     f"Run {run_id} was started with other arguments; resuming needs the same source, group_by, "
                     f"features, label and model", hint="Call train_groups with the arguments stored in groupml.runs.")
-            for what, same in (("search", r["same_search"]), ("options", r["same_options"])):
+            was = _what_decides(model, json.loads(r["search"]), json.loads(r["options"]))
+            now = _what_decides(model, search_obj, options_obj)
+            for what, same in (("search", was[0] == now[0]), ("options", was[1] == now[1])):
                 if not same:
                     # groups trained on resume would follow other draws or another split than
                     # the groups already stored, and the run's record would not say so
                     raise InvalidParameterError(
-                        f"Run {run_id} was started with another {what}; resuming needs the same search and "
-                        f"options (only the executor's options, such as processes or drivers, may change)",
+                        f"Run {run_id} was started with {'another search' if what == 'search' else 'other options'}; "
+                        f"resuming needs the same search and options (only how it runs may change: processes, "
+                        f"threads, progress and the executor's options such as drivers)",
                         hint=f"Pass the {what} stored in groupml.runs: SELECT search, options FROM groupml.runs "
                              f"WHERE run_id = {run_id};")
             claimed = _claim_run(session, run_id)       # before anything of the run is changed
@@ -314,9 +324,7 @@ def _train_in_backend(session, run_id, done, source, group_by, features, label, 
     started = time.time()
     # the model as it was when the run was created, on every attempt: a resumed group gets the
     # batch size (and so the search) it would have had (rows this run records come later)
-    created = session.query("SELECT started_at::text AS t FROM groupml.runs WHERE run_id = $1", [run_id],
-                            ["bigint"])[0]["t"]
-    cost_model = load_cost_model(session, model, before=created)
+    cost_model = load_cost_model(session, model, before_run=run_id)
     estimated = 0.0
     estimate = _estimated_rows(session, source)
     with contextlib.ExitStack() as stack:
