@@ -76,6 +76,14 @@ def test_batch_forms_score_many_rows_in_chunks_like_one_call(db, models):
     assert len(got) == len(labels) == n
     np.testing.assert_allclose(got, model.predict_proba(X), rtol=0, atol=1e-12)
     assert labels == model.predict(X).astype(float).tolist()
+    # the features are not kept once the call returns: PL/Python held them in the function's
+    # globals until its next call (a million rows held twice ran out of memory, once crashing)
+    db.execute("CREATE TEMP TABLE live (n int)")
+    db.execute(f"""DO $$
+import gc
+plpy.execute("INSERT INTO live VALUES (%d)" % sum(1 for o in gc.get_objects() if type(o) is list and len(o) == {n}))
+$$ LANGUAGE plpython3u""")
+    assert db.execute("SELECT n FROM live").fetchone()[0] == 0
 
 
 def test_predict_errors(db, models):

@@ -43,6 +43,19 @@ def raise_sql(exc: GroupmlError):
     raise err from None
 
 
+def take_args(namespace: dict, *names: str) -> list:
+    """The arguments ``names`` of a PL/Python function, taken out of its globals.
+
+    PL/Python keeps a call's arguments in the function's globals (and in their list ``args``)
+    until its next call, which builds the new ones first: a large array (predict_batch of a
+    million rows is gigabytes of Python floats) was held twice, and the second call ran out of
+    memory inside PL/Python (an "unrecognized exception", once a crashed server). Bodies call
+    ``f(*take_args(globals(), "a", "b"))``, so the arguments live only as long as the call."""
+    values = [namespace.pop(n, None) for n in names]
+    namespace.pop("args", None)
+    return values
+
+
 def sql_entry(fn):
     """Decorator for SQL entry points: GroupmlError -> ERROR with SQLSTATE, message and HINT.
 
