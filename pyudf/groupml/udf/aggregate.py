@@ -119,11 +119,22 @@ def _current_txn() -> tuple:
     return str(r["t"]), str(r["s"])
 
 
+_swept: Optional[tuple] = None      # (transaction, statement) of the last sweep
+_last_request: Optional[tuple] = None   # (model, search, options) text and their parsed values
+
+
 def _sweep(txn: str, stmt: str) -> None:
     """Drop the buffers of earlier transactions; stop the groups started ahead by an earlier
     statement (one that ended before its final calls: a LIMIT, a closed cursor, an error),
     which would otherwise keep training beside this one. Their buffers stay (an open cursor
-    of this transaction may still finalize them, then trained in the foreground)."""
+    of this transaction may still finalize them, then trained in the foreground).
+
+    Once per statement: a statement's later groups find nothing to sweep (scanning every
+    buffer at each group's first row made 40,000 groups cost 45 s instead of about 25)."""
+    global _swept
+    if _swept == (txn, stmt):
+        return
+    _swept = (txn, stmt)
     for handle in [h for h, b in _buffers.items() if b.txn != txn]:
         del _buffers[handle]
     for handle in [h for h in _ahead if h not in _buffers or _buffers[h].stmt != stmt]:
@@ -136,9 +147,15 @@ def _start(model, search, options) -> int:
     if model is None:
         raise InvalidParameterError("The 'model' value of learn_over_groups must be a model family name; got null",
                                     hint=families_hint())
-    search_obj = parse_object(search, "search", OWNER)
-    options_obj = parse_object(options, "options", OWNER)
-    validate_request(model, search_obj, options_obj)
+    global _last_request
+    key = (model, str(search), str(options))
+    if _last_request is not None and _last_request[0] == key:
+        search_obj, options_obj = _last_request[1]        # every group of a statement: checked once
+    else:
+        search_obj = parse_object(search, "search", OWNER)
+        options_obj = parse_object(options, "options", OWNER)
+        validate_request(model, search_obj, options_obj)
+        _last_request = (key, (search_obj, options_obj))
     txn, stmt = _current_txn()
     _sweep(txn, stmt)
     handle = next(_handles)
