@@ -130,6 +130,12 @@ class TooManyConnectionsError(GroupmlError):
     sqlstate = "53300"  # too_many_connections
 
 
+class ProgramLimitExceededError(GroupmlError):
+    """A value beyond a PostgreSQL limit groupml's catalog is bound by (54000)."""
+
+    sqlstate = "54000"  # program_limit_exceeded
+
+
 class OutOfMemoryError(GroupmlError):
     """A call needed more memory than the backend could get (53200)."""
 

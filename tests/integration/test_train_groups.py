@@ -116,6 +116,22 @@ def test_a_resumed_group_plans_with_the_cost_model_of_the_first_attempt(db, clic
     assert sorted(db.execute(got, [run_id]).fetchall()) == before
 
 
+def test_a_group_key_too_long_for_the_catalog_is_refused_before_training(db):
+    # its model insert failed on the unique index (54000, PL/Python's raw text) after every group
+    # had been trained, and a resume could not get past it
+    db.execute("CREATE TABLE longkeys AS SELECT k.k, random() AS f1, (random() < 0.5)::int AS y "
+               "FROM (SELECT g, (SELECT string_agg(md5(i::text || '-' || g), '') FROM generate_series(1, 100) i) AS k "
+               "FROM generate_series(1, 2) g) k, generate_series(1, 40)")
+    for workers in (1, 2):
+        state, msg, hint = sql_error(db, f"CALL groupml.train_groups('longkeys', ARRAY['k'], ARRAY['f1'], 'y', "
+                                         f"'logistic', workers => {workers})")
+        assert state == "54000" and msg.startswith("groupml: The group key ") and msg.endswith(
+            "of train_groups takes 3,209 bytes; groupml's catalog indexes group keys, which PostgreSQL limits to "
+            "about 2,600 bytes"), (workers, msg)
+        assert "md5(the_long_column)" in hint
+    assert db.execute("SELECT count(*) FROM groupml.models").fetchone()[0] == 0
+
+
 def _helpers_of(pid):
     """Live multiprocessing pool workers whose parent is backend ``pid``."""
     return children_of(pid, b"spawn_main")

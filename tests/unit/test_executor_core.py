@@ -275,3 +275,58 @@ def test_a_resumed_run_keeps_its_first_attempts_plan():
     assert resumed_plan("gtp", prev, sizes, 3, "auto") is None
     assert resumed_plan("gtp", prev, {0: 900, 1: 300}, 2, "auto") is None
     assert resumed_plan("gtp", {"placement": {"algorithm": "x"}}, sizes, 2, "auto") is None
+
+
+def test_a_parallel_snapshot_sends_each_part_only_its_own_groups_and_checks_key_sizes():
+    # every part got the numbers of every group in one jsonb request: 45,000 keys of 10 kB
+    # passed jsonb's 256 MB limit; a group key too long for the catalog's indexes failed only
+    # at the first model insert, after all the training
+    import contextlib
+    import json
+
+    from groupml.errors import ProgramLimitExceededError
+    from groupml.executor.snapshot import build_snapshot
+
+    class Session:
+        callers_path = "public"
+
+        def __init__(self, groups):
+            self.groups = groups
+
+        def query(self, sql, args=None, types=None):
+            if sql.startswith("INSERT INTO groupml.snapshots"):
+                return [{"snapshot_id": 7}]
+            if "AS gkey" in sql:
+                return self.groups
+            return []
+
+        def callers_search_path(self, path=None):
+            return contextlib.nullcontext()
+
+        def commit(self):
+            pass
+
+    class Parallel:
+        parts = 3
+
+        def __call__(self, sid, requests):
+            self.requests = requests
+            return [{"rows": 1, "groups": len(r["group_nos"])} for r in requests]
+
+    groups = [{"gkey": json.dumps({"g": i}), "n": 10 + i, "b": i % 7} for i in range(40)]
+    par = Parallel()
+    build_snapshot(Session(groups), "public.t", ["g"], ["f1"], "y", {}, seed=0, fraction=0.2, parallel=par)
+    seen = {}
+    for req in par.requests:
+        buckets = set(req["buckets"])
+        for key, no in req["group_nos"].items():
+            assert groups[no]["gkey"] == key and groups[no]["b"] in buckets
+            seen[key] = no
+    assert len(seen) == 40
+    random_hex = "".join(format(int(x), "02x") for x in np.random.default_rng(0).integers(0, 256, 1600))
+    with pytest.raises(ProgramLimitExceededError, match=r"takes 3,209 bytes; groupml's catalog indexes group keys"):
+        build_snapshot(Session([{"gkey": json.dumps({"g": random_hex}), "n": 5, "b": 0}]), "public.t", ["g"], ["f1"],
+                       "y", {}, seed=0, fraction=0.2, parallel=par)
+    # a long key that compresses (PostgreSQL stores it compressed) is fine
+    build_snapshot(Session([{"gkey": json.dumps({"g": "ab" * 5000}), "n": 5, "b": 0}]), "public.t", ["g"], ["f1"],
+                   "y", {}, seed=0, fraction=0.2, parallel=par)

@@ -40,7 +40,7 @@ import numpy as np
 from ..errors import InvalidParameterError, PrerequisiteStateError, UndefinedObjectError
 from ..fitting import unpack_rows
 from ..db import quote_ident
-from ..udf._source import group_clause_sql, group_key_sql, packed_scan_sql
+from ..udf._source import check_group_key, group_clause_sql, group_key_sql, packed_scan_sql
 
 DEFAULT_BLOCK_ROWS = 8192
 
@@ -141,20 +141,29 @@ def build_snapshot(session, source: str, group_by, features, label, cols, *, see
                                    f"{bucket_sql(group_by)} AS b FROM {source}{group_clause_sql(group_by, source)}")
         bucket_rows: Dict[int, int] = {}
         for r in groups:
+            check_group_key(r["gkey"], "train_groups")
             bucket_rows[int(r["b"])] = bucket_rows.get(int(r["b"]), 0) + int(r["n"])
         base = {"op": "snapshot_part", "snapshot": sid, "source": source, "search_path": session.callers_path,
                 "group_by": list(group_by),
                 "features": list(features), "label": label, "seed": seed, "fraction": fraction,
-                "block_rows": block_rows, "group_nos": {r["gkey"]: i for i, r in enumerate(groups)}}
+                "block_rows": block_rows}
         if on_created is not None:
             on_created(sid)
         session.commit()                            # the workers' inserts reference the snapshot row
-        done = parallel(sid, [dict(base, buckets=p) for p in assign_buckets(bucket_rows, parallel.parts)])
+        # each part gets the numbers of its own groups only: every key to every worker made one
+        # jsonb request of all keys (45,000 keys of 10 kB passed jsonb's 256 MB limit)
+        requests = []
+        for part in assign_buckets(bucket_rows, parallel.parts):
+            mine = set(part)
+            requests.append(dict(base, buckets=part, group_nos={r["gkey"]: i for i, r in enumerate(groups)
+                                                                if int(r["b"]) in mine}))
+        done = parallel(sid, requests)
         n_total, g = sum(r["rows"] for r in done), sum(r["groups"] for r in done)
     else:
         n_total, g = 0, 0
         with session.callers_search_path():
             for r in _each_group(session.cursor(packed_scan_sql(source, group_by, features, label, cols))):
+                check_group_key(r["gkey"], "train_groups")
                 n_total += _store_group(session, sid, g, r["gkey"],
                                         split_group(r["block"], r["n_rows"], d, fraction, seed, block_rows))
                 g += 1

@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Dict, Iterable, List
 
 from ..db import quote_ident, quote_literal
-from ..errors import (DatatypeMismatchError, InsufficientPrivilegeError, InvalidParameterError, SourceReadError,
-                      UndefinedColumnError, UndefinedFunctionError, UndefinedTableError, WrongObjectTypeError)
+from ..errors import (DatatypeMismatchError, InsufficientPrivilegeError, InvalidParameterError,
+                      ProgramLimitExceededError, SourceReadError, UndefinedColumnError, UndefinedFunctionError,
+                      UndefinedTableError, WrongObjectTypeError)
 from ..validation import shown
 
 #: Relations a source may be, and what pg_class.relkind calls the others.
@@ -168,6 +169,27 @@ def value_expr(col: str, typ: str) -> str:
 def packed_row_expr(cols: Dict[str, str], names: Iterable[str]) -> str:
     """All named columns of a row packed into one bytea (NULL when any value is NULL)."""
     return " OPERATOR(pg_catalog.||) ".join(value_expr(c, cols[c]) for c in names)
+
+
+#: Longest group key (JSON text, bytes) the catalog takes as it is: its unique indexes on
+#: (run_id, group_key) hold at most 2704 bytes per entry (longer keys only when PostgreSQL's
+#: compression gets them under that).
+MAX_GROUP_KEY_BYTES = 2600
+
+
+def check_group_key(gkey: str, owner: str) -> None:
+    """54000 for a group key the catalog's indexes could not hold, before anything is trained:
+    it failed at the first insert of its model, after every group had been trained. A long key
+    that compresses well (a repeated text) passes: PostgreSQL stores it compressed."""
+    import zlib
+
+    raw = gkey.encode("utf-8")
+    if len(raw) <= MAX_GROUP_KEY_BYTES or 2 * len(zlib.compress(raw, 1)) <= MAX_GROUP_KEY_BYTES:
+        return
+    raise ProgramLimitExceededError(
+        f"The group key {shown(gkey)} of {owner} takes {len(raw):,} bytes; groupml's catalog indexes group keys, "
+        f"which PostgreSQL limits to about {MAX_GROUP_KEY_BYTES:,} bytes",
+        hint="Group by shorter columns: e.g. a view with md5(the_long_column) AS key, grouped by key.")
 
 
 def group_key_sql(group_by: List[str]) -> str:

@@ -25,8 +25,8 @@ from ..validation import check_number
 from ..errors import DataError, GroupmlError, InvalidParameterError, ObjectInUseError, UndefinedObjectError
 from ._catalog import check_catalog_privileges
 from ._source import (check_column_privileges, check_columns, check_group_by_apart, check_group_by_sortable,
-                      check_label_not_a_feature, check_select_privilege, columns, group_clause_sql, group_key_sql,
-                      packed_scan_sql, source_oid)
+                      check_group_key, check_label_not_a_feature, check_select_privilege, columns, group_clause_sql,
+                      group_key_sql, packed_scan_sql, source_oid)
 from . import parse_object, pinned, sql_entry
 
 OWNER = "train_groups"
@@ -333,6 +333,8 @@ def _train_in_backend(session, run_id, done, source, group_by, features, label, 
         if helpers is not None:
             stack.enter_context(helpers)
         blocks = _load_blocks(session, source, group_by, features, label, cols)
+        for b in blocks:
+            check_group_key(b["gkey"], OWNER)
         session.query("UPDATE groupml.runs SET n_groups = $2 WHERE run_id = $1", [run_id, len(blocks)],
                       ["bigint", "integer"])
         d = len(features)
