@@ -20,7 +20,9 @@ groupml.learn_over_groups(features float8[], label float8|boolean, model text, s
                    rmse | mae | r2 (linear and the *_regressor models)
            threads: groups trained at the same time in this backend, default min(CPUs, 4); with a
                    hashed GROUP BY the first final call starts the other groups in threads (largest
-                   first, BLAS one thread each); results do not depend on it; 1 = one after another
+                   first, BLAS one thread each); results do not depend on it; 1 = one after another.
+                   Groups finished ahead wait in memory until PostgreSQL asks for them (about
+                   10 kB each): for hundreds of thousands of groups use 1, or train_groups
 
   Rows with a NULL, NaN or infinite label or feature are skipped and counted (fit.n_skipped).
   Feature arrays of different lengths are an ERROR. Groups too small to split, or with one
