@@ -74,13 +74,14 @@ def test_resume_trains_only_missing_groups(db, clicks):
         assert (state, msg) == ("22023", f"groupml: Run {run_id} was started with "
                                          f"{'another search' if what == 'search' else 'other options'}; resuming "
                                          "needs the same search and options (only how it runs may change: processes, "
-                                         "threads, progress and the executor's options such as drivers)"), msg
+                                         "progress and the executor's options such as drivers)"), msg
         assert hint == (f"Pass the {what} stored in groupml.runs: SELECT search, options FROM groupml.runs "
                         f"WHERE run_id = {run_id};")
     # the same search and options however they are written; how it runs may differ
     again = db.execute("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'f2', 'f3'], 'clicked', "
                        "'logistic', '{\"method\": \"grid\", \"l2\": [0.001, 0.1]}', "
-                       "'{\"processes\": 1, \"progress\": true, \"seed\": 0}', %s)", [run_id]).fetchone()[0]
+                       "'{\"processes\": 1, \"progress\": true, \"seed\": 0, \"metric\": \"accuracy\"}', %s)",
+                       [run_id]).fetchone()[0]
     assert again == run_id
     after = dict(db.execute("SELECT group_key::text, model_id FROM groupml.models WHERE run_id = %s",
                             [run_id]).fetchall())
@@ -126,10 +127,45 @@ def test_a_group_key_too_long_for_the_catalog_is_refused_before_training(db):
         state, msg, hint = sql_error(db, f"CALL groupml.train_groups('longkeys', ARRAY['k'], ARRAY['f1'], 'y', "
                                          f"'logistic', workers => {workers})")
         assert state == "54000" and msg.startswith("groupml: The group key ") and msg.endswith(
-            "of train_groups takes 3,209 bytes; groupml's catalog indexes group keys, which PostgreSQL limits to "
-            "about 2,600 bytes"), (workers, msg)
+            "of train_groups takes 3,217 bytes; groupml's catalog indexes group keys, which PostgreSQL limits to "
+            "about 2,700 bytes"), (workers, msg)                          # the jsonb's size
         assert "md5(the_long_column)" in hint
     assert db.execute("SELECT count(*) FROM groupml.models").fetchone()[0] == 0
+    # sizes are the jsonb's: ten numeric columns make a 2,599-byte text 2,696 bytes of jsonb,
+    # which failed after training; a key of escaped characters is 5,041 bytes of JSON text but
+    # 1,017 of jsonb, and fits
+    db.execute("CREATE TABLE numkeys AS SELECT 1 a, 2 b, 3 c, 4 d, 5 e, 6 f, 7 g, 8 h, 9 i, 0 j, v.k, "
+               "random() AS f1, (random() < 0.5)::int AS y FROM (SELECT (SELECT string_agg(md5(i::text), '') "
+               "FROM generate_series(1, 78) i) || 'abcdefghijklmn' AS k UNION ALL SELECT 'short') v, "
+               "generate_series(1, 40)")
+    size = db.execute("SELECT octet_length(jsonb_build_object('a',a,'b',b,'c',c,'d',d,'e',e,'f',f,'g',g,'h',h,'i',i,"
+                      "'j',j,'k',k)::text), pg_column_size(jsonb_build_object('a',a,'b',b,'c',c,'d',d,'e',e,'f',f,"
+                      "'g',g,'h',h,'i',i,'j',j,'k',k)) FROM numkeys WHERE k <> 'short' LIMIT 1").fetchone()
+    assert size[0] < 2600 < size[1], size                    # the text passed the old check
+    state, msg, _ = sql_error(db, "CALL groupml.train_groups('numkeys', ARRAY['a','b','c','d','e','f','g','h','i',"
+                                  "'j','k'], ARRAY['f1'], 'y', 'logistic')")
+    assert state == "54000" and msg.startswith("groupml: The group key "), msg
+    db.execute("CREATE TABLE esckeys AS SELECT v.k, random() AS f1, (random() < 0.5)::int AS y FROM "
+               "(SELECT string_agg(chr(1 + i % 31) || '\"\\', '') AS k FROM generate_series(1, 333) i "
+               "UNION ALL SELECT 'short') v, generate_series(1, 40)")
+    run = db.execute("CALL groupml.train_groups('esckeys', ARRAY['k'], ARRAY['f1'], 'y', 'logistic')").fetchone()[0]
+    assert db.execute("SELECT count(*) FROM groupml.models WHERE run_id = %s", [run]).fetchone()[0] == 2
+
+
+def test_timestamp_group_keys_in_the_callers_time_zone_with_workers(db, cluster, dbname):
+    # a worker wrote a timestamptz key in its own TimeZone, did not find it among the
+    # coordinator's keys and stopped the snapshot ("the source changed while ...")
+    db.execute("CREATE TABLE tzkeys AS SELECT timestamptz '2024-01-01 00:00:00+00' + (i % 3) * interval '1 day' "
+               "AS ts, random() AS f1, (random() < 0.5)::int AS y FROM generate_series(1, 300) i")
+    db.execute("SET TimeZone = 'Asia/Tokyo'")
+    try:
+        run = db.execute("CALL groupml.train_groups('tzkeys', ARRAY['ts'], ARRAY['f1'], 'y', 'logistic', "
+                         "workers => 2)").fetchone()[0]
+        keys = [r[0] for r in db.execute("SELECT group_key->>'ts' FROM groupml.models WHERE run_id = %s ORDER BY 1",
+                                         [run])]
+        assert keys == ["2024-01-01T09:00:00+09:00", "2024-01-02T09:00:00+09:00", "2024-01-03T09:00:00+09:00"]
+    finally:
+        db.execute("RESET TimeZone")
 
 
 def _helpers_of(pid):

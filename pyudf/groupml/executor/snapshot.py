@@ -40,7 +40,7 @@ import numpy as np
 from ..errors import InvalidParameterError, PrerequisiteStateError, UndefinedObjectError
 from ..fitting import unpack_rows
 from ..db import quote_ident
-from ..udf._source import check_group_key, group_clause_sql, group_key_sql, packed_scan_sql
+from ..udf._source import check_group_keys, group_clause_sql, group_key_sql, packed_scan_sql
 
 DEFAULT_BLOCK_ROWS = 8192
 
@@ -140,10 +140,15 @@ def build_snapshot(session, source: str, group_by, features, label, cols, *, see
             groups = session.query(f"SELECT {group_key_sql(group_by)}::text AS gkey, pg_catalog.count(*) AS n, "
                                    f"{bucket_sql(group_by)} AS b FROM {source}{group_clause_sql(group_by, source)}")
         bucket_rows: Dict[int, int] = {}
+        check_group_keys(session, [r["gkey"] for r in groups], len(group_by), "train_groups")
         for r in groups:
-            check_group_key(r["gkey"], "train_groups")
             bucket_rows[int(r["b"])] = bucket_rows.get(int(r["b"]), 0) + int(r["n"])
+        # the settings a group key's JSON text depends on (a timestamptz key in the caller's
+        # TimeZone, an interval in its IntervalStyle, float digits): workers render keys as here
+        shown_as = session.query("SELECT " + ", ".join(f"pg_catalog.current_setting('{n}') AS \"{n}\""
+                                                       for n in KEY_SETTINGS))[0]
         base = {"op": "snapshot_part", "snapshot": sid, "source": source, "search_path": session.callers_path,
+                "settings": {n: shown_as[n] for n in KEY_SETTINGS},
                 "group_by": list(group_by),
                 "features": list(features), "label": label, "seed": seed, "fraction": fraction,
                 "block_rows": block_rows}
@@ -163,7 +168,7 @@ def build_snapshot(session, source: str, group_by, features, label, cols, *, see
         n_total, g = 0, 0
         with session.callers_search_path():
             for r in _each_group(session.cursor(packed_scan_sql(source, group_by, features, label, cols))):
-                check_group_key(r["gkey"], "train_groups")
+                check_group_keys(session, [r["gkey"]], len(group_by), "train_groups")
                 n_total += _store_group(session, sid, g, r["gkey"],
                                         split_group(r["block"], r["n_rows"], d, fraction, seed, block_rows))
                 g += 1
@@ -189,6 +194,10 @@ def _key_value(gkey: str) -> tuple:
     return tuple(sorted(json.loads(gkey, parse_float=Decimal).items()))
 
 
+#: Session settings that change how a group key is written as JSON text.
+KEY_SETTINGS = ("TimeZone", "IntervalStyle", "extra_float_digits")
+
+
 def build_part(session, req: Mapping[str, Any]) -> bytes:
     """Worker side of a parallel build: pack, split and store the groups of ``req['buckets']``."""
     from ..udf._source import check_columns, columns
@@ -205,6 +214,10 @@ def build_part(session, req: Mapping[str, Any]) -> bytes:
                           where=f"{bucket_sql(gb)} OPERATOR(pg_catalog.=) ANY ($1::int[])")
     n_total, g = 0, 0
     path = req.get("search_path")      # the coordinator's caller's: the source reads as it would there
+    settings = req.get("settings") or {}
+    for name in KEY_SETTINGS:          # local to this task's transaction
+        if isinstance(settings.get(name), str):
+            session.query("SELECT pg_catalog.set_config($1, $2, true)", [name, settings[name]], ["text", "text"])
     with session.callers_search_path(path if isinstance(path, str) else None):
         for r in _each_group(session.cursor(sql, [list(req["buckets"])], ["int[]"])):
             found = nos.get(_key_value(r["gkey"]))

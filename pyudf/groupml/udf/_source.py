@@ -171,25 +171,40 @@ def packed_row_expr(cols: Dict[str, str], names: Iterable[str]) -> str:
     return " OPERATOR(pg_catalog.||) ".join(value_expr(c, cols[c]) for c in names)
 
 
-#: Longest group key (JSON text, bytes) the catalog takes as it is: its unique indexes on
-#: (run_id, group_key) hold at most 2704 bytes per entry (longer keys only when PostgreSQL's
-#: compression gets them under that).
-MAX_GROUP_KEY_BYTES = 2600
+#: Group keys (jsonb) up to this size always fit the catalog's widest index entry, run_epochs'
+#: (run_id, group_key, block, trial_id): 2704 bytes at most. Larger ones are tried on an index
+#: of that shape (PostgreSQL may compress them under the limit).
+SAFE_GROUP_KEY_BYTES = 2600
+_PROBE = "pg_temp.groupml_group_key_probe"
 
 
-def check_group_key(gkey: str, owner: str) -> None:
+def check_group_keys(session, keys: List[str], n_columns: int, owner: str) -> None:
     """54000 for a group key the catalog's indexes could not hold, before anything is trained:
-    it failed at the first insert of its model, after every group had been trained. A long key
-    that compresses well (a repeated text) passes: PostgreSQL stores it compressed."""
-    import zlib
-
-    raw = gkey.encode("utf-8")
-    if len(raw) <= MAX_GROUP_KEY_BYTES or 2 * len(zlib.compress(raw, 1)) <= MAX_GROUP_KEY_BYTES:
+    it failed at the first insert of its model or epoch, after every group had been trained.
+    Sizes are PostgreSQL's own: a key's jsonb, not its text (numbers take more there, escapes
+    less), and a long key that compresses (a repeated text) passes."""
+    # the JSON text bounds the jsonb: each value adds at most 16 bytes of headers and numerics
+    suspects = [k for k in keys if len(k.encode("utf-8")) + 16 * max(n_columns, 1) + 32 > SAFE_GROUP_KEY_BYTES]
+    if not suspects:
         return
-    raise ProgramLimitExceededError(
-        f"The group key {shown(gkey)} of {owner} takes {len(raw):,} bytes; groupml's catalog indexes group keys, "
-        f"which PostgreSQL limits to about {MAX_GROUP_KEY_BYTES:,} bytes",
-        hint="Group by shorter columns: e.g. a view with md5(the_long_column) AS key, grouped by key.")
+    sizes = session.query("SELECT u.k, pg_catalog.pg_column_size(u.k::jsonb) AS n FROM pg_catalog.unnest($1::text[]) "
+                          "AS u(k)", [suspects], ["text[]"])
+    big = [(r["k"], int(r["n"])) for r in sizes if int(r["n"]) > SAFE_GROUP_KEY_BYTES]
+    if not big:
+        return
+    _, no_probe = session.query_or_error(f"CREATE TEMP TABLE IF NOT EXISTS {_PROBE} (a bigint, k jsonb, b integer, "
+                                         f"c integer, PRIMARY KEY (a, k, b, c)) ON COMMIT DROP")
+    for i, (key, n) in enumerate(big):
+        if no_probe is not None:            # no TEMP right: only what cannot fit uncompressed
+            failed = ("54000", "") if n > 2700 else None
+        else:
+            _, failed = session.query_or_error(f"INSERT INTO {_PROBE} VALUES ($1, $2::jsonb, 0, 0)", [i, key],
+                                               ["bigint", "text"])
+        if failed is not None and failed[0] == "54000":
+            raise ProgramLimitExceededError(
+                f"The group key {shown(key)} of {owner} takes {n:,} bytes; groupml's catalog indexes group keys, "
+                f"which PostgreSQL limits to about 2,700 bytes",
+                hint="Group by shorter columns: e.g. a view with md5(the_long_column) AS key, grouped by key.")
 
 
 def group_key_sql(group_by: List[str]) -> str:

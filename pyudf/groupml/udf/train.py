@@ -25,7 +25,7 @@ from ..validation import check_number
 from ..errors import DataError, GroupmlError, InvalidParameterError, ObjectInUseError, UndefinedObjectError
 from ._catalog import check_catalog_privileges
 from ._source import (check_column_privileges, check_columns, check_group_by_apart, check_group_by_sortable,
-                      check_group_key, check_label_not_a_feature, check_select_privilege, columns, group_clause_sql,
+                      check_group_keys, check_label_not_a_feature, check_select_privilege, columns, group_clause_sql,
                       group_key_sql, packed_scan_sql, source_oid)
 from . import parse_object, pinned, sql_entry
 
@@ -253,8 +253,9 @@ def _what_decides(model, search, options):
     from ..fitting import validate_request
 
     fit = {k: v for k, v in (options or {}).items() if k not in EXEC_KEYS and k != "processes"}
-    _, spec, opts = validate_request(model, search, fit, OPTIONS)
-    return spec.to_dict(), {k: opts[k] for k in ("validation_fraction", "metric", "seed")}
+    family, spec, opts = validate_request(model, search, fit, OPTIONS)
+    return spec.to_dict(), {"validation_fraction": opts["validation_fraction"], "seed": opts["seed"],
+                            "metric": opts["metric"] or family.default_metric}
 
 
 @contextlib.contextmanager
@@ -295,7 +296,7 @@ def _attempt(session, run_id, source, group_by, features, label, model, search_o
                     raise InvalidParameterError(
                         f"Run {run_id} was started with {'another search' if what == 'search' else 'other options'}; "
                         f"resuming needs the same search and options (only how it runs may change: processes, "
-                        f"threads, progress and the executor's options such as drivers)",
+                        f"progress and the executor's options such as drivers)",
                         hint=f"Pass the {what} stored in groupml.runs: SELECT search, options FROM groupml.runs "
                              f"WHERE run_id = {run_id};")
             claimed = _claim_run(session, run_id)       # before anything of the run is changed
@@ -333,8 +334,7 @@ def _train_in_backend(session, run_id, done, source, group_by, features, label, 
         if helpers is not None:
             stack.enter_context(helpers)
         blocks = _load_blocks(session, source, group_by, features, label, cols)
-        for b in blocks:
-            check_group_key(b["gkey"], OWNER)
+        check_group_keys(session, [b["gkey"] for b in blocks], len(group_by), OWNER)
         session.query("UPDATE groupml.runs SET n_groups = $2 WHERE run_id = $1", [run_id, len(blocks)],
                       ["bigint", "integer"])
         d = len(features)
