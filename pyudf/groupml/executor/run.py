@@ -114,7 +114,8 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
 
     # -- snapshot (committed before any worker starts: workers see only committed rows)
     for orphan in drop_orphan_snapshots(session):
-        session.notice(f"groupml: dropped snapshot {orphan}: no run refers to it (its run was deleted)")
+        session.notice(f"groupml: dropped snapshot {orphan}: no run refers to it (its run was deleted, or its "
+                       f"build stopped before the run recorded it)")
     sid, pool = _snapshot_for_run(session, run_id, source, group_by, features, label, cols, seed, fraction,
                                   exec_options, new_pool if workers > 1 else None)
     _record_snapshot(session, run_id, sid)
