@@ -126,21 +126,21 @@ def plan_search(family, search: dict):
         # grid/random/tpe train each configuration until the learner converges or hits its
         # max_iter; only the halving methods and an explicit max_epochs cap blocks.
         spec = dataclasses.replace(spec, max_epochs=UNLIMITED_EPOCHS)
-    if spec.method == "grid":
-        # one configuration written two ways ([{"solver": "lbfgs"}, "lbfgs"], MLP layers "4" and
-        # 4, a sub-space listed twice) would be trained and reported twice
+    if spec.method in ("grid", "random"):
+        # in a grid, one configuration written two ways ([{"solver": "lbfgs"}, "lbfgs"], MLP
+        # layers "4" and 4, a sub-space listed twice) would be trained and reported twice
         seen: Dict[str, Any] = {}
         for trial in make_procedure(spec).ask(1 << 30):
-            key = json.dumps(family.validate_params(trial.params), sort_keys=True, default=str)
+            valid = family.validate_params(trial.params)
+            if spec.method != "grid":
+                continue
+            key = json.dumps(valid, sort_keys=True, default=str)
             if key in seen:
                 raise SearchSpecError(
                     f"The grid of search lists one configuration twice: {_json_short(seen[key])} and "
                     f"{_json_short(trial.params)} are the same model",
                     hint="List each configuration once (values a learner reads alike count as the same).")
             seen[key] = trial.params
-    elif spec.method == "random":
-        for trial in make_procedure(spec).ask(1 << 30):
-            family.validate_params(trial.params)
     else:
         _check_sampled_space(family, spec)
     return spec

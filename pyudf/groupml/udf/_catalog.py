@@ -37,10 +37,8 @@ _VIEWS = "; SELECT on the views groupml.best_models, progress and run_trial_info
 #: what else a role needs, beyond the rights checked
 ALSO: Dict[str, str] = {"train_groups": _VIEWS, "train_groups with workers or a strategy": _VIEWS}
 #: why an entry point needs its rights, when it is not that it writes the catalog
-WHY: Dict[str, str] = {
-    "_gap_task": "it is the worker side of train_groups and reads its training snapshots",
-    "_gap_partial": "it is the worker side of train_groups and reads its training snapshots",
-}
+_WORKER = "it is the worker side of train_groups and reads its training snapshots"
+WHY: Dict[str, str] = {"_gap_task": _WORKER, "_gap_partial": _WORKER}
 
 
 def missing_privileges(session, needs: Iterable[Tuple[str, str]]) -> List[Tuple[str, str]]:

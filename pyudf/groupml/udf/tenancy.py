@@ -324,8 +324,7 @@ def _submit_job(session, tenant, oid, shown, features, label, candidates):
         raise SourceReadError(failed[0], f"submit_job could not read the rows of {rel['name']}: {failed[1]}",
                               hint="Fix the source (or submit a view that selects valid rows), then submit again.")
     n_rows, block = int(got[0]["n_rows"]), bytes(got[0]["block"] or b"")
-    _check_job_rows(block, len(features), n_rows, rel["name"], label, task)
-    usable = usable_rows(block, len(features))
+    usable = _check_job_rows(block, len(features), n_rows, rel["name"], label, task)
     for c in cands:     # the same check the definer helper repeats, before anything is written
         estimated_cost(c["family"], c["params"], usable, len(features))
     job_id = session.query(
@@ -370,10 +369,10 @@ def usable_rows(block: bytes, d: int) -> int:
     return int(np.isfinite(unpack_rows(block, d + 1)).all(axis=1).sum())
 
 
-def _check_job_rows(block: bytes, d: int, n_rows: int, name: str, label: str, task: str) -> None:
+def _check_job_rows(block: bytes, d: int, n_rows: int, name: str, label: str, task: str) -> int:
     """A job whose rows can only fail later is refused at submission: no usable row (each has
     a NULL), a classification label other than 0/1, or one label value only (run_scheduler
-    recorded every candidate as failed)."""
+    recorded every candidate as failed). Returns the usable rows' count (:func:`usable_rows`)."""
     rows = unpack_rows(block, d + 1)
     usable = rows[np.isfinite(rows).all(axis=1)]
     if usable.shape[0] == 0:
@@ -395,6 +394,7 @@ def _check_job_rows(block: bytes, d: int, n_rows: int, name: str, label: str, ta
                 else f"the same label in every usable row ({shown(int(value) if value.is_integer() else value)})")
         raise DataError(f"The label column '{label}' of submit_job has {what}: there is nothing to learn",
                         hint="Submit rows with both classes (or, for regressors, labels that vary).")
+    return int(usable.shape[0])
 
 
 @sql_entry
