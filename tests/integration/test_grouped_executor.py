@@ -184,7 +184,7 @@ def test_a_failed_snapshot_part_fails_the_run_and_keeps_no_snapshot(db, clicks):
     assert got[0] == "22012", got
     assert re.fullmatch(r"groupml: worker \d \('loopback-\d', backend pid \d+\): division by zero", got[1]), got
     assert got[2].startswith("The source's rows caused it")
-    assert db.execute("SELECT status FROM groupml.runs").fetchall() == [("failed",)]
+    assert db.execute("SELECT status, finished_at IS NOT NULL FROM groupml.runs").fetchall() == [("failed", True)]
     for t in ("snapshots", "snapshot_groups", "snapshot_blocks"):
         assert db.execute(f"SELECT count(*) FROM groupml.{t}").fetchone()[0] == 0, t
 
@@ -428,8 +428,10 @@ def test_resume_after_a_worker_is_terminated(cluster, dsn, db):
     assert not errors
     assert msg.startswith("groupml: run ") and "worker 1" in msg and "groups are committed" in msg
     assert "run_id =>" in hint
-    run_id, status, done = db.execute("SELECT run_id, status, groups_done FROM groupml.runs").fetchone()
-    assert status == "failed" and 1 <= done < 6
+    run_id, status, done, ended = db.execute("SELECT run_id, status, groups_done, finished_at IS NOT NULL "
+                                             "FROM groupml.runs").fetchone()
+    # a failed run has ended: it used to keep finished_at NULL, so progress.elapsed kept growing
+    assert status == "failed" and 1 <= done < 6 and ended
     kept = dict(db.execute("SELECT group_key::text, model_id FROM groupml.models WHERE run_id = %s",
                            [run_id]).fetchall())
     again = db.execute(stmt.replace("NULL", str(run_id)), [_slow_spec()]).fetchone()[0]

@@ -524,7 +524,7 @@ def test_a_worker_that_gives_up_on_a_lock_names_lock_timeout_ms(dsn, db):
     assert msg.startswith("groupml: run ") and " stopped while building its snapshot: worker " in msg, msg
     assert hint.startswith("Raise the lock_timeout_ms option of train_groups, or end the transaction holding the "
                            "lock (pg_locks, pg_stat_activity). Call train_groups again with run_id => "), hint
-    assert db.execute("SELECT status FROM groupml.runs").fetchall() == [("failed",)]
+    assert db.execute("SELECT status, finished_at IS NOT NULL FROM groupml.runs").fetchall() == [("failed", True)]
     assert db.execute("SELECT count(*) FROM groupml.snapshots").fetchone()[0] == 0
     run_id = db.execute("SELECT run_id FROM groupml.runs").fetchone()[0]
     db.execute("CALL groupml.train_groups('locky', ARRAY['g'], ARRAY['x1'], 'y', 'logistic', '{}', "

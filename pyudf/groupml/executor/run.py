@@ -280,7 +280,7 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
                 f"Run {run_id} was deleted while it was being trained; this call stops",
                 hint="Nothing of the run is left (its snapshot is dropped unless kept); start a new run.") from None
         if isinstance(exc, (WorkerLostError, ScheduleInvariantError)):
-            session.query("UPDATE groupml.runs SET status = 'failed' WHERE run_id = $1", [run_id], ["bigint"])
+            mark_run_failed(session, run_id)
             session.commit()
             raise _stopped(exc, f"run {run_id} stopped: {exc.message}; {n_done} of {n_groups} groups are committed",
                            f"Call train_groups again with run_id => {run_id} to resume from the committed groups.") \
@@ -372,6 +372,13 @@ def _store_finished_group(session, run_id: int, gkey: str, result, log, store, p
                    + f" ({result.passes} passes)")
 
 
+def mark_run_failed(session, run_id: int) -> None:
+    """A running run that stopped for good: status 'failed' and its end time (without one,
+    groupml.progress counted its elapsed time on for ever). The caller commits."""
+    session.query("UPDATE groupml.runs SET status = 'failed', finished_at = clock_timestamp() "
+                  "WHERE run_id = $1 AND status = 'running'", [run_id], ["bigint"])
+
+
 class _RunDeleted(Exception):
     """The run's row disappeared while the run trained (another session deleted it)."""
 
@@ -423,7 +430,7 @@ def _snapshot_for_run(session, run_id: int, source: str, group_by, features, lab
             if pool is not None:
                 pool.close()
             if isinstance(exc, WorkerLostError):            # a failed part; the snapshot is already gone
-                session.query("UPDATE groupml.runs SET status = 'failed' WHERE run_id = $1", [run_id], ["bigint"])
+                mark_run_failed(session, run_id)
                 session.commit()
                 n_done = session.query("SELECT count(*) AS n FROM groupml.models WHERE run_id = $1", [run_id],
                                        ["bigint"])[0]["n"]

@@ -302,7 +302,8 @@ def _attempt(session, run_id, source, group_by, features, label, model, search_o
             claimed = _claim_run(session, run_id)       # before anything of the run is changed
             done = {g["k"] for g in session.query(
                 "SELECT group_key::text AS k FROM groupml.models WHERE run_id = $1", [run_id], ["bigint"])}
-            session.query("UPDATE groupml.runs SET status = 'running' WHERE run_id = $1", [run_id], ["bigint"])
+            session.query("UPDATE groupml.runs SET status = 'running', finished_at = NULL WHERE run_id = $1",
+                          [run_id], ["bigint"])
         if grouped is not None:
             session.query("INSERT INTO groupml.grouped_runs (run_id, strategy, workers) VALUES ($1, $2, $3) "
                           "ON CONFLICT (run_id) DO UPDATE SET workers = EXCLUDED.workers",
@@ -469,8 +470,8 @@ def _failed_run_on_error(session, run_id: int):
         if str(getattr(exc, "sqlstate", "") or "").startswith("57") and not isinstance(exc, GroupmlError):
             raise
         try:
-            session.query("UPDATE groupml.runs SET status = 'failed', finished_at = clock_timestamp() "
-                          "WHERE run_id = $1 AND status = 'running'", [run_id], ["bigint"])
+            from ..executor.run import mark_run_failed
+            mark_run_failed(session, run_id)
             if isinstance(exc, (DataError, InvalidParameterError)):
                 from ..executor.snapshot import drop_snapshot
                 rows = session.query("SELECT snapshot_id FROM groupml.grouped_runs WHERE run_id = $1 "
