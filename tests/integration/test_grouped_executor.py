@@ -182,8 +182,9 @@ def test_a_failed_snapshot_part_fails_the_run_and_keeps_no_snapshot(db, clicks):
                         f"workers => 2)")
     # a data error: its own SQLSTATE (it was XX000 with a hint to resume, which fails the same way)
     assert got[0] == "22012", got
-    assert re.fullmatch(r"groupml: worker \d \('loopback-\d', backend pid \d+\): division by zero", got[1]), got
-    assert got[2].startswith("The source's rows caused it")
+    assert re.fullmatch(r"groupml: worker \d \('loopback-\d', backend pid \d+\): train_groups could not read the "
+                        r"rows of public\.broken: division by zero", got[1]), got
+    assert got[2] == "Fix the source (or pass a view that selects valid rows), then call train_groups again.", got
     assert db.execute("SELECT status, finished_at IS NOT NULL FROM groupml.runs").fetchall() == [("failed", True)]
     for t in ("snapshots", "snapshot_groups", "snapshot_blocks"):
         assert db.execute(f"SELECT count(*) FROM groupml.{t}").fetchone()[0] == 0, t
@@ -805,3 +806,40 @@ def test_passwords_are_redacted():
     assert redact("postgresql://u@h:1/db?pass%77ord=S3cretC&sslmode=disable") == \
         "postgresql://u@h:1/db?pass%77ord=***&sslmode=disable"
     assert "S3cretC" not in redact("postgresql://u@h/db?%70assword=S3cretC")
+
+
+def test_an_error_of_the_sources_view_keeps_its_sqlstate_and_hint(db, clicks):
+    # a function of the source's view raises a program-limit error with a hint for one group.
+    # Read by the coordinator it came back as PL/Python's 'spiexceptions.ProgramLimitExceeded:
+    # too much Finland' without the hint; read by a worker, any error but a data error or a lock
+    # timeout ended the run as XX000 'worker failed' whose hint only said to resume
+    db.execute("""CREATE FUNCTION picky(c text, v float8) RETURNS float8 LANGUAGE plpgsql STABLE AS $$
+                  BEGIN IF c = 'FI' THEN RAISE EXCEPTION 'too much Finland' USING ERRCODE = '54000',
+                  HINT = 'Ask the view''s owner.'; END IF; RETURN v; END $$""")
+    db.execute("CREATE VIEW picky_clicks AS SELECT country, picky(country, f1) AS f1, f2, f3, clicked FROM clicks")
+    call = (f"CALL groupml.train_groups('picky_clicks', ARRAY['country'], {FEATS}, 'clicked', 'logistic', "
+            f"workers => %s)")
+    state, msg, hint = sql_error(db, call % 1)
+    assert (state, msg) == ("54000", "groupml: train_groups could not read the rows of public.picky_clicks: too "
+                                     "much Finland")
+    assert hint == "Ask the view's owner. Fix the source (or pass a view that selects valid rows), then call " \
+                   "train_groups again."
+    db.execute("CREATE VIEW picky_rows AS SELECT * FROM clicks WHERE picky(country, f1) IS NOT NULL")
+    state, msg, hint = sql_error(db, f"SELECT * FROM groupml.explain_search('picky_rows', {FEATS}, 'clicked', "
+                                     f"'logistic', '{{}}', ARRAY['country'])")
+    assert (state, msg) == ("54000", "groupml: explain_search could not read the rows of public.picky_rows: too "
+                                     "much Finland")
+    assert hint.startswith("Ask the view's owner. Fix the source"), hint
+    db.execute("DELETE FROM groupml.runs")
+    state, msg, hint = sql_error(db, call % 2)
+    assert state == "54000", (state, msg)
+    assert re.search(r"worker \d \('loopback-\d', backend pid \d+\): train_groups could not read the rows of "
+                     r"public\.picky_clicks: too much Finland", msg), msg
+    run_id = db.execute("SELECT run_id FROM groupml.runs").fetchone()[0]
+    assert hint.startswith("Ask the view's owner. ") and f"run_id => {run_id}" in hint, hint
+    assert db.execute("SELECT status, finished_at IS NOT NULL FROM groupml.runs").fetchall() == [("failed", True)]
+    # once the cause is gone the same call resumes the run
+    db.execute("CREATE OR REPLACE FUNCTION picky(c text, v float8) RETURNS float8 LANGUAGE sql STABLE AS 'SELECT v'")
+    db.execute(f"CALL groupml.train_groups('picky_clicks', ARRAY['country'], {FEATS}, 'clicked', 'logistic', "
+               f"workers => 2, run_id => {run_id})")
+    assert db.execute("SELECT status FROM groupml.runs").fetchall() == [("done",)]

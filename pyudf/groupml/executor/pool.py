@@ -73,6 +73,24 @@ class WorkerDataError(DataError):
         self.sqlstate = sqlstate
 
 
+class WorkerStateError(WorkerLostError):
+    """A worker's task failed with an error of its own SQLSTATE that is neither the data's
+    (WorkerDataError) nor a lost connection or a cancel: a missing privilege, out of memory,
+    a program limit, an error raised by a function of the source's view. The run stops with
+    that SQLSTATE and the worker's hint (it used to be a lost worker, XX000, whose hint only
+    said to resume); it resumes once the cause is fixed."""
+
+    def __init__(self, sqlstate: str, message: str, *, hint=None):
+        super().__init__(message, hint=hint)
+        self.sqlstate = sqlstate
+
+
+#: SQLSTATE classes of a worker error that mean the worker (or its connection) went away,
+#: not that its task met a problem of its own: connection, operator intervention (cancel,
+#: terminate, shutdown), rollback (deadlock, serialization), system and internal errors
+LOST_CLASSES = ("08", "40", "57", "58", "XX")
+
+
 def _primary(exc, text: str) -> str:
     """A worker error's primary message, redacted, without the prefix PL/Python adds: ours
     carry 'groupml: ', a PostgreSQL error inside the worker's PL/Python its class name."""
@@ -83,7 +101,8 @@ def _primary(exc, text: str) -> str:
 def _task_error(exc: BaseException, where: str, text: str, lock_timeout_ms: Optional[int] = None) -> GroupmlError:
     """What a failed task raises on the coordinator: WorkerDataError for a data error the
     worker reported, WorkerLockTimeoutError when it gave up waiting for a lock (naming the
-    option that set the wait), else WorkerLostError with ``where`` and the first line of ``text``."""
+    option that set the wait), WorkerStateError for another error with a SQLSTATE of its own,
+    else WorkerLostError with ``where`` and the first line of ``text``."""
     import psycopg
 
     state = getattr(exc, "sqlstate", None) if isinstance(exc, psycopg.Error) else None
@@ -98,6 +117,9 @@ def _task_error(exc: BaseException, where: str, text: str, lock_timeout_ms: Opti
         return WorkerDataError(state, f"{where}: {_primary(exc, text)}",
                                hint=exc.diag.message_hint or "The source's rows caused it: fix them (or a view over "
                                                              "them), then call train_groups again.")
+    if state and not state.startswith(LOST_CLASSES):
+        return WorkerStateError(state, f"{where}: {_primary(exc, text)}",
+                                hint=exc.diag.message_hint or "Fix the cause named in the message.")
     lines = redact(text).strip().splitlines() or ["(no message)"]
     return WorkerLostError(f"{where} failed: {lines[0]}")
 

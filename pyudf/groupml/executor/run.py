@@ -26,6 +26,7 @@ from .glm import ShardEvaluator, _Aborted, fit_sharded_group
 from .invariants import schedule_violations
 from .plan import group_tasks, make_plan, pass_task_rows, placement_for, resumed_plan, workload_of
 from .pool import (WorkerDataError, WorkerEndpointError, WorkerLockTimeoutError, WorkerLostError, WorkerPool,
+                   WorkerStateError,
                    resolve_endpoints, server_identity)
 from .snapshot import (DEFAULT_BLOCK_ROWS, build_snapshot, can_build_in_parallel, check_snapshot, delete_snapshot,
                        drop_orphan_snapshots, drop_snapshot, load_validation, snapshot_groups, snapshot_intact)
@@ -447,8 +448,10 @@ def _snapshot_for_run(session, run_id: int, source: str, group_by, features, lab
 
 def _stopped(exc: GroupmlError, message: str, hint: str) -> GroupmlError:
     """The error that ends a run whose worker failed: XX000 with how to resume, or, when the
-    worker gave up waiting for a lock or its endpoint could not be used, that error's SQLSTATE
-    (55P03, 08001) with its own hint first."""
+    worker gave up waiting for a lock, its endpoint could not be used or its task raised an
+    error of its own SQLSTATE (42501, 53200, ...), that SQLSTATE with the error's hint first."""
+    if isinstance(exc, WorkerStateError):
+        return WorkerStateError(exc.sqlstate, message, hint=f"{exc.hint} {hint}")
     if isinstance(exc, (WorkerLockTimeoutError, WorkerEndpointError)):
         return type(exc)(message, hint=f"{exc.hint} {hint}")
     return GroupmlError(message, hint=hint)

@@ -40,7 +40,8 @@ import numpy as np
 from ..errors import InvalidParameterError, PrerequisiteStateError, UndefinedObjectError
 from ..fitting import unpack_rows
 from ..db import quote_ident
-from ..udf._source import check_group_keys, group_clause_sql, group_key_sql, packed_scan_sql
+from ..udf._source import (check_group_keys, group_clause_sql, group_key_sql, packed_scan_sql, reading_source,
+                           source_cursor)
 
 DEFAULT_BLOCK_ROWS = 8192
 
@@ -136,7 +137,7 @@ def build_snapshot(session, source: str, group_by, features, label, cols, *, see
         ["text", "text[]", "text[]", "text", "bigint", "float8", "integer", "boolean"])[0]["snapshot_id"]
     d = len(features)
     if parallel is not None:
-        with session.callers_search_path():
+        with reading_source(session, source, "train_groups"):
             groups = session.query(f"SELECT {group_key_sql(group_by)}::text AS gkey, pg_catalog.count(*) AS n, "
                                    f"{bucket_sql(group_by)} AS b FROM {source}{group_clause_sql(group_by, source)}")
         bucket_rows: Dict[int, int] = {}
@@ -167,7 +168,9 @@ def build_snapshot(session, source: str, group_by, features, label, cols, *, see
     else:
         n_total, g = 0, 0
         with session.callers_search_path():
-            for r in _each_group(session.cursor(packed_scan_sql(source, group_by, features, label, cols))):
+            for r in _each_group(source_cursor(
+                    lambda: session.cursor(packed_scan_sql(source, group_by, features, label, cols)), source,
+                    "train_groups")):
                 check_group_keys(session, [r["gkey"]], len(group_by), "train_groups")
                 n_total += _store_group(session, sid, g, r["gkey"],
                                         split_group(r["block"], r["n_rows"], d, fraction, seed, block_rows))
@@ -219,7 +222,8 @@ def build_part(session, req: Mapping[str, Any]) -> bytes:
         if isinstance(settings.get(name), str):
             session.query("SELECT pg_catalog.set_config($1, $2, true)", [name, settings[name]], ["text", "text"])
     with session.callers_search_path(path if isinstance(path, str) else None):
-        for r in _each_group(session.cursor(sql, [list(req["buckets"])], ["int[]"])):
+        for r in _each_group(source_cursor(lambda: session.cursor(sql, [list(req["buckets"])], ["int[]"]),
+                                           req["source"], "train_groups")):
             found = nos.get(_key_value(r["gkey"]))
             if found is None:
                 raise PrerequisiteStateError(

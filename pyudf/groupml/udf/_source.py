@@ -7,10 +7,11 @@ and pack rows with the same C-level expression. Identifiers are always quoted.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Dict, Iterable, List
 
 from ..db import quote_ident, quote_literal
-from ..errors import (DatatypeMismatchError, InsufficientPrivilegeError, InvalidParameterError,
+from ..errors import (DatatypeMismatchError, GroupmlError, InsufficientPrivilegeError, InvalidParameterError,
                       ProgramLimitExceededError, SourceReadError, UndefinedColumnError, UndefinedFunctionError,
                       UndefinedTableError, WrongObjectTypeError)
 from ..validation import shown
@@ -21,6 +22,53 @@ RELKIND_NAMES = {"i": "an index", "I": "a partitioned index", "S": "a sequence",
                  "c": "a composite type"}
 
 NUMERIC_TYPES = {"smallint", "integer", "bigint", "real", "double precision", "numeric", "boolean"}
+
+
+@contextlib.contextmanager
+def source_errors(name: str, owner: str):
+    """Report an error the user's source ``name`` raised while it was read -- a view dividing
+    by zero, a value out of range, a function of the view raising -- as
+    :class:`SourceReadError` in ``owner``'s words, with its SQLSTATE and its hint (PL/Python
+    passed it on as ``spiexceptions.DivisionByZero: ...`` without one). A cancel and groupml's
+    own errors pass unchanged."""
+    try:
+        yield
+    except GroupmlError:
+        raise
+    except Exception as exc:
+        state = getattr(exc, "sqlstate", None)
+        if not state or state == "57014":
+            raise
+        spidata = getattr(exc, "spidata", None) or ()
+        own_hint = spidata[2] if len(spidata) > 2 and spidata[2] else None
+        first = (str(exc).split("\n", 1)[0] or "(no message)").strip()
+        hint = f"Fix the source (or pass a view that selects valid rows), then call {owner} again."
+        raise SourceReadError(state, f"{owner} could not read the rows of {name}: {first}",
+                              hint=f"{own_hint} {hint}" if own_hint else hint) from None
+
+
+@contextlib.contextmanager
+def reading_source(session, name: str, owner: str):
+    """A block of statements that read the user's source: under the caller's search_path
+    (:meth:`~groupml.db.PlpySession.callers_search_path`), with :func:`source_errors`."""
+    with session.callers_search_path(), source_errors(name, owner):
+        yield
+
+
+def source_cursor(make_cursor, name: str, owner: str) -> "_SourceCursor":
+    """A cursor over the user's source whose opening and fetches report errors by
+    :func:`source_errors` (only those: what the caller does with each row keeps its own)."""
+    with source_errors(name, owner):
+        return _SourceCursor(make_cursor(), name, owner)
+
+
+class _SourceCursor:
+    def __init__(self, cur, name: str, owner: str):
+        self.cur, self.name, self.owner = cur, name, owner
+
+    def fetch(self, n: int):
+        with source_errors(self.name, self.owner):
+            return self.cur.fetch(n)
 
 
 def columns(session, source) -> Dict[str, str]:

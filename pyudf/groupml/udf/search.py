@@ -24,7 +24,7 @@ from ..planner import check_run
 from ..validation import check_keys, check_number
 from ._catalog import check_catalog_privileges
 from ._source import (check_column_privileges, check_columns, check_group_by_apart, check_group_by_sortable,
-                      check_label_not_a_feature, check_select_privilege, columns, source_oid)
+                      check_label_not_a_feature, check_select_privilege, columns, reading_source, source_oid)
 from . import families_hint, parse_object, pinned, sql_entry
 
 MAX_COST_RUNS = 1000
@@ -298,7 +298,7 @@ def _explain_search(session, oid, features, label, model, search_obj, options_ob
         sql = (f"SELECT CASE WHEN pg_catalog.count(*) OPERATOR(pg_catalog.>) 0 THEN 1 ELSE 0 END AS groups, "
                f"pg_catalog.count(*) AS n_rows, "
                f"pg_catalog.count(*) AS largest FROM {source}")
-    with session.callers_search_path():        # the source's views may name their tables bare
+    with reading_source(session, source, owner):   # the source's views may name their tables bare
         stats = session.query(sql)[0]
     cost_model = load_cost_model(session, model)
     return explain_plan(model, search_obj, options_obj, n_groups=int(stats["groups"]),

@@ -31,10 +31,11 @@ import numpy as np
 from ..db import backend_session, quote_ident, quote_literal
 from ..errors import (DataError, DuplicateObjectError, FeatureNotSupportedError, GroupmlError,
                       InsufficientPrivilegeError, InvalidParameterError, PrerequisiteStateError, SearchSpecError,
-                      SourceReadError, UndefinedObjectError)
+                      UndefinedObjectError)
 from ..fitting import unpack_rows
 from ..validation import check_bool, check_choice, check_keys, check_number, shown
-from ._source import check_columns, check_label_not_a_feature, check_source_kind, columns, packed_row_expr
+from ._source import (check_columns, check_label_not_a_feature, check_source_kind, columns, packed_row_expr,
+                      reading_source)
 from . import parse_jsonb, pinned, sql_entry
 
 #: Relative cost of one solver iteration over one row-feature, per GLM family (estimated cost unit).
@@ -317,12 +318,9 @@ def _submit_job(session, tenant, oid, shown, features, label, candidates):
     # the rows are read here, as the calling role: whatever the source runs (a view's functions,
     # policies, casts) runs with that role's rights, and the coordinator trains on these rows
     packed = packed_row_expr(cols, features + [label])
-    with session.callers_search_path():        # the source's views may name their tables bare
-        got, failed = session.query_or_error(f"SELECT pg_catalog.count(*) AS n_rows, pg_catalog.string_agg("
-                                             f"{packed}, ''::bytea) AS block FROM {rel['qname']}")
-    if failed is not None:
-        raise SourceReadError(failed[0], f"submit_job could not read the rows of {rel['name']}: {failed[1]}",
-                              hint="Fix the source (or submit a view that selects valid rows), then submit again.")
+    with reading_source(session, rel["name"], "submit_job"):    # its views may name their tables bare
+        got = session.query(f"SELECT pg_catalog.count(*) AS n_rows, pg_catalog.string_agg("
+                            f"{packed}, ''::bytea) AS block FROM {rel['qname']}")
     n_rows, block = int(got[0]["n_rows"]), bytes(got[0]["block"] or b"")
     usable = _check_job_rows(block, len(features), n_rows, rel["name"], label, task)
     for c in cands:     # the same check the definer helper repeats, before anything is written

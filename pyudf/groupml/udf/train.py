@@ -26,14 +26,14 @@ from ..errors import DataError, GroupmlError, InvalidParameterError, ObjectInUse
 from ._catalog import check_catalog_privileges
 from ._source import (check_column_privileges, check_columns, check_group_by_apart, check_group_by_sortable,
                       check_group_keys, check_label_not_a_feature, check_select_privilege, columns, group_clause_sql,
-                      group_key_sql, packed_scan_sql, source_oid)
+                      group_key_sql, packed_scan_sql, reading_source, source_oid)
 from . import parse_object, pinned, sql_entry
 
 OWNER = "train_groups"
 
 
 def _load_blocks(session, source: str, group_by, features, label, cols):
-    with session.callers_search_path():        # the source's views may name their tables bare
+    with reading_source(session, source, OWNER):    # the source's views may name their tables bare
         return session.query(packed_scan_sql(source, group_by, features, label, cols))
 
 
@@ -507,7 +507,7 @@ def _explain_train_groups(session, oid, group_by, features, label, model, search
         session, source, group_by, features, label, model, search_obj, options_obj, strategy,
         on_workers=workers > 1 or strategy != "auto")      # as train_groups would run
     notnull = " AND ".join(f"{quote_ident(c)} IS NOT NULL" for c in list(features) + [label])
-    with session.callers_search_path():
+    with reading_source(session, source, "explain_train_groups"):
         rows = session.query(f"SELECT {group_key_sql(group_by)}::text AS gkey, pg_catalog.count(*) FILTER "
                              f"(WHERE {notnull}) AS n FROM {source}{group_clause_sql(group_by, source)}")
     frac = opts["validation_fraction"]
