@@ -123,14 +123,18 @@ def test_a_group_key_too_long_for_the_catalog_is_refused_before_training(db):
     db.execute("CREATE TABLE longkeys AS SELECT k.k, random() AS f1, (random() < 0.5)::int AS y "
                "FROM (SELECT g, (SELECT string_agg(md5(i::text || '-' || g), '') FROM generate_series(1, 100) i) AS k "
                "FROM generate_series(1, 2) g) k, generate_series(1, 40)")
-    for workers in (1, 2):
+    for workers, strategy in ((1, "auto"), (2, "auto"), (1, "gtp")):
         state, msg, hint = sql_error(db, f"CALL groupml.train_groups('longkeys', ARRAY['k'], ARRAY['f1'], 'y', "
-                                         f"'logistic', workers => {workers})")
+                                         f"'logistic', workers => {workers}, strategy => '{strategy}')")
         assert state == "54000" and msg.startswith("groupml: The group key ") and msg.endswith(
             "of train_groups takes 3,217 bytes; groupml's catalog indexes group keys, which PostgreSQL limits to "
             "about 2,700 bytes"), (workers, msg)                          # the jsonb's size
         assert "md5(the_long_column)" in hint
     assert db.execute("SELECT count(*) FROM groupml.models").fetchone()[0] == 0
+    # the snapshot builds (with workers, and gtp on one backend) left their unfinished snapshot
+    # row behind ('building', no run using it) when the failed run was committed
+    assert db.execute("SELECT count(*) FROM groupml.snapshots").fetchone()[0] == 0
+    assert db.execute("SELECT array_agg(status) FROM groupml.runs").fetchone()[0] == ["failed"] * 3
     # sizes are the jsonb's: ten numeric columns make a 2,599-byte text 2,696 bytes of jsonb,
     # which failed after training; a key of escaped characters is 5,041 bytes of JSON text but
     # 1,017 of jsonb, and fits
@@ -150,6 +154,41 @@ def test_a_group_key_too_long_for_the_catalog_is_refused_before_training(db):
                "UNION ALL SELECT 'short') v, generate_series(1, 40)")
     run = db.execute("CALL groupml.train_groups('esckeys', ARRAY['k'], ARRAY['f1'], 'y', 'logistic')").fetchone()[0]
     assert db.execute("SELECT count(*) FROM groupml.models WHERE run_id = %s", [run]).fetchone()[0] == 2
+
+
+def test_groups_whose_keys_are_equal_as_json_are_refused_before_training(db):
+    # 0.1 + 0.2 and 0.3 are two groups, but one key under extra_float_digits = 0: the second
+    # group's model met the catalog's unique key (a raw 23505) after the first was committed
+    db.execute("CREATE TABLE fkeys AS SELECT CASE WHEN i % 2 = 0 THEN 0.1::float8 + 0.2::float8 ELSE 0.3::float8 END "
+               "AS kf, (i % 7)::float8 AS f1, (i % 3 = 0)::int AS y FROM generate_series(1, 200) i")
+    db.execute("SET extra_float_digits = 0")
+    for workers, strategy in ((1, "auto"), (2, "auto"), (1, "gtp")):
+        state, msg, hint = sql_error(db, f"CALL groupml.train_groups('fkeys', ARRAY['kf'], ARRAY['f1'], 'y', "
+                                         f"'logistic', workers => {workers}, strategy => '{strategy}')")
+        assert (state, msg) == ("22000", 'groupml: 2 groups of train_groups have the same key \'{"kf": 0.3}\': the '
+                                         'group-by values are distinct, but not once written as JSON, and a run '
+                                         'stores one model per key'), (workers, strategy, msg)
+        assert hint.startswith("Reset extra_float_digits (SET extra_float_digits = 1)"), hint
+    assert db.execute("SELECT count(*) FROM groupml.models").fetchone()[0] == 0
+    assert db.execute("SELECT count(*) FROM groupml.snapshots").fetchone()[0] == 0
+    db.execute("RESET extra_float_digits")
+    run = db.execute("CALL groupml.train_groups('fkeys', ARRAY['kf'], ARRAY['f1'], 'y', 'logistic')").fetchone()[0]
+    assert db.execute("SELECT count(*) FROM groupml.models WHERE run_id = %s", [run]).fetchone()[0] == 2
+
+
+def test_a_source_error_in_the_one_backend_snapshot_build_fails_the_run(db):
+    # its cursor stayed open, so committing the failed run failed ('pinned portal is not ready
+    # to be auto-held'), the error was swallowed, and the run stayed 'running' for good
+    db.execute("CREATE TABLE divsrc AS SELECT i % 3 AS g, (i % 7)::float8 AS f1, (i % 2)::int AS y, i "
+               "FROM generate_series(1, 300) i")
+    db.execute("CREATE VIEW divview AS SELECT g, f1 / (i - 250) AS f1, y FROM divsrc")
+    state, msg, hint = sql_error(db, "CALL groupml.train_groups('divview', ARRAY['g'], ARRAY['f1'], 'y', "
+                                     "'logistic', strategy => 'gtp')")
+    assert (state, msg) == ("22012", "groupml: train_groups could not read the rows of public.divview: division by "
+                                     "zero")
+    assert hint == "Fix the source (or pass a view that selects valid rows), then call train_groups again."
+    assert db.execute("SELECT status, finished_at IS NOT NULL FROM groupml.runs").fetchall() == [("failed", True)]
+    assert db.execute("SELECT count(*) FROM groupml.snapshots").fetchone()[0] == 0
 
 
 def test_timestamp_group_keys_in_the_callers_time_zone_with_workers(db, cluster, dbname):

@@ -37,10 +37,10 @@ from typing import Any, Callable, Dict, List, Mapping, Optional
 
 import numpy as np
 
-from ..errors import InvalidParameterError, PrerequisiteStateError, UndefinedObjectError
+from ..errors import GroupmlError, InvalidParameterError, PrerequisiteStateError, UndefinedObjectError
 from ..fitting import unpack_rows
 from ..db import quote_ident
-from ..udf._source import (check_group_keys, group_clause_sql, group_key_sql, packed_scan_sql, reading_source,
+from ..udf._source import (check_distinct_group_keys, check_group_keys, group_clause_sql, group_key_sql, packed_scan_sql, reading_source,
                            source_cursor)
 
 DEFAULT_BLOCK_ROWS = 8192
@@ -137,11 +137,16 @@ def build_snapshot(session, source: str, group_by, features, label, cols, *, see
         ["text", "text[]", "text[]", "text", "bigint", "float8", "integer", "boolean"])[0]["snapshot_id"]
     d = len(features)
     if parallel is not None:
-        with reading_source(session, source, "train_groups"):
-            groups = session.query(f"SELECT {group_key_sql(group_by)}::text AS gkey, pg_catalog.count(*) AS n, "
-                                   f"{bucket_sql(group_by)} AS b FROM {source}{group_clause_sql(group_by, source)}")
         bucket_rows: Dict[int, int] = {}
-        check_group_keys(session, [r["gkey"] for r in groups], len(group_by), "train_groups")
+        try:
+            with reading_source(session, source, "train_groups"):
+                groups = session.query(f"SELECT {group_key_sql(group_by)}::text AS gkey, pg_catalog.count(*) AS n, "
+                                       f"{bucket_sql(group_by)} AS b FROM {source}{group_clause_sql(group_by, source)}")
+            check_group_keys(session, [r["gkey"] for r in groups], len(group_by), "train_groups")
+            check_distinct_group_keys(session, [r["gkey"] for r in groups], "train_groups")
+        except GroupmlError:
+            delete_snapshot(session, sid)           # not committed yet: the caller commits the failed run
+            raise
         for r in groups:
             bucket_rows[int(r["b"])] = bucket_rows.get(int(r["b"]), 0) + int(r["n"])
         # the settings a group key's JSON text depends on (a timestamptz key in the caller's
@@ -166,17 +171,30 @@ def build_snapshot(session, source: str, group_by, features, label, cols, *, see
         done = parallel(sid, requests)
         n_total, g = sum(r["rows"] for r in done), sum(r["groups"] for r in done)
     else:
-        n_total, g = 0, 0
-        with session.callers_search_path():
-            for r in _each_group(source_cursor(
-                    lambda: session.cursor(packed_scan_sql(source, group_by, features, label, cols)), source,
-                    "train_groups")):
-                check_group_keys(session, [r["gkey"]], len(group_by), "train_groups")
-                n_total += _store_group(session, sid, g, r["gkey"],
-                                        split_group(r["block"], r["n_rows"], d, fraction, seed, block_rows))
-                g += 1
-                if progress is not None:
-                    progress(g)
+        n_total, g, keys = 0, 0, []
+        cur = None
+        try:
+            with session.callers_search_path():
+                cur = source_cursor(lambda: session.cursor(packed_scan_sql(source, group_by, features, label, cols)),
+                                    source, "train_groups")
+                for r in _each_group(cur):
+                    check_group_keys(session, [r["gkey"]], len(group_by), "train_groups")
+                    keys.append(r["gkey"])
+                    n_total += _store_group(session, sid, g, r["gkey"],
+                                            split_group(r["block"], r["n_rows"], d, fraction, seed, block_rows))
+                    g += 1
+                    if progress is not None:
+                        progress(g)
+            check_distinct_group_keys(session, keys, "train_groups")
+        except BaseException as exc:
+            # a cursor left open on a failed fetch made the caller's commit fail ('pinned portal
+            # is not ready to be auto-held'), so a refused run stayed 'running'; and the caller
+            # commits a refused run as failed, which kept this unfinished snapshot as an orphan
+            if cur is not None:
+                cur.close()
+            if getattr(exc, "sqlstate", None) != "57014":
+                delete_snapshot(session, sid)
+            raise
     session.query("UPDATE groupml.snapshots SET status = 'ready', n_rows = $2, n_groups = $3 WHERE snapshot_id = $1",
                   [sid, n_total, g], ["bigint", "bigint", "integer"])
     return sid

@@ -11,7 +11,7 @@ import contextlib
 from typing import Dict, Iterable, List
 
 from ..db import quote_ident, quote_literal
-from ..errors import (DatatypeMismatchError, GroupmlError, InsufficientPrivilegeError, InvalidParameterError,
+from ..errors import (DataError, DatatypeMismatchError, GroupmlError, InsufficientPrivilegeError, InvalidParameterError,
                       ProgramLimitExceededError, SourceReadError, UndefinedColumnError, UndefinedFunctionError,
                       UndefinedTableError, WrongObjectTypeError)
 from ..validation import shown
@@ -69,6 +69,9 @@ class _SourceCursor:
     def fetch(self, n: int):
         with source_errors(self.name, self.owner):
             return self.cur.fetch(n)
+
+    def close(self) -> None:
+        self.cur.close()
 
 
 def columns(session, source) -> Dict[str, str]:
@@ -253,6 +256,23 @@ def check_group_keys(session, keys: List[str], n_columns: int, owner: str) -> No
                 f"The group key {shown(key)} of {owner} takes {n:,} bytes; groupml's catalog indexes group keys, "
                 f"which PostgreSQL limits to about 2,700 bytes",
                 hint="Group by shorter columns: e.g. a view with md5(the_long_column) AS key, grouped by key.")
+
+
+def check_distinct_group_keys(session, keys: List[str], owner: str) -> None:
+    """22000 when two groups get one key: the key is the group-by values as jsonb, and values
+    GROUP BY tells apart can be equal there (floats printed with fewer digits under
+    extra_float_digits <= 0, arrays with other lower bounds). The catalog's unique key then
+    refused the second group's model (a raw 23505) after the first was committed."""
+    if len(keys) < 2:
+        return
+    rows = session.query("SELECT pg_catalog.min(u.k) AS k, pg_catalog.count(*) AS n FROM pg_catalog.unnest($1::text[]) "
+                         "AS u(k) GROUP BY u.k::jsonb HAVING pg_catalog.count(*) > 1 LIMIT 1", [keys], ["text[]"])
+    if rows:
+        raise DataError(
+            f"{int(rows[0]['n'])} groups of {owner} have the same key {shown(rows[0]['k'])}: the group-by values are "
+            f"distinct, but not once written as JSON, and a run stores one model per key",
+            hint="Reset extra_float_digits (SET extra_float_digits = 1) or group by a column that keeps the values "
+                 "apart as text, e.g. a view with the_column::text AS key.")
 
 
 def group_key_sql(group_by: List[str]) -> str:

@@ -24,8 +24,8 @@ from ..procpool import MAX_PROCESSES
 from ..validation import check_number
 from ..errors import DataError, GroupmlError, InvalidParameterError, ObjectInUseError, UndefinedObjectError
 from ._catalog import check_catalog_privileges
-from ._source import (check_column_privileges, check_columns, check_group_by_apart, check_group_by_sortable,
-                      check_group_keys, check_label_not_a_feature, check_select_privilege, columns, group_clause_sql,
+from ._source import (check_column_privileges, check_columns, check_distinct_group_keys, check_group_by_apart,
+                      check_group_by_sortable, check_group_keys, check_label_not_a_feature, check_select_privilege, columns, group_clause_sql,
                       group_key_sql, packed_scan_sql, reading_source, source_oid)
 from . import parse_object, pinned, sql_entry
 
@@ -336,6 +336,7 @@ def _train_in_backend(session, run_id, done, source, group_by, features, label, 
             stack.enter_context(helpers)
         blocks = _load_blocks(session, source, group_by, features, label, cols)
         check_group_keys(session, [b["gkey"] for b in blocks], len(group_by), OWNER)
+        check_distinct_group_keys(session, [b["gkey"] for b in blocks], OWNER)
         session.query("UPDATE groupml.runs SET n_groups = $2 WHERE run_id = $1", [run_id, len(blocks)],
                       ["bigint", "integer"])
         d = len(features)
