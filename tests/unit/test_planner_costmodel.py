@@ -32,9 +32,24 @@ def synthetic_runs(rng, count, noise=0.0, workers=(1, 2, 4, 8)):
 def test_recovers_known_coefficients_without_noise():
     rng = np.random.default_rng(1)
     m = CostModel().add_runs(synthetic_runs(rng, 60))
-    for t in TERMS:
-        assert m.coefficients[t] == pytest.approx(TRUE[t], rel=1e-5), t
+    for t in TERMS:       # the pull towards the priors moves a coefficient by less than 1e-4
+        assert m.coefficients[t] == pytest.approx(TRUE[t], rel=1e-4), t
     assert m.fitted_terms == list(TERMS)
+
+
+def test_runs_of_one_batch_size_keep_the_priors_say_on_k():
+    # runs of one k and d make n*d*k, n*d and n*k one column up to a factor: the plain fit put
+    # all the time into the k term, so k = 1 priced like k = 9 per configuration, the planner
+    # took k = 1 and the next run's estimate was 3-7x low (audit S)
+    from groupml.fitting import default_cost_model
+    def truth(n, d, k):                 # no fixed cost: every run's time is proportional to n
+        return TRUE["compute"] * n * d * k + TRUE["memory"] * n * d + TRUE["elementwise"] * n * k
+
+    runs = [{"n": n, "d": 20, "k": 9, "workers": 1, "seconds": truth(n, 20, 9)} for n in (20_000, 50_000, 100_000)]
+    m = default_cost_model().add_runs(runs)
+    assert choose_batch_size(m, 50_000, 20, 10, max_batch=10) == 10
+    for k in (1, 5, 10):        # without the pull: k = 1 estimated 6.7x its true time
+        assert 0.5 <= m.predict(50_000, 20, k) / truth(50_000, 20, k) <= 2.0, k
 
 
 def test_noisy_calibration_predicts_held_out_runs_within_2x():
@@ -70,7 +85,7 @@ def test_single_worker_runs_keep_worker_priors():
     assert m.fitted_terms == ["fixed", "compute", "memory", "elementwise"]
     assert m.coefficients["per_worker"] == 0.01 and m.coefficients["network"] == 5e-7
     for t in ("fixed", "compute", "memory", "elementwise"):
-        assert m.coefficients[t] == pytest.approx(TRUE[t], rel=1e-5)
+        assert m.coefficients[t] == pytest.approx(TRUE[t], rel=1e-4)
 
 
 def test_state_roundtrip_is_json():

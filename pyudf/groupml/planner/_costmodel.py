@@ -26,6 +26,14 @@ _W_TERMS = ("per_worker", "network")  # identifiable only from runs on several w
 RUN_KEYS = ("n", "d", "k", "workers", "seconds")
 OWNER = "cost model run"
 
+#: Weight of the pull of every fitted coefficient towards its prior, against the runs'
+#: relative squared errors: small enough that varied runs decide (a coefficient 10x its
+#: prior costs what a 0.03% error on one run does), but it settles what the runs leave open.
+#: Runs of one batch size k on one width d make n*d*k, n*d and n*k one column up to a
+#: factor, and the unregularised fit put all of a run's time into the k term: k = 1 then
+#: looked as good as any k, the planner took it, and estimates came out 3-7x low.
+PRIOR_WEIGHT = 1e-9
+
 #: Rough priors for one modern CPU core (seconds); used until runs are recorded.
 DEFAULT_COEFFICIENTS = {"fixed": 1e-3, "per_worker": 5e-3, "compute": 1e-9, "memory": 1e-9,
                         "elementwise": 1e-8, "network": 1e-8}
@@ -71,9 +79,11 @@ class CostModel:
 
     Runs accumulate (at most ``max_runs``, oldest dropped) and every ``add_runs`` refits.
     The fit minimises *relative* squared error with non-negative coefficients
-    (``scipy.optimize.nnls`` on columns scaled to unit norm).  When all runs share one
-    worker count, the worker-dependent terms cannot be told apart from the fixed cost:
-    they keep their current values (priors) and the rest is fitted to what remains.
+    (``scipy.optimize.nnls`` on columns scaled to unit norm), each coefficient pulled
+    slightly towards its prior (:data:`PRIOR_WEIGHT`), which decides what the runs cannot
+    tell apart.  When all runs share one worker count, the worker-dependent terms cannot be
+    told apart from the fixed cost: they keep their current values (priors) and the rest is
+    fitted to what remains.
     """
 
     def __init__(self, coefficients: Optional[Mapping[str, float]] = None, *, max_runs: int = 1000):
@@ -84,6 +94,7 @@ class CostModel:
             for name, value in coefficients.items():
                 coef[name] = check_number(value, name, "cost model coefficients", ge=0)
         self.coefficients: Dict[str, float] = coef
+        self.prior: Dict[str, float] = dict(coef)      # what the fit is pulled towards
         self.runs: List[Dict[str, Any]] = []
         self.fitted_terms: List[str] = []
 
@@ -109,6 +120,13 @@ class CostModel:
         target = y - X[:, fixed_idx] @ np.array([self.coefficients[TERMS[i]] for i in fixed_idx])
         A = X[:, fit_idx] / y[:, None]
         b = target / y
+        anchored = [j for j, i in enumerate(fit_idx) if self.prior[TERMS[i]] > 0]
+        if anchored:                    # rows pulling each coefficient towards its prior
+            R = np.zeros((len(anchored), len(fit_idx)))
+            for r, j in enumerate(anchored):
+                R[r, j] = math.sqrt(PRIOR_WEIGHT) / self.prior[TERMS[fit_idx[j]]]
+            A = np.vstack([A, R])
+            b = np.concatenate([b, np.full(len(anchored), math.sqrt(PRIOR_WEIGHT))])
         scale = np.linalg.norm(A, axis=0)
         scale[scale == 0] = 1.0
         sol, _ = nnls(A / scale, b)
@@ -151,6 +169,7 @@ class CostModel:
     # ---- state -------------------------------------------------------------------------
     def state_dict(self) -> Dict[str, Any]:
         return {"version": 2, "terms": list(TERMS), "coefficients": dict(self.coefficients),
+                "prior": dict(self.prior),
                 "fitted_terms": list(self.fitted_terms), "max_runs": self.max_runs,
                 "runs": [dict(r) for r in self.runs]}
 
@@ -161,6 +180,8 @@ class CostModel:
                 f"The 'version' value of cost model state must be 2 with terms {', '.join(TERMS)}; "
                 f"got {state.get('version')}", hint="Recalibrate from the recorded runs.")
         model = cls(state["coefficients"], max_runs=state.get("max_runs", 1000))
+        if isinstance(state.get("prior"), Mapping):
+            model.prior = dict(cls(state["prior"]).coefficients)
         model.runs = [check_run(r) for r in state.get("runs", [])]
         model.fitted_terms = list(state.get("fitted_terms", []))
         return model
