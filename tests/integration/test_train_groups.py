@@ -660,3 +660,28 @@ def test_a_run_is_trained_by_one_call_at_a_time(dsn, db, clicks):
         db.execute("SELECT pg_advisory_lock(%s, %s)", [cls, key])
         assert db.execute(stmt.replace("RUN", str(run_id)), [GRID]).fetchone()[0] == run_id
         assert db.execute(held, [cls, key & 0xFFFFFFFF, mine]).fetchone()[0] == 0
+
+
+def test_explain_train_groups_takes_the_options_the_run_takes(db, clicks):
+    # it accepted 'threads' (which the run refuses), refused 'processes' (which the run takes)
+    # and listed learn_over_groups' option keys
+    explain = ("SELECT count(*) FROM groupml.explain_train_groups('clicks', ARRAY['country'], ARRAY['f1', 'f2', "
+               "'f3'], 'clicked', 'logistic', '{}', %s::jsonb, workers => %s)")
+    train = ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'f2', 'f3'], 'clicked', 'logistic', "
+             "'{}', %s::jsonb, workers => %s)")
+    for options, workers in (('{"threads": 2}', 1), ('{"threads": 2}', 2), ('{"processes": 2}', 2),
+                             ('{"nope": 1}', 1), ('{"nope": 1}', 2), ('{"block_rows": 9000}', 1)):
+        got = sql_error(db, explain, [options, workers])
+        assert got == sql_error(db, train, [options, workers]), (options, workers, got)
+    assert db.execute("SELECT count(*) FROM groupml.runs").fetchone()[0] == 0
+    assert db.execute(explain, ['{"processes": 2}', 1]).fetchone()[0] >= 1
+
+
+def test_explain_train_groups_shows_numeric_keys_as_written(db):
+    # a numeric key beyond float64 went through Python floats: 'Infinity', invalid JSON (22P02)
+    db.execute("CREATE TABLE bigkeys AS SELECT CASE WHEN i % 2 = 0 THEN 10::numeric ^ 400 ELSE 1.000000000000000000001 "
+               "END AS k, (i % 7)::float8 AS f1, (i % 3 = 0)::int AS y FROM generate_series(1, 200) i")
+    keys = db.execute("SELECT DISTINCT (s->'group'->'k')::text FROM groupml.explain_train_groups('bigkeys', "
+                      "ARRAY['k'], ARRAY['f1'], 'y', 'logistic', workers => 2) e, jsonb_array_elements(e.shards) s "
+                      "WHERE e.chosen ORDER BY 1").fetchall()
+    assert [k[0] for k in keys] == ["1.000000000000000000001", "1" + "0" * 400 + ".0000000000000000"], keys

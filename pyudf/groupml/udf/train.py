@@ -194,6 +194,24 @@ def _check_executor_request(session, source, group_by, features, label, model, s
     return fit_options, exec_options, family, spec, opts, pattern
 
 
+def _check_options(session, source, group_by, features, label, model, search_obj, options_obj, workers, strategy):
+    """train_groups' options as a run with these workers and strategy takes them -- shared
+    with explain_train_groups, which used to accept 'threads' and refuse 'processes' (and
+    list learn_over_groups' keys) where the run does the opposite. Returns (processes, the
+    options without 'processes', what :func:`_check_executor_request` returns)."""
+    processes = _processes_option(options_obj)
+    executor = workers > 1 or strategy != "auto"
+    _check_option_keys(options_obj, executor)
+    options_obj = {k: v for k, v in options_obj.items() if k != "processes"}
+    if executor and processes is not None:
+        raise InvalidParameterError(
+            f"The 'processes' option of train_groups applies to workers => 1 and strategy 'auto'; got "
+            f"workers => {workers}, strategy '{strategy}'",
+            hint="Worker backends already train in parallel: drop 'processes', or use workers => 1.")
+    return processes, options_obj, _check_executor_request(
+        session, source, group_by, features, label, model, search_obj, options_obj, strategy, on_workers=executor)
+
+
 @sql_entry
 def train_groups(source, group_by, features, label, model, search, options, run_id, workers=1, strategy="auto"):
     session = backend_session()
@@ -211,24 +229,15 @@ def _train_groups(session, oid, group_by, features, label, model, search, option
                              else "train_groups with workers or a strategy")
     source, search_obj, options_obj, cols, group_by, features = _validate(session, oid, group_by, features,
                                                                           label, model, search, options)
-    processes = _processes_option(options_obj)
     executor = workers > 1 or strategy != "auto"
-    _check_option_keys(options_obj, executor)
-    options_obj = {k: v for k, v in options_obj.items() if k != "processes"}
-    if executor and processes is not None:
-        raise InvalidParameterError(
-            f"The 'processes' option of train_groups applies to workers => 1 and strategy 'auto'; got "
-            f"workers => {workers}, strategy '{strategy}'",
-            hint="Worker backends already train in parallel: drop 'processes', or use workers => 1.")
-    exec_options = None
-    fit_options = options_obj
+    processes, options_obj, (fit_options, exec_options, family, spec, opts, _) = _check_options(
+        session, source, group_by, features, label, model, search_obj, options_obj, workers, strategy)
     if executor:
-        fit_options, exec_options, family, spec, opts, _ = _check_executor_request(
-            session, source, group_by, features, label, model, search_obj, options_obj, strategy)
         if workers > 1:
             from ..executor.pool import check_endpoints
             check_endpoints(session, workers)
     else:
+        exec_options, fit_options = None, options_obj
         validate_request(model, search_obj, options_obj, OPTIONS)
 
     with _attempt(session, run_id, source, group_by, features, label, model, search_obj, options_obj,
@@ -504,9 +513,8 @@ def _explain_train_groups(session, oid, group_by, features, label, model, search
 
     source, search_obj, options_obj, cols, group_by, features = _validate(session, oid, group_by, features,
                                                                           label, model, search, options)
-    fit_options, exec_options, family, spec, opts, pattern = _check_executor_request(
-        session, source, group_by, features, label, model, search_obj, options_obj, strategy,
-        on_workers=workers > 1 or strategy != "auto")      # as train_groups would run
+    _, _, (fit_options, exec_options, family, spec, opts, pattern) = _check_options(
+        session, source, group_by, features, label, model, search_obj, options_obj, workers, strategy)
     notnull = " AND ".join(f"{quote_ident(c)} IS NOT NULL" for c in list(features) + [label])
     with reading_source(session, source, "explain_train_groups"):
         rows = session.query(f"SELECT {group_key_sql(group_by)}::text AS gkey, pg_catalog.count(*) FILTER "
@@ -553,9 +561,12 @@ def _explain_train_groups(session, oid, group_by, features, label, model, search
         for w, secs in enumerate(est.per_worker):
             shards = None
             if pl is not None:
-                shards = json.dumps([{"group": json.loads(keys[sh.group]), "start": sh.start, "rows": sh.rows}
-                                     for sh in pl.workers[w]] if name != "mtp" else
-                                    [{"group": json.loads(keys[g]), "copy": True} for g in sizes])
+                # the keys are PostgreSQL's JSON text, kept as written: parsed into Python floats a
+                # numeric key beyond float64 became Infinity (invalid JSON) and close ones merged
+                parts = ([f'{{"group": {keys[sh.group]}, "start": {int(sh.start)}, "rows": {int(sh.rows)}}}'
+                          for sh in pl.workers[w]] if name != "mtp" else
+                         [f'{{"group": {keys[g]}, "copy": true}}' for g in sizes])
+                shards = "[" + ", ".join(parts) + "]"
             out.append({"strategy": name, "chosen": chosen, "worker": w, "estimated_seconds": float(secs),
                         "shards": shards,
                         "explanation": f"{how}: {plan.explanation}" if chosen else
