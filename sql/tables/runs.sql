@@ -15,7 +15,10 @@ CREATE TABLE @extschema@.runs (
     finished_at  timestamptz,
     seconds      float8,                        -- measured wall time of the run
     estimated_seconds float8,                   -- the planner's estimate, beside it
-    created_by   name NOT NULL DEFAULT current_user
+    created_by   name NOT NULL DEFAULT current_user,
+    -- the settings the run's group keys were written in (TimeZone, IntervalStyle,
+    -- extra_float_digits): a resume under others would write the same groups as other keys
+    key_settings jsonb
 );
 COMMENT ON TABLE @extschema@.runs IS
   'One row per catalog-writing training run (groupml.train_groups). Progress is committed group by group.';

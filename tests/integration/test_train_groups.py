@@ -207,6 +207,31 @@ def test_timestamp_group_keys_in_the_callers_time_zone_with_workers(db, cluster,
         db.execute("RESET TimeZone")
 
 
+def test_a_run_resumes_only_under_the_settings_its_keys_were_written_in(db):
+    # resumed under another TimeZone, a timestamptz group's key was another text: the groups
+    # already stored were trained again (5 models for 3 groups, groups_done > n_groups)
+    db.execute("CREATE TABLE tzbad AS SELECT timestamptz '2024-01-01 00:00:00+00' + (i % 3) * interval '1 day' AS ts, "
+               "(i % 7)::float8 AS f1, CASE WHEN i = 3 THEN 2 ELSE (i % 5 = 0)::int END AS y "
+               "FROM generate_series(1, 300) i")
+    stmt = "CALL groupml.train_groups('tzbad', ARRAY['ts'], ARRAY['f1'], 'y', 'logistic', run_id => %s)"
+    db.execute("SET TimeZone = 'UTC'")
+    assert sql_error(db, stmt, [None])[0] == "22000"
+    run = db.execute("SELECT run_id FROM groupml.runs").fetchone()[0]
+    before = db.execute("SELECT count(*) FROM groupml.models").fetchone()[0]
+    db.execute("UPDATE tzbad SET y = 1 WHERE y = 2")
+    db.execute("SET TimeZone = 'America/New_York'")
+    state, msg, hint = sql_error(db, stmt, [run])
+    db.execute("SET TimeZone = 'UTC'")
+    assert state == "22023", (state, msg)
+    assert msg == (f"groupml: Run {run} wrote its group keys under TimeZone 'UTC' (this session: 'America/New_York'); "
+                   f"resumed under other settings the same groups would get other keys and be trained again"), msg
+    assert hint == f"SET TimeZone = 'UTC'; Then call train_groups again with run_id => {run}."
+    assert db.execute("SELECT count(*) FROM groupml.models").fetchone()[0] == before
+    db.execute(stmt, [run])
+    db.execute("RESET TimeZone")
+    assert db.execute("SELECT count(*), count(DISTINCT group_key) FROM groupml.models").fetchone() == (3, 3)
+
+
 def _helpers_of(pid):
     """Live multiprocessing pool workers whose parent is backend ``pid``."""
     return children_of(pid, b"spawn_main")

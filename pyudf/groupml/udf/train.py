@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from ..db import backend_session, quote_ident
+from ..db import backend_session, quote_ident, quote_literal
 from ..procpool import MAX_PROCESSES
 from ..validation import check_number
 from ..errors import DataError, GroupmlError, InvalidParameterError, ObjectInUseError, UndefinedObjectError
@@ -267,6 +267,30 @@ def _what_decides(model, search, options):
                             "metric": opts["metric"] or family.default_metric}
 
 
+def _key_settings_sql() -> str:
+    from ..executor.snapshot import KEY_SETTINGS
+
+    return "pg_catalog.jsonb_build_object(" + ", ".join(
+        f"'{n}', pg_catalog.current_setting('{n}')" for n in KEY_SETTINGS) + ")"
+
+
+def _check_key_settings(session, run_id: int) -> None:
+    """A run resumes under the settings its group keys were written in: a timestamptz key
+    under another TimeZone (or a float under other extra_float_digits) is another key, and the
+    groups already stored were trained and stored again (two models of one group)."""
+    rows = session.query(
+        "SELECT s.key AS name, s.value AS was, pg_catalog.current_setting(s.key) AS now FROM groupml.runs r, "
+        "pg_catalog.jsonb_each_text(r.key_settings) s WHERE r.run_id = $1 AND s.value IS DISTINCT FROM "
+        "pg_catalog.current_setting(s.key) ORDER BY s.key", [run_id], ["bigint"])
+    if rows:
+        diff = ", ".join(f"{r['name']} {r['was']!r} (this session: {r['now']!r})" for r in rows)
+        sets = " ".join(f"SET {r['name']} = {quote_literal(r['was'])};" for r in rows)
+        raise InvalidParameterError(
+            f"Run {run_id} wrote its group keys under {diff}; resumed under other settings the same groups would "
+            f"get other keys and be trained again",
+            hint=f"{sets} Then call train_groups again with run_id => {run_id}.")
+
+
 @contextlib.contextmanager
 def _attempt(session, run_id, source, group_by, features, label, model, search_obj, options_obj, grouped):
     """One call's attempt at a run: a new run's rows (``run_id`` None) or the checked and
@@ -277,8 +301,9 @@ def _attempt(session, run_id, source, group_by, features, label, model, search_o
     try:
         if run_id is None:
             run_id = session.query(
-                "INSERT INTO groupml.runs (kind, source, group_by, features, label, family, search, options) "
-                "VALUES ('train_groups', $1, $2, $3, $4, $5, $6::jsonb, $7::jsonb) RETURNING run_id",
+                "INSERT INTO groupml.runs (kind, source, group_by, features, label, family, search, options, "
+                f"key_settings) VALUES ('train_groups', $1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, {_key_settings_sql()}) "
+                "RETURNING run_id",
                 [source, group_by, features, label, model, json.dumps(search_obj), json.dumps(options_obj)],
                 ["text", "text[]", "text[]", "text", "text", "text", "text"])[0]["run_id"]
             claimed = _claim_run(session, run_id)
@@ -308,6 +333,7 @@ def _attempt(session, run_id, source, group_by, features, label, model, search_o
                         f"progress and the executor's options such as drivers)",
                         hint=f"Pass the {what} stored in groupml.runs: SELECT search, options FROM groupml.runs "
                              f"WHERE run_id = {run_id};")
+            _check_key_settings(session, run_id)
             claimed = _claim_run(session, run_id)       # before anything of the run is changed
             done = {g["k"] for g in session.query(
                 "SELECT group_key::text AS k FROM groupml.models WHERE run_id = $1", [run_id], ["bigint"])}
