@@ -545,7 +545,15 @@ def test_bad_input_is_rejected_and_writes_nothing(cluster, db, dbname, roles):
     db.execute(sql.SQL("GRANT SELECT ON empty_src, reg_src TO {}").format(sql.Identifier(roles["ta"])))
     with _connect(cluster, dbname, roles["ta"]) as a:
         a.execute("SELECT groupml.create_tenant('ta')")
+        a.execute("CREATE TEMP TABLE tmp_src AS SELECT * FROM d1")
         cases = [
+            # a temporary table was taken, and every candidate failed once the session had ended
+            ("SELECT groupml.submit_job('ta', 'tmp_src', ARRAY['f1'], 'y', '[\"logistic\"]')", "55000",
+             "groupml: submit_job cannot take the temporary table tmp_src: the scheduler trains the job later, from "
+             "other sessions, and checks the source each time; the table ends with this session", "regular table"),
+            # a regclass given by number of no relation: PL/Python's raw 42P01 without a hint
+            ("SELECT groupml.submit_job('ta', '999999', ARRAY['f1'], 'y', '[\"logistic\"]')", "42P01",
+             "groupml: The 'source' value of submit_job names no relation: '999999' does not exist", "existing"),
             # jobs that could only fail in run_scheduler are refused when submitted
             ("SELECT groupml.submit_job('ta', 'empty_src', ARRAY['f1'], 'y', '[\"logistic\"]')", "22000",
              "groupml: The source empty_src of submit_job has no usable rows (0 rows; every one has a NULL, NaN or "

@@ -710,3 +710,22 @@ def test_explain_train_groups_shows_numeric_keys_as_written(db):
                       "ARRAY['k'], ARRAY['f1'], 'y', 'logistic', workers => 2) e, jsonb_array_elements(e.shards) s "
                       "WHERE e.chosen ORDER BY 1").fetchall()
     assert [k[0] for k in keys] == ["1.000000000000000000001", "1" + "0" * 400 + ".0000000000000000"], keys
+
+
+def test_columns_of_domains_count_as_their_base_types(db):
+    # a domain over numeric was refused as a feature ('it is public.dnum') by train_groups,
+    # the explain functions and submit_job, while learn_over_groups took it
+    db.execute("CREATE DOMAIN dnum AS numeric CHECK (VALUE > -1e6)")
+    db.execute("CREATE DOMAIN dint AS integer")
+    db.execute("CREATE DOMAIN dtext AS text")
+    db.execute("CREATE TABLE doms AS SELECT ('g' || (i % 3))::dtext AS g, (i % 7)::dnum AS f1, "
+               "(i % 5)::float8 AS f2, (i % 3 = 0)::int::dint AS y FROM generate_series(1, 300) i")
+    one = db.execute("CALL groupml.train_groups('doms', ARRAY['g'], ARRAY['f1', 'f2'], 'y', 'logistic')").fetchone()[0]
+    two = db.execute("CALL groupml.train_groups('doms', ARRAY['g'], ARRAY['f1', 'f2'], 'y', 'logistic', "
+                     "workers => 2)").fetchone()[0]
+    got = "SELECT group_key::text, (fit).score FROM groupml.models WHERE run_id = %s ORDER BY 1"
+    a, b = db.execute(got, [one]).fetchall(), db.execute(got, [two]).fetchall()
+    assert [r[0] for r in a] == ['{"g": "g0"}', '{"g": "g1"}', '{"g": "g2"}'] == [r[0] for r in b]
+    assert [r[1] for r in a] == pytest.approx([r[1] for r in b], abs=1e-9)
+    assert db.execute("SELECT count(*) FROM groupml.explain_search('doms', ARRAY['f1', 'f2'], 'y', 'logistic', "
+                      "'{}', ARRAY['g'])").fetchone()[0] >= 1

@@ -25,7 +25,7 @@ each worker packs, splits and stores its groups (``snapshot_part`` tasks) and co
 part. The snapshot row is committed first (status 'building'); it becomes 'ready' when
 every part is in. A failed part deletes the snapshot; a cancelled or crashed build leaves
 it 'building', and the resumed run deletes and rebuilds it. Group-by columns of other
-types (domains, arrays, ...) or a single group use the serial build.
+types (arrays, ...) or a single group use the serial build (a domain counts as its base type).
 """
 
 from __future__ import annotations

@@ -75,11 +75,14 @@ class _SourceCursor:
 
 
 def columns(session, source) -> Dict[str, str]:
-    """Column name -> SQL type name of a relation: ``source`` is its OID (int) or a name."""
+    """Column name -> SQL type name of a relation: ``source`` is its OID (int) or a name. A
+    column of a domain has its base type's name (a domain over numeric is a numeric feature,
+    as it is for learn_over_groups; it used to be refused as 'not numeric')."""
     by_oid = isinstance(source, int)
     rows = session.query(
-        "SELECT a.attname AS name, pg_catalog.format_type(a.atttypid, NULL) AS type "
-        "FROM pg_catalog.pg_attribute a WHERE a.attrelid = " + ("$1::oid" if by_oid else "$1::regclass")
+        "SELECT a.attname AS name, pg_catalog.format_type(CASE WHEN t.typtype = 'd' THEN t.typbasetype "
+        "ELSE a.atttypid END, NULL) AS type FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON "
+        "t.oid = a.atttypid WHERE a.attrelid = " + ("$1::oid" if by_oid else "$1::regclass")
         + " AND a.attnum > 0 AND NOT a.attisdropped", [source], ["oid" if by_oid else "text"])
     return {r["name"]: r["type"] for r in rows}
 

@@ -31,11 +31,11 @@ import numpy as np
 from ..db import backend_session, quote_ident, quote_literal
 from ..errors import (DataError, DuplicateObjectError, FeatureNotSupportedError, GroupmlError,
                       InsufficientPrivilegeError, InvalidParameterError, PrerequisiteStateError, SearchSpecError,
-                      UndefinedObjectError)
+                      UndefinedObjectError, UndefinedTableError)
 from ..fitting import unpack_rows
 from ..validation import check_bool, check_choice, check_keys, check_number, shown
 from ._source import (check_columns, check_label_not_a_feature, check_source_kind, columns, packed_row_expr,
-                      reading_source)
+                      reading_source, source_oid)
 from . import parse_jsonb, pinned, sql_entry
 
 #: Relative cost of one solver iteration over one row-feature, per GLM family (estimated cost unit).
@@ -258,12 +258,12 @@ def submit_job(tenant, source, features, label, candidates):
     if source is None:
         raise InvalidParameterError("The 'source' value of submit_job must name a table or view; got null",
                                     hint="Pass source => 'my_table'.")
-    # the only statement on the caller's search_path: the name as the caller means it, shown as
+    # the only statements on the caller's search_path: the name as the caller means it, shown as
     # the caller would write it; every other statement runs pinned, by OID or qualified name
-    named = session.query("SELECT $1::regclass::oid::bigint AS oid, $1::regclass::text AS name",
-                          [source], ["text"])[0]
+    oid = source_oid(session, source, "submit_job")
+    named = session.query("SELECT $1::oid::regclass::text AS name", [oid], ["bigint"])[0]
     with session.pinned_search_path():
-        return _submit_job(session, tenant, int(named["oid"]), named["name"], features, label, candidates)
+        return _submit_job(session, tenant, oid, named["name"], features, label, candidates)
 
 
 def _submit_job(session, tenant, oid, shown, features, label, candidates):
@@ -282,9 +282,21 @@ def _submit_job(session, tenant, oid, shown, features, label, candidates):
     rel = session.query("SELECT c.oid::bigint AS oid, pg_catalog.format('%I.%I', n.nspname, c.relname) AS qname, "
                         "c.relkind::text AS kind, pg_catalog.has_table_privilege(c.oid, 'SELECT') AS caller_reads, "
                         "(SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user)::bigint AS me, "
-                        "current_user::text AS me_name FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
-                        "ON n.oid = c.relnamespace WHERE c.oid = $1::oid", [oid], ["bigint"])[0]
+                        "current_user::text AS me_name, c.relpersistence::text AS persistence FROM "
+                        "pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+                        "WHERE c.oid = $1::oid", [oid], ["bigint"])
+    if not rel:                 # a regclass given by number, of no relation
+        raise UndefinedTableError(f"The 'source' value of submit_job names no relation: {shown} does not exist",
+                                  hint="Pass an existing table or view, by name.")
+    rel = rel[0]
     rel["name"] = shown
+    if rel["persistence"] == "t":
+        # its rows are stored with the job, but every training step checks that the source is
+        # still there and readable by the job's role: once the session ended, all failed
+        raise PrerequisiteStateError(
+            f"submit_job cannot take the temporary table {shown}: the scheduler trains the job later, from other "
+            f"sessions, and checks the source each time; the table ends with this session",
+            hint="Copy it into a regular table (CREATE TABLE ... AS SELECT ...) and submit that.")
     check_source_kind(rel["name"], rel["kind"], "submit_job", hint="Submit the table (or a view over it) that holds "
                                                                    "the rows.")
     readable = session.query("SELECT pg_catalog.has_table_privilege($1::oid, $2::oid, 'SELECT') AS ok",
