@@ -570,3 +570,15 @@ def test_driver_marks_diverged_trials_failed(raw, fail_at):
     assert all(math.isfinite(s) for t in result.trials for s in t.scores)
     assert result.best.params == {"lr": 0.1}
     json.dumps(result.procedure_state, allow_nan=False)
+
+
+def test_tpe_without_optuna_is_a_clear_error(monkeypatch):
+    # it was a bare ModuleNotFoundError (PL/Python: no SQLSTATE of ours, no hint)
+    import sys
+
+    from groupml.errors import FeatureNotSupportedError
+    monkeypatch.setitem(sys.modules, "optuna", None)
+    with pytest.raises(FeatureNotSupportedError) as info:
+        tpe_run(3, n=4)
+    assert info.value.sqlstate == "0A000" and "needs Optuna" in info.value.message
+    assert "method 'random'" in info.value.hint

@@ -19,7 +19,14 @@ from ._spec import SearchSpec
 
 
 def _optuna():
-    import optuna
+    try:
+        import optuna
+    except ImportError:
+        from ..errors import FeatureNotSupportedError
+        raise FeatureNotSupportedError(
+            "The 'tpe' search method needs Optuna, which is not installed in groupml's Python environment",
+            hint="Install groupml again (python3 installer/groupml_installer.py install), which installs Optuna; "
+                 "or use method 'random' or 'hyperband'.") from None
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "Trial n finished" chatter
     return optuna
