@@ -66,6 +66,15 @@ class SourceReadError(GroupmlError):
         self.sqlstate = sqlstate
 
 
+class PassedOnError(GroupmlError):
+    """An error another component (pg_cron, PostgreSQL itself) raised for a call, passed on
+    with its SQLSTATE in groupml's words and with a hint."""
+
+    def __init__(self, sqlstate: str, message: str, *, hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.sqlstate = sqlstate
+
+
 class UndefinedObjectError(GroupmlError, LookupError):
     """An unknown model family, function, tenant, run ... (42704)."""
 
@@ -78,6 +87,10 @@ class UndefinedTableError(UndefinedObjectError):
 
 class UndefinedColumnError(UndefinedObjectError):
     sqlstate = "42703"  # undefined_column
+
+
+class InvalidCatalogNameError(UndefinedObjectError):
+    sqlstate = "3D000"  # invalid_catalog_name (a database that does not exist)
 
 
 class DuplicateObjectError(GroupmlError):

@@ -691,6 +691,21 @@ def test_schedule_with_cron(cluster, db, dbname):
                 [("0 4 1 1 *",)]
             st, msg, _ = sql_error(pg, "SELECT groupml.schedule_with_cron('* * * * *', 0)")
             assert (st, msg) == ("22023", "groupml: The 'max_seconds' value of schedule_with_cron must be > 0; got 0.0")
+            # pg_cron's and PostgreSQL's own refusals came raw ('spiexceptions.InvalidParameterValue:
+            # invalid schedule: bogus', 'spiexceptions.InvalidCatalogName: ...'), without a hint
+            st, msg, hint = sql_error(pg, "SELECT groupml.schedule_with_cron('bogus', 40, database => %s)", [dbname])
+            assert (st, msg) == ("22023", "groupml: The 'schedule' value of schedule_with_cron is not a schedule "
+                                          "pg_cron accepts; got 'bogus' (pg_cron: invalid schedule: bogus)")
+            assert hint.startswith("Five cron fields")
+            st, msg, hint = sql_error(pg, "SELECT groupml.schedule_with_cron('* * * * *', 40, database => 'nope', "
+                                          "job_name => 'x')")
+            assert (st, msg) == ("3D000", "groupml: The 'database' value of schedule_with_cron names no database: "
+                                          "'nope' does not exist")
+            st, msg, _ = sql_error(pg, "SELECT groupml.schedule_with_cron('* * * * *', 1e308)")
+            assert (st, msg) == ("22023", "groupml: The 'max_seconds' value of schedule_with_cron must be <= 86400; "
+                                          "got 1e+308")
+            st, msg, _ = sql_error(pg, "SELECT groupml.schedule_with_cron(repeat('*', 1000), 40)")
+            assert st == "22023" and len(msg) < 400 and "at most 256 characters" in msg, msg
             # the same name for another database: pg_cron would update the job in place and leave it
             # in the first database (with the new schedule); refused, nothing changed
             st, msg, hint = sql_error(pg, "SELECT groupml.schedule_with_cron('*/5 * * * *', 7)")

@@ -31,7 +31,7 @@ import numpy as np
 from ..db import backend_session, quote_ident, quote_literal
 from ..errors import (DataError, DuplicateObjectError, FeatureNotSupportedError, GroupmlError,
                       InsufficientPrivilegeError, InvalidParameterError, PrerequisiteStateError, SearchSpecError,
-                      UndefinedObjectError, UndefinedTableError)
+                      InvalidCatalogNameError, PassedOnError, UndefinedObjectError, UndefinedTableError)
 from ..fitting import unpack_rows
 from ..validation import check_bool, check_choice, check_keys, check_number, shown
 from ._source import (check_columns, check_label_not_a_feature, check_source_kind, columns, packed_row_expr,
@@ -58,6 +58,8 @@ TASK_METRIC = {"classification": "accuracy", "regression": "r2"}
 #: (a tenant holding a perfect model has nothing left to gain).
 QUALITY_MAX = 1.0
 MAX_CANDIDATES = 1000
+#: Longest schedule and job name schedule_with_cron passes to pg_cron (its messages echo them).
+MAX_CRON_TEXT = 256
 #: Users x models of one simulate_scheduler dataset (each user's qualities become GP history).
 MAX_SIMULATED_CELLS = 1_000_000
 STATE_NAME = "default"
@@ -757,20 +759,27 @@ def schedule_with_cron(schedule, max_seconds, policy, cost_aware, database, job_
 
     session = backend_session()
     owner = "schedule_with_cron"
-    if schedule is None or not str(schedule).strip():
-        raise InvalidParameterError(f"The 'schedule' value of {owner} must be a cron schedule; got {shown(schedule)}",
+    if schedule is None or not str(schedule).strip() or len(str(schedule)) > MAX_CRON_TEXT:
+        raise InvalidParameterError(f"The 'schedule' value of {owner} must be a cron schedule of at most "
+                                    f"{MAX_CRON_TEXT} characters; got {shown(schedule)}",
                                     hint="For example '* * * * *' (every minute) or '*/5 * * * *'.")
-    check_number(max_seconds, "max_seconds", owner, gt=0,
+    check_number(max_seconds, "max_seconds", owner, gt=0, le=86400,
                  hint="Give each run less time than the schedule's interval, e.g. 50 for every minute.")
     check_choice(policy, "policy", owner, sorted(POLICIES), hint="hybrid is the default.")
     check_bool(cost_aware, "cost_aware", owner)
-    if not job_name:
-        raise InvalidParameterError(f"The 'job_name' value of {owner} must be a non-empty text; got {shown(job_name)}",
+    if not job_name or len(job_name) > MAX_CRON_TEXT:
+        raise InvalidParameterError(f"The 'job_name' value of {owner} must be a non-empty text of at most "
+                                    f"{MAX_CRON_TEXT} characters; got {shown(job_name)}",
                                     hint="Omit it for 'groupml_scheduler'.")
     if not database:
         raise InvalidParameterError(f"The 'database' value of {owner} must name a database; got {shown(database)}",
                                     hint="Omit it for the current database.")
     _require_admin(session, owner)
+    if not session.query("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1) AS ok",
+                         [database], ["text"])[0]["ok"]:
+        raise InvalidCatalogNameError(f"The 'database' value of {owner} names no database: {shown(database)} does "
+                                      f"not exist", hint="Omit it for the current database, or see SELECT datname "
+                                                         "FROM pg_database;")
     # pg_settings leaves out what this role may not read (current_setting would raise 42501)
     info = session.query(
         "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'pg_cron') AS installed, "
@@ -778,7 +787,12 @@ def schedule_with_cron(schedule, max_seconds, policy, cost_aware, database, job_
         "'shared_preload_libraries') AS preload, "
         "(SELECT setting FROM pg_catalog.pg_settings WHERE name = 'cron.database_name') AS cron_db")[0]
     if not info["installed"]:
-        if "pg_cron" not in (info["preload"] or ""):
+        if info["preload"] is None:         # a role that may not read the setting (not a superuser)
+            hint = ("CREATE EXTENSION pg_cron; in the database pg_cron runs in (its cron.database_name setting; a "
+                    "superuser can see it, and must add pg_cron to shared_preload_libraries if it is missing), "
+                    f"install groupml there, and call groupml.schedule_with_cron(..., database => '{info['db']}') "
+                    f"from it.")
+        elif "pg_cron" not in info["preload"]:
             hint = ("Add pg_cron to shared_preload_libraries in postgresql.conf (and set cron.database_name), "
                     "restart the server, then CREATE EXTENSION pg_cron; in that database (Debian/Ubuntu: "
                     "apt-get install postgresql-15-cron).")
@@ -820,11 +834,19 @@ def schedule_with_cron(schedule, max_seconds, policy, cost_aware, database, job_
     command = (f"CALL groupml.run_scheduler(max_seconds => {float(max_seconds)!r}, policy => {quote_literal(policy)}, "
                f"cost_aware => {'true' if cost_aware else 'false'})")
     if here:
-        got = session.query("SELECT cron.schedule($1, $2, $3) AS jobid", [job_name, schedule, command],
-                            ["text", "text", "text"])
+        got, failed = session.query_or_error("SELECT cron.schedule($1, $2, $3) AS jobid", [job_name, schedule, command],
+                                             ["text", "text", "text"])
     else:
-        got = session.query("SELECT cron.schedule_in_database($1, $2, $3, $4) AS jobid",
-                            [job_name, schedule, command, database], ["text", "text", "text", "text"])
+        got, failed = session.query_or_error("SELECT cron.schedule_in_database($1, $2, $3, $4) AS jobid",
+                                             [job_name, schedule, command, database], ["text", "text", "text", "text"])
+    if failed is not None:      # pg_cron's own refusal, e.g. 'invalid schedule: ...' (22023)
+        if failed[0] == "22023":
+            raise InvalidParameterError(
+                f"The 'schedule' value of {owner} is not a schedule pg_cron accepts; got {shown(schedule)} "
+                f"(pg_cron: {failed[1]})",
+                hint="Five cron fields (minute hour day month weekday), e.g. '*/5 * * * *', or '[1-59] seconds'.")
+        raise PassedOnError(failed[0], f"{owner}: pg_cron refused the job: {failed[1]}",
+                            hint="See pg_cron's documentation for cron.schedule.")
     return got[0]["jobid"]
 
 
