@@ -44,6 +44,12 @@ def _fmt(value: Any) -> str:
 shown = _fmt
 
 
+def clipped(text: Any) -> str:
+    """A name a message quotes itself ('...'), cut to :data:`SHOWN_CHARS` like :func:`shown`."""
+    text = str(text)
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + f"... ({len(text):,} characters)"
+
+
 def short_int(value: int) -> str:
     """An integer as messages show it: in full below 10**30, else short -- 10**308 (what jsonb
     makes of 1e308) is '1e+308', not its 309 digits."""
@@ -125,7 +131,7 @@ def check_keys(mapping: Mapping[str, Any], owner: str, allowed: Iterable[str], *
     for key in mapping:
         if key not in allowed:
             raise cls(
-                f"Unknown key '{key}' in {owner}; allowed keys are {', '.join(allowed)}",
+                f"Unknown key '{clipped(key)}' in {owner}; allowed keys are {', '.join(allowed)}",
                 hint=hint or "Check the spelling; see SELECT groupml.help('search') for the schema.",
             )
     return mapping

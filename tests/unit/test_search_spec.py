@@ -285,6 +285,26 @@ def test_messages_show_values_in_sql_words_and_cut_long_texts():
         check_number(float("nan"), "max_seconds", "run_scheduler", gt=0)
 
 
+def test_unknown_names_are_cut_short_in_messages():
+    # an unknown key, parameter, family or column of 100 kB was echoed whole (audit V)
+    from groupml.errors import GroupmlError
+    from groupml.learners import get_family, get_learner_family
+    from groupml.udf._source import check_columns
+    from groupml.validation import check_keys
+
+    long = "k" * 100_000
+    cut = "k" * 100 + "... (100,000 characters)"
+    calls = [lambda: check_keys({long: 1}, "search", ["lr"]), lambda: parse_search({long: [1]}, param_names=["lr"]),
+             lambda: get_family("logistic").validate_params({long: 1}), lambda: get_family(long),
+             lambda: get_learner_family(long),
+             lambda: check_columns({"a": "integer"}, [long], "features", "t", numeric=True, owner="explain_search")]
+    for call in calls:
+        with pytest.raises(GroupmlError) as info:
+            call()
+        msg = info.value.message.replace("'... (", "... (")       # shown() quotes the cut text
+        assert cut in msg and len(msg) < 400, msg[:300]
+
+
 @pytest.mark.parametrize("raw, shown", [
     ({"l2": [0, 0.001, 0.0]}, "0.0"),
     ({"solver": ["lbfgs", "gd", "lbfgs"]}, "'lbfgs'"),

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional
 
 from ..errors import InvalidParameterError, UndefinedObjectError
+from ..validation import shown
 from ._extfamilies import EXTRA_FAMILIES, LearnerFamily
 from ._families import FAMILIES, GLMFamily
 
@@ -43,7 +44,7 @@ def get_learner_family(name: Any):
     fam = LEARNER_FAMILIES.get(name) if isinstance(name, str) else None
     if fam is None:
         raise UndefinedObjectError(
-            f"Unknown model family {name!r}",
+            f"Unknown model family {shown(name)}",
             hint=f"Known model families are {', '.join(sorted(LEARNER_FAMILIES))}.")
     return fam
 

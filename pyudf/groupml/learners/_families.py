@@ -24,7 +24,7 @@ from typing import Any, Dict, Mapping, Tuple
 import numpy as np
 
 from ..errors import DataError, InvalidParameterError, SearchSpecError, UndefinedObjectError
-from ..validation import check_bool, check_choice, check_number, fail
+from ..validation import check_bool, check_choice, check_number, clipped, fail, shown
 
 SOLVERS = ("auto", "lbfgs", "gd", "sgd")
 #: Upper bound of every iteration-count hyperparameter (GLM max_iter, MLP epochs, LightGBM
@@ -89,7 +89,7 @@ class GLMFamily:
         for key in params:
             if key not in allowed:
                 raise SearchSpecError(
-                    f"Unknown parameter '{key}' for {self.owner}; allowed parameters are "
+                    f"Unknown parameter '{clipped(key)}' for {self.owner}; allowed parameters are "
                     f"{', '.join(allowed)}",
                     hint="Check the spelling; see SELECT groupml.help('learners') for each "
                          "model's parameters.",
@@ -359,7 +359,7 @@ def get_family(name: Any) -> GLMFamily:
     fam = FAMILIES.get(name) if isinstance(name, str) else None
     if fam is None:
         raise UndefinedObjectError(
-            f"Unknown model family {name!r}",
+            f"Unknown model family {shown(name)}",
             hint=f"Known model families are {', '.join(sorted(FAMILIES))}.",
         )
     return fam

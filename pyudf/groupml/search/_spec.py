@@ -9,7 +9,8 @@ from numbers import Integral, Real
 from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
 
 from ..errors import SearchSpecError
-from ..validation import check_choice, check_keys, check_number, fail, finite_float, short_int, shown
+from ..validation import (check_choice, check_keys, check_number, clipped, fail, finite_float, short_int,
+                          shown)
 from . import _space
 from ._space import Categorical, Fixed, IntRange, LogUniform, Space, Uniform
 
@@ -132,7 +133,7 @@ class _Parser:
             close = difflib.get_close_matches(name, self.param_names, n=1)
             hint = f"Did you mean '{close[0]}'?" if close else SCHEMA_HINT
             raise SearchSpecError(
-                f"Unknown parameter '{name}' in {self.owner}; allowed parameters are "
+                f"Unknown parameter '{clipped(name)}' in {self.owner}; allowed parameters are "
                 f"{', '.join(self.param_names)}", hint=hint)
         return name
 

@@ -14,7 +14,7 @@ from ..db import quote_ident, quote_literal
 from ..errors import (DataError, DatatypeMismatchError, GroupmlError, InsufficientPrivilegeError, InvalidParameterError,
                       ProgramLimitExceededError, SourceReadError, UndefinedColumnError, UndefinedFunctionError,
                       UndefinedTableError, WrongObjectTypeError)
-from ..validation import shown
+from ..validation import clipped, shown
 
 #: Relations a source may be, and what pg_class.relkind calls the others.
 SOURCE_KINDS = ("r", "p", "v", "m", "f")
@@ -102,7 +102,7 @@ def check_columns(cols: Dict[str, str], names, what: str, source: str, *, numeri
             raise InvalidParameterError(f"The '{what}' value of {owner} must name a column; got {shown(name)}",
                                         hint=f"Columns of {source}: {', '.join(sorted(cols))}.")
         if name not in cols:
-            raise UndefinedColumnError(f"Column '{name}' of {owner} {what} does not exist in {source}",
+            raise UndefinedColumnError(f"Column '{clipped(name)}' of {owner} {what} does not exist in {source}",
                                        hint=f"Columns of {source}: {', '.join(sorted(cols))}.")
         if numeric and cols[name] not in NUMERIC_TYPES:
             raise DatatypeMismatchError(

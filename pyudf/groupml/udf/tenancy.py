@@ -33,7 +33,7 @@ from ..errors import (DataError, DuplicateObjectError, FeatureNotSupportedError,
                       InsufficientPrivilegeError, InvalidParameterError, PrerequisiteStateError, SearchSpecError,
                       InvalidCatalogNameError, PassedOnError, UndefinedObjectError, UndefinedTableError)
 from ..fitting import unpack_rows
-from ..validation import check_bool, check_choice, check_keys, check_number, shown
+from ..validation import SHOWN_CHARS, check_bool, check_choice, check_keys, check_number, clipped, shown
 from ._source import (check_columns, check_label_not_a_feature, check_source_kind, columns, packed_row_expr,
                       reading_source, source_oid)
 from . import parse_jsonb, pinned, sql_entry
@@ -277,6 +277,9 @@ def _submit_job(session, tenant, oid, shown, features, label, candidates):
                           "coalesce(r.rolname::text, t.role::text) AS role FROM groupml.tenants t "
                           "LEFT JOIN pg_catalog.pg_roles r ON r.oid = t.role WHERE t.name = $1", [tenant], ["text"])
     if not trows:
+        if len(str(tenant)) > SHOWN_CHARS:
+            raise UndefinedObjectError(f"Tenant '{clipped(tenant)}' does not exist",
+                                       hint="Use one of SELECT name FROM groupml.tenants;")
         raise UndefinedObjectError(f"Tenant '{tenant}' does not exist (or belongs to a role you are not a member of)",
                                    hint="Create it with SELECT groupml.create_tenant('" + str(tenant).replace("'", "''")
                                    + "'); or use one of SELECT name FROM groupml.tenants;")
