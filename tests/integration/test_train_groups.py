@@ -414,6 +414,13 @@ def test_the_grants_the_hint_lists_are_enough(cluster, dbname, db, clicks):
             assert conn.execute("SELECT count(*) FROM groupml.best_models").fetchone()[0] == 2 * 4    # groups
             assert conn.execute("SELECT count(*) FROM groupml.run_trial_info").fetchone()[0] == 2 * 4
             assert conn.execute("SELECT count(*) FROM groupml.progress").fetchone()[0] == 2
+            # the role's connection limit: its workers failed to connect after the run existed,
+            # with a hint about pg_hba.conf
+            db.execute("ALTER ROLE granted CONNECTION LIMIT 2")
+            state, msg, hint = sql_error(conn, calls[1])
+            assert state == "53300" and msg.endswith("connections free for loopback workers (the CONNECTION LIMIT 2 "
+                                                     "of role granted, 1 in use); got 2"), msg
+            assert hint.endswith("raise the role's limit (ALTER ROLE ... CONNECTION LIMIT).")
         assert [r[0] for r in db.execute("SELECT status FROM groupml.runs ORDER BY run_id")] == ["done", "done"]
     finally:
         db.execute("DROP OWNED BY granted")
@@ -534,7 +541,9 @@ def test_more_loopback_workers_than_free_connections_are_refused_before_the_run(
     state, msg, hint = sql_error(db, "CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', "
                                      "'logistic', workers => %s)", [max_conn + 4])
     assert state == "53300" and msg.startswith("groupml: The 'workers' value of train_groups must be <= the "), msg
-    assert msg.endswith(f"; got {max_conn + 4}") and f"(max_connections {max_conn}, " in msg
+    # the reserved slots are left free for a superuser's workers too (taken, nobody could log in to cancel)
+    assert msg.endswith(f"; got {max_conn + 4}") and f"(max_connections {max_conn} less 3 reserved for superusers, " \
+        in msg, msg
     assert "raise max_connections" in hint
     assert db.execute("SELECT count(*) FROM groupml.runs").fetchone()[0] == 0
 

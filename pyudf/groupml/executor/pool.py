@@ -161,15 +161,35 @@ def check_loopback_slots(session, workers: int) -> None:
     r = session.query(
         "SELECT pg_catalog.current_setting('max_connections')::int AS max_conn, "
         "pg_catalog.current_setting('superuser_reserved_connections')::int AS reserved, "
-        "(SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user) AS su, "
-        "(SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE backend_type = 'client backend')::int AS used")[0]
-    free = r["max_conn"] - r["used"] - (0 if r["su"] else r["reserved"])
+        "(SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user) AS su, current_user::text AS me, "
+        "(SELECT rolconnlimit FROM pg_catalog.pg_roles WHERE rolname = current_user) AS role_limit, "
+        "(SELECT datconnlimit FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()) AS db_limit, "
+        "(SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE backend_type = 'client backend')::int AS used, "
+        "(SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE backend_type = 'client backend' "
+        " AND datname = pg_catalog.current_database())::int AS db_used, "
+        "(SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE backend_type = 'client backend' "
+        " AND usename = current_user)::int AS role_used")[0]
+    # the reserved slots stay free even for a superuser's workers: taken, nobody could connect
+    # to cancel the run (every login got 'too many clients')
+    limits = [(r["max_conn"] - r["used"] - r["reserved"],
+               f"max_connections {r['max_conn']} less {r['reserved']} reserved for superusers, {r['used']} in use",
+               "raise max_connections (a restart)")]
+    if not r["su"]:             # superusers are exempt from database and role connection limits
+        if r["db_limit"] is not None and r["db_limit"] >= 0:
+            limits.append((r["db_limit"] - r["db_used"],
+                           f"this database's CONNECTION LIMIT {r['db_limit']}, {r['db_used']} in use",
+                           "raise the database's limit (ALTER DATABASE ... CONNECTION LIMIT)"))
+        if r["role_limit"] is not None and r["role_limit"] >= 0:
+            limits.append((r["role_limit"] - r["role_used"],
+                           f"the CONNECTION LIMIT {r['role_limit']} of role {r['me']}, {r['role_used']} in use",
+                           "raise the role's limit (ALTER ROLE ... CONNECTION LIMIT)"))
+    free, why, way = min(limits, key=lambda t: t[0])
     if workers > free:
         from ..errors import TooManyConnectionsError
         raise TooManyConnectionsError(
-            f"The 'workers' value of train_groups must be <= the {max(free, 0)} connections this server has free "
-            f"for loopback workers (max_connections {r['max_conn']}, {r['used']} in use); got {workers}",
-            hint="Use fewer workers, close idle sessions, or raise max_connections (a restart).")
+            f"The 'workers' value of train_groups must be <= the {max(free, 0)} connections free for loopback "
+            f"workers ({why}); got {workers}",
+            hint=f"Use fewer workers, close idle sessions, or {way}.")
 
 
 def check_endpoints(session, workers: int) -> None:
