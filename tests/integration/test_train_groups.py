@@ -254,9 +254,14 @@ def test_commits_group_by_group(cluster, dsn, db, clicks, processes):
         spy = threading.Thread(target=lambda: [seen.update(_helpers_of(pid)) or time.sleep(0.01)
                                                for _ in iter(stop.is_set, True)])
         spy.start()
-        with pytest.raises(psycopg.errors.QueryCanceled):
+        with pytest.raises(psycopg.errors.QueryCanceled) as info:
             conn.execute(stmt.replace("RUN", "NULL"), [spec])
         stop.set()
+        # the message names the run to resume (the CALL's INOUT run_id never comes back)
+        run_no = db.execute("SELECT run_id FROM groupml.runs WHERE source = 'public.big'").fetchone()[0]
+        assert info.value.diag.message_primary == (f"groupml: canceling statement due to user request; run {run_no} "
+                                                   f"keeps the groups it committed")
+        assert info.value.diag.message_hint == f"Call train_groups again with run_id => {run_no} to resume it."
         spy.join()
         thread.join()
         assert fired.is_set()
@@ -738,3 +743,14 @@ def test_columns_of_domains_count_as_their_base_types(db):
     assert [r[1] for r in a] == pytest.approx([r[1] for r in b], abs=1e-9)
     assert db.execute("SELECT count(*) FROM groupml.explain_search('doms', ARRAY['f1', 'f2'], 'y', 'logistic', "
                       "'{}', ARRAY['g'])").fetchone()[0] >= 1
+
+
+def test_postgresqls_own_errors_come_under_our_prefix(db, clicks):
+    # a read-only transaction: 'spiexceptions.ReadOnlySqlTransaction: cannot execute INSERT ...'
+    db.execute("SET default_transaction_read_only = on")
+    try:
+        state, msg, _ = sql_error(db, "CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', "
+                                      "'logistic')")
+    finally:
+        db.execute("SET default_transaction_read_only = off")
+    assert state == "25006" and msg.startswith("groupml: cannot execute INSERT in a read-only transaction"), msg

@@ -213,13 +213,21 @@ def test_a_cancel_is_passed_on_as_the_same_error_under_our_prefix(plpy):
 
     @sql_entry
     def other_spi_error():
-        raise type("UndefinedTable", (plpy.Error,), {"sqlstate": "42P01"})("relation does not exist")
+        err = type("ReadOnlySqlTransaction", (plpy.Error,), {"sqlstate": "25006"})(
+            "cannot execute INSERT in a read-only transaction")
+        err.spidata = ("25006", "a detail", "a hint", None, 0)
+        raise err
 
-    with pytest.raises(KeyError):                  # bugs and other errors pass unchanged
+    with pytest.raises(KeyError):                  # bugs pass unchanged
         bug()
+    # other PostgreSQL errors too, under our prefix (PL/Python showed the class name:
+    # 'spiexceptions.ReadOnlySqlTransaction: ...'), with their SQLSTATE, detail and hint
     with pytest.raises(plpy.Error) as info:
         other_spi_error()
-    assert type(info.value).__name__ == "UndefinedTable"
+    err = info.value
+    assert type(err).__name__ == "groupml" and err.sqlstate == "25006"
+    assert str(err) == "cannot execute INSERT in a read-only transaction"
+    assert (err.detail, err.hint) == ("a detail", "a hint")
 
 
 def test_running_out_of_memory_is_our_53200_not_a_bare_python_error(plpy):

@@ -59,8 +59,9 @@ def take_args(namespace: dict, *names: str) -> list:
 def sql_entry(fn):
     """Decorator for SQL entry points: GroupmlError -> ERROR with SQLSTATE, message and HINT.
 
-    A cancel (SQLSTATE 57014) is passed on as the same ERROR -- never swallowed -- under our
-    prefix: PL/Python would otherwise report it as ``spiexceptions.QueryCanceled: ...``."""
+    A PostgreSQL error of a statement groupml ran -- a cancel (SQLSTATE 57014) above all -- is
+    passed on as the same ERROR, never swallowed, under our prefix: PL/Python would otherwise
+    report it as ``spiexceptions.QueryCanceled: ...``."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -76,10 +77,17 @@ def sql_entry(fn):
                 hint="Process less at once (fewer rows per call, a smaller grid or model), or give the server "
                      "more memory."))
         except Exception as exc:
-            if getattr(exc, "sqlstate", None) != "57014":     # plpy.spiexceptions.QueryCanceled
-                raise
-            err = _error_class()(str(exc))
-            err.sqlstate = "57014"
+            state = getattr(exc, "sqlstate", None)
+            if not state:
+                raise                                       # a bug: PL/Python's traceback shows where
+            # a PostgreSQL error of a statement groupml ran (a cancel, a read-only transaction,
+            # ...): the same SQLSTATE, hint and detail, under our prefix instead of PL/Python's
+            # class name ('spiexceptions.QueryCanceled: ...')
+            spidata = getattr(exc, "spidata", None) or ()
+            err = _error_class()((str(exc).split("\n", 1)[0] or "(no message)").strip())
+            err.sqlstate = state
+            err.detail = spidata[1] if len(spidata) > 1 else None
+            err.hint = spidata[2] if len(spidata) > 2 else None
             raise err from None
 
     return wrapper

@@ -503,8 +503,14 @@ def _failed_run_on_error(session, run_id: int):
     try:
         yield
     except Exception as exc:  # noqa: BLE001 - re-raised unchanged below
-        if str(getattr(exc, "sqlstate", "") or "").startswith("57") and not isinstance(exc, GroupmlError):
-            raise
+        state = str(getattr(exc, "sqlstate", "") or "")
+        if state.startswith("57") and not isinstance(exc, GroupmlError):
+            # passed on with the same SQLSTATE, naming the run to resume (the INOUT run_id of a
+            # cancelled CALL never reaches the caller)
+            from ..errors import PassedOnError
+            first = (str(exc).split("\n", 1)[0] or "(no message)").strip()
+            raise PassedOnError(state, f"{first}; run {run_id} keeps the groups it committed",
+                                hint=f"Call train_groups again with run_id => {run_id} to resume it.") from None
         try:
             from ..executor.run import mark_run_failed
             mark_run_failed(session, run_id)
