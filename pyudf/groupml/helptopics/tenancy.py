@@ -144,7 +144,9 @@ groupml.jobs (job_id, tenant_id, owner_role, source regclass, features, label, t
 """
 
 TOPICS["candidates"] = """\
-groupml.candidates (candidate_id, job_id, owner_role, key, family, params, estimated_cost, status)
+groupml.candidates (candidate_id, job_id, owner_role, key, family, params, estimated_cost, status,
+                    attempts: steps whose training of it a cancel or statement_timeout ended; after 3 it is
+                    recorded as failed instead of retried on every call)
   The candidate models of each job; status pending | ok | failed. Row-level security. Tenants read
   and delete their candidates; only submit_job adds them (keys and costs steer the shared scheduler).
 """

@@ -24,7 +24,7 @@ import datetime
 import json
 import math
 import time
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -58,6 +58,8 @@ TASK_METRIC = {"classification": "accuracy", "regression": "r2"}
 #: (a tenant holding a perfect model has nothing left to gain).
 QUALITY_MAX = 1.0
 MAX_CANDIDATES = 1000
+#: Cancelled training attempts after which run_scheduler records a candidate as failed.
+MAX_ATTEMPTS = 3
 #: Longest schedule and job name schedule_with_cron passes to pg_cron (its messages echo them).
 MAX_CRON_TEXT = 256
 #: Users x models of one simulate_scheduler dataset (each user's qualities become GP history).
@@ -696,7 +698,7 @@ def run_scheduler(max_steps, max_seconds, policy, cost_aware):
         tenant, key = step
         job_id = _job_of(tenant)
         rows = session.query(
-            "SELECT c.candidate_id, c.family, c.params::text AS params, j.features, j.metric "
+            "SELECT c.candidate_id, c.family, c.params::text AS params, c.attempts, j.features, j.metric "
             "FROM groupml.candidates c JOIN groupml.jobs j USING (job_id) WHERE c.job_id = $1 AND c.key = $2 "
             "FOR KEY SHARE OF c, j",    # a tenant deleting them waits for this step's commit
             [job_id, key], ["bigint", "text"])
@@ -712,7 +714,9 @@ def run_scheduler(max_steps, max_seconds, policy, cost_aware):
             continue
         c = rows[0]
         t0 = datetime.datetime.now(datetime.timezone.utc)
-        data, error = None, _source_problem(session, job_id)
+        data, error = None, _interrupted_too_often(session, c["attempts"])
+        if error is None:
+            error = _source_problem(session, job_id)
         if error is None:
             if job_id not in cache:
                 cache[job_id] = _load_data(session, job_id, len(c["features"]))
@@ -722,8 +726,16 @@ def run_scheduler(max_steps, max_seconds, policy, cost_aware):
         clock = time.perf_counter()
         quality = model = None
         if error is None:
-            quality, model, error = train_candidate(data, c["family"], json.loads(c["params"]), c["metric"],
-                                                    session.check_cancel)
+            try:
+                quality, model, error = train_candidate(data, c["family"], json.loads(c["params"]), c["metric"],
+                                                        session.check_cancel)
+            except Exception as exc:
+                if str(getattr(exc, "sqlstate", "") or "").startswith("57"):
+                    # a cancel or statement_timeout: the step is undone, but its attempt counts
+                    session.query("UPDATE groupml.candidates SET attempts = attempts + 1 WHERE candidate_id = $1",
+                                  [c["candidate_id"]], ["bigint"])
+                    session.commit()
+                raise
         seconds = time.perf_counter() - clock
         t1 = datetime.datetime.now(datetime.timezone.utc)
         status = "ok" if error is None else "failed"
@@ -752,6 +764,19 @@ def run_scheduler(max_steps, max_seconds, policy, cost_aware):
         session.notice(f"groupml: step {steps + 1}: job {job_id} {key}: "
                        + (f"{c['metric']} {quality:.4f}" if error is None else f"failed ({error})")
                        + f", {seconds:.3f} s")
+
+
+def _interrupted_too_often(session, attempts: int) -> Optional[str]:
+    """The reason to fail a candidate whose training was interrupted :data:`MAX_ATTEMPTS`
+    times (candidates.attempts, counted when a cancel or statement_timeout ends its step),
+    else None. Without it a candidate that trains longer than the database's
+    statement_timeout was cancelled and tried again on every call (and every pg_cron tick),
+    forever, and nothing after it in the schedule ever trained."""
+    if attempts < MAX_ATTEMPTS:
+        return None
+    timeout = session.query("SELECT pg_catalog.current_setting('statement_timeout') AS t")[0]["t"]
+    timeout = "" if timeout in ("0", "0ms") else f" (statement_timeout is {timeout} here)"
+    return f"its training was cancelled {attempts} times, by a cancel or a statement_timeout{timeout}; given up"
 
 
 # ---------------------------------------------------------------------------- pg_cron
