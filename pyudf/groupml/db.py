@@ -191,11 +191,31 @@ _session: Optional[PlpySession] = None
 
 
 def backend_session() -> PlpySession:
-    """The PlpySession of this backend (created on first use)."""
+    """The PlpySession of this backend (created on first use, once the database's groupml
+    objects are found to be the package's version: :func:`check_catalog_version`)."""
     global _session
     if _session is None:
-        _session = PlpySession()
+        session = PlpySession()
+        check_catalog_version(session)
+        _session = session
     return _session
+
+
+def check_catalog_version(session) -> None:
+    """The package's statements expect its own catalog: a package updated under a database
+    whose objects are older (reinstalled, no ALTER EXTENSION UPDATE) failed deep inside a
+    call with PostgreSQL's 'column ... does not exist'. Refused up front (55000), naming the
+    statement that brings the objects up to date."""
+    from . import __version__
+
+    rows = session.query("SELECT e.extversion AS v FROM pg_catalog.pg_extension e WHERE e.extname = 'groupml'")
+    found = rows[0].get("v") if rows else None
+    if found is not None and found != __version__:
+        from .errors import PrerequisiteStateError
+        raise PrerequisiteStateError(
+            f"groupml's objects in this database are version {found}, and its Python package is version "
+            f"{__version__}", hint="Run ALTER EXTENSION groupml UPDATE; (as its owner or a superuser) to bring the "
+                                   "objects to the package's version.")
 
 
 def cancel_check_here():

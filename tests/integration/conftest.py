@@ -9,6 +9,7 @@ Each test gets a fresh database cloned from a template that has the extension.
 
 from __future__ import annotations
 
+import glob
 import itertools
 import os
 import sys
@@ -42,6 +43,10 @@ def _refresh_extension_sql() -> None:
         with open(os.path.join(groupml_installer.SQL_DIR, "groupml.control")) as src, \
                 open(os.path.join(extdir, "groupml.control"), "w") as dst:
             dst.write(src.read())
+        for up in glob.glob(os.path.join(groupml_installer.SQL_DIR, "upgrades", "groupml--*--*.sql")):
+            with open(up) as src, open(os.path.join(extdir, os.path.basename(up)), "w") as dst:
+                dst.write(src.read().replace(groupml_installer.PRELUDE_MARK, groupml_installer.PRELUDE_MARK
+                                             + groupml_installer.prelude(site)))
 
 
 @pytest.fixture(scope="session")

@@ -9,10 +9,10 @@ pytestmark = pytest.mark.integration
 
 def test_create_extension_and_version(db):
     ver = db.execute("SELECT groupml.version()").fetchone()[0]
-    assert ver.startswith("groupml 0.1.0")
+    assert ver.startswith("groupml 0.2.0")
     assert "numpy" in ver
     ext = db.execute("SELECT extversion FROM pg_extension WHERE extname = 'groupml'").fetchone()[0]
-    assert ext == "0.1.0"
+    assert ext == "0.2.0"
 
 
 def test_every_extension_object_has_a_comment(db):

@@ -29,7 +29,7 @@ def test_build_sql_injects_the_prelude_into_every_python_body():
     n_bodies = text.count("LANGUAGE plpython3u")
     assert n_bodies > 5
     assert text.count("if 'groupml' not in sys.modules and '/opt/x/site-packages' not in sys.path:") == n_bodies
-    assert text.startswith("-- groupml 0.1.0")
+    assert text.startswith("-- groupml 0.2.0")
     assert '\\echo Use "CREATE EXTENSION groupml"' in text
     # one line into the package after the prelude
     bodies = re.findall(r"\$python\$\n(.*?)\$python\$", text, re.S)
