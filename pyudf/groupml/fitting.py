@@ -117,11 +117,20 @@ def parse_options(options: dict, family, owner: str = OPTIONS_OWNER) -> dict:
     return out
 
 
-def plan_search(family, search: dict):
-    """Parse and validate a search spec for a family; grid/random points are checked up front."""
+def plan_search(family, search: dict, *, family_choice: bool = False):
+    """Parse and validate a search spec for a family; grid/random points are checked up front.
+    ``family_choice``: the space may choose the model family too (a ``model`` dimension,
+    :mod:`groupml.learners._choice`); each configuration is then checked by its own family."""
+    from .learners._choice import check_family_choice, choice_param_names, chosen_families, mentions_model
     from .search import make_procedure, parse_search
 
-    spec = parse_search(search, param_names=family.param_names)
+    choosing = family_choice and mentions_model(search)
+    spec = parse_search(search, param_names=choice_param_names(family) if choosing else family.param_names)
+    families = None
+    if choosing:
+        names = chosen_families(spec.space)
+        if names is not None:
+            families = {f.name: f for f in check_family_choice(family, names, None, metric_checked=False)[0]}
     if spec.method in UNBOUNDED_METHODS and "max_epochs" not in search:
         # grid/random/tpe train each configuration until the learner converges or hits its
         # max_iter; only the halving methods and an explicit max_epochs cap blocks.
@@ -131,7 +140,7 @@ def plan_search(family, search: dict):
         # layers "4" and 4, a sub-space listed twice) would be trained and reported twice
         seen: Dict[str, Any] = {}
         for trial in make_procedure(spec).ask(1 << 30):
-            valid = family.validate_params(trial.params)
+            valid = _validate_config(family, families, trial.params)
             if spec.method != "grid":
                 continue
             key = json.dumps(valid, sort_keys=True, default=str)
@@ -142,8 +151,19 @@ def plan_search(family, search: dict):
                     hint="List each configuration once (values a learner reads alike count as the same).")
             seen[key] = trial.params
     else:
-        _check_sampled_space(family, spec)
+        _check_sampled_space(family, spec, families)
     return spec
+
+
+def _validate_config(family, families, params) -> Dict[str, Any]:
+    """One configuration as its family validates it (its family: the ``model`` it names when
+    the search chooses families, else ``family``), with its ``model`` when it names one."""
+    if families is None:
+        return family.validate_params(params)
+    from .learners._choice import MODEL_KEY, split_params
+
+    name, own = split_params(params, family.name)
+    return {MODEL_KEY: name, **families[name].validate_params(own)}
 
 
 def _json_short(params) -> str:
@@ -151,14 +171,19 @@ def _json_short(params) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def _check_sampled_space(family, spec, n_samples: int = 64) -> None:
+def _check_sampled_space(family, spec, families=None, n_samples: int = 64) -> None:
     """TPE and the halving methods draw their configs as they go: check every range's ends and
     every plain choice against the learner up front (an ``l2`` range reaching below 0 fails
     here, not after part of the search trained), then a random sample of the space (nested
-    choices)."""
+    choices). With a choice of ``families``, a dimension outside the ``model`` one applies to
+    every family, so every one checks it."""
+    from .learners._choice import MODEL_KEY
     from .search import _space, make_procedure
 
+    checkers = [family] if families is None else list(families.values())
     for dim in spec.space:
+        if families is not None and dim.name == MODEL_KEY:
+            continue
         if isinstance(dim, _space.DISTRIBUTIONS):
             values = [dim.low, dim.high]
         elif isinstance(dim, _space.Categorical):
@@ -166,10 +191,12 @@ def _check_sampled_space(family, spec, n_samples: int = 64) -> None:
         else:
             values = [dim.value]
         for v in values:
-            family.validate_params({dim.name: v})
-    probe = dataclasses.replace(spec, method="random", n_trials=n_samples, early_stopping=None)
-    for trial in make_procedure(probe).ask(n_samples):
-        family.validate_params(trial.params)
+            for fam in checkers:
+                fam.validate_params({dim.name: v})
+    n = n_samples if families is None else 4 * n_samples
+    probe = dataclasses.replace(spec, method="random", n_trials=n, early_stopping=None)
+    for trial in make_procedure(probe).ask(n):
+        _validate_config(family, families, trial.params)
 
 
 MAX_SLOTS = 256
@@ -273,10 +300,16 @@ class _Metered:
         self.trial_seconds = {int(t): float(v) for t, v in state["trial_seconds"]}
 
     def run(self, iterations):
-        active = [tid for tid in self._t.active() if not self._t.converged(tid)]
-        p0, t0 = self._t.passes, time.perf_counter()
-        self._t.run(iterations)
-        dt, dp = time.perf_counter() - t0, self._t.passes - p0
+        # a search over families runs a block per family: each one's passes and time are
+        # charged to its own configurations only
+        for part in self._t.parts() if hasattr(self._t, "parts") else [self._t]:
+            self._run_part(part, iterations)
+
+    def _run_part(self, part, iterations):
+        active = [tid for tid in part.active() if not part.converged(tid)]
+        p0, t0 = part.passes, time.perf_counter()
+        part.run(iterations)
+        dt, dp = time.perf_counter() - t0, part.passes - p0
         self.seconds += dt
         self.config_passes += dp * len(active)
         for tid in active:
@@ -285,12 +318,18 @@ class _Metered:
 
 
 def validate_request(model: str, search: dict, options: dict, options_owner: str = OPTIONS_OWNER):
-    """Everything about a request that can be checked before any row is read."""
+    """Everything about a request that can be checked before any row is read. The search may
+    choose the model family too (``model`` in its space); then every family is selected on
+    one metric, which ``opts["metric"]`` names."""
     from .learners import get_learner_family
+    from .learners._choice import check_family_choice, chosen_families
 
     family = get_learner_family(model)
-    spec = plan_search(family, search)
+    spec = plan_search(family, search, family_choice=True)
     opts = parse_options(options, family, options_owner)
+    names = chosen_families(spec.space)
+    if names is not None:
+        opts["metric"] = check_family_choice(family, names, opts["metric"])[1]
     return family, spec, opts
 
 
@@ -306,6 +345,7 @@ def fit_group(X: np.ndarray, y: np.ndarray, model: str, search: dict, options: d
     the batch size k when the spec gives no ``slots``.
     """
     from .learners import make_trainer
+    from .learners._choice import FamilyChoiceTrainer, chosen_families
     from .learners._holdout import mask_of_hash, row_hash_and_order
 
     family, spec, opts = validate_request(model, search, options)
@@ -333,7 +373,10 @@ def fit_group(X: np.ndarray, y: np.ndarray, model: str, search: dict, options: d
         return FitResult(status="single_class", message=(
             f"every training row of the group has label {ytr[0]:g}; a classifier needs both classes"), **base)
     plan = plan_group(spec, family, n_train, d, cost_model)
-    trainer = make_trainer(family.name, Xtr, ytr, Xva, yva, metric=opts["metric"])
+    if chosen_families(spec.space) is not None:     # the search chooses the family too
+        trainer = FamilyChoiceTrainer(family.name, Xtr, ytr, Xva, yva, metric=opts["metric"])
+    else:
+        trainer = make_trainer(family.name, Xtr, ytr, Xva, yva, metric=opts["metric"])
     return search_and_select(trainer, spec, plan, base, on_epoch=on_epoch, interrupt_check=interrupt_check)
 
 
@@ -405,9 +448,13 @@ def search_and_select(trainer, spec, plan: dict, base: dict, *, on_epoch=None,
     for t in trials:
         t["is_best"] = t["trial_id"] == best.trial_id
     model_obj = trainer.model(best.trial_id)
+    params = model_obj.params
+    if hasattr(trainer, "family_of"):           # a search over families: the fit is the chosen one's
+        base = dict(base, family=trainer.family_of(best.trial_id))
+        params = {"model": base["family"], **params}      # as its trial lists them
     metrics = trainer.metrics(best.trial_id)
     chosen = next(t for t in trials if t["is_best"])
-    return FitResult(status="ok", params=model_obj.params, metric=metric, score=metrics.get(metric),
+    return FitResult(status="ok", params=params, metric=metric, score=metrics.get(metric),
                      metrics=metrics, trials=trials, model=model_obj.to_bytes(), passes=trainer.passes,
                      message=solver_warning(base.get("family"), chosen), **cost, **base)
 

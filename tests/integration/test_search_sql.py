@@ -312,3 +312,39 @@ def test_help_topics_and_comments(db):
         WHERE n.nspname = 'groupml' AND p.proname IN ('explain_search', 'trial_info', 'calibrate_cost_model')
           AND obj_description(p.oid, 'pg_proc') IS NULL""").fetchall()
     assert missing == []
+
+
+def test_a_search_that_chooses_the_model_family(db):
+    # TuPAQ's ChoiceP over families: the issue's "nested choice of model family"; the search
+    # used to refuse 'model' as an unknown parameter
+    rng = np.random.default_rng(4)
+    db.execute("CREATE TABLE inter (grp int, x1 float8, x2 float8, x3 float8, y boolean)")
+    X = rng.normal(size=(4000, 3))
+    rows = [(int(i % 2), *map(float, x), bool(x[0] * x[1] + 0.3 * x[2] > 0)) for i, x in enumerate(X)]
+    with db.cursor() as cur:
+        cur.executemany("INSERT INTO inter VALUES (%s, %s, %s, %s, %s)", rows)
+    spec = json.dumps({"method": "random", "n_trials": 6, "seed": 5, "space": {"model": {"choice": [
+        {"model": "logistic", "l2": {"loguniform": [1e-4, 1]}},
+        {"model": "lightgbm", "num_leaves": {"int": [7, 31]}, "num_boost_round": [40]}]}}})
+    db.execute("CREATE TABLE fam AS SELECT grp, groupml.learn_over_groups(ARRAY[x1, x2, x3], y, 'logistic', "
+               "%s::jsonb) AS fit FROM inter GROUP BY grp", [spec])
+    got = db.execute("SELECT grp, (fit).status, (fit).family, (fit).params->>'model', (fit).score FROM fam "
+                     "ORDER BY grp").fetchall()
+    assert [r[1:4] for r in got] == [("ok", "lightgbm", "lightgbm")] * 2 and all(r[4] > 0.85 for r in got), got
+    families = db.execute("SELECT DISTINCT t.params->>'model' FROM fam, groupml.trial_info(fit) t "
+                          "ORDER BY 1").fetchall()
+    assert families == [("lightgbm",), ("logistic",)]
+    # the fit predicts as the family it chose
+    acc = db.execute("SELECT avg((groupml.predict(f.fit, ARRAY[x1, x2, x3]) = y::int::float8)::int) "
+                     "FROM inter i JOIN fam f USING (grp)").fetchone()[0]
+    assert acc > 0.85
+    # the catalog-writing procedure takes the same spec in one backend; with workers it says so
+    run = db.execute("CALL groupml.train_groups('inter', ARRAY['grp'], ARRAY['x1', 'x2', 'x3'], 'y', 'logistic', "
+                     "%s::jsonb)", [spec]).fetchone()[0]
+    assert db.execute("SELECT array_agg(DISTINCT (fit).family) FROM groupml.models WHERE run_id = %s",
+                      [run]).fetchone()[0] == ["lightgbm"]
+    state, msg, hint = sql_error(db, "CALL groupml.train_groups('inter', ARRAY['grp'], ARRAY['x1', 'x2', 'x3'], "
+                                     "'y', 'logistic', %s::jsonb, workers => 2)", [spec])
+    assert state == "0A000" and "chooses the model family" in msg and "workers => 1" in hint
+    assert db.execute("SELECT count(*) FROM groupml.explain_search('inter', ARRAY['x1', 'x2', 'x3'], 'y', "
+                      "'logistic', %s::jsonb, ARRAY['grp'])", [spec]).fetchone()[0] >= 1

@@ -63,6 +63,13 @@ search specification (jsonb), used by learn_over_groups and train_groups
   Hyperparameters of logistic / linear / svm: l2 (>= 0), l1 (>= 0), fit_intercept, class_weight
   (null | 'balanced'), solver ('auto' | 'lbfgs' | 'gd' | 'sgd'), lr (> 0, for gd/sgd), max_iter, tol,
   batch_size (sgd), loss (svm: 'squared_hinge' | 'hinge'). The full schema is in docs/search.md.
+  Choosing the model family too (TuPAQ's ChoiceP): a "model" dimension, each item a family or a
+  sub-space naming its family, e.g.
+     '{"method": "random", "n_trials": 20, "space": {"model": {"choice": [
+        {"model": "logistic", "l2": {"loguniform": [1e-4, 1]}},
+        {"model": "lightgbm", "num_leaves": {"int": [7, 63]}}]}}}'
+  Families of the call's task only, selected on one metric (options' metric, else the call's
+  family's default); the fit is the chosen family's. One backend only (train_groups workers => 1).
 """
 
 TOPICS["predict"] = """\

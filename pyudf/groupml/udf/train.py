@@ -175,6 +175,14 @@ def _check_executor_request(session, source, group_by, features, label, model, s
     from ..executor.pool import check_source_visible
     from ..executor.run import split_options
 
+    from ..learners._choice import mentions_model
+
+    if on_workers and mentions_model(search_obj):
+        from ..errors import FeatureNotSupportedError
+        raise FeatureNotSupportedError(
+            "A search that chooses the model family ('model' in its space) trains in one backend; train_groups "
+            "with workers or a strategy runs one family per run",
+            hint="Use workers => 1 and strategy 'auto', or one run per family.")
     fit_options, exec_options = split_options(options_obj)
     family, spec, opts = _validate_model(model, search_obj, fit_options)
     pattern = pattern_of(family)
