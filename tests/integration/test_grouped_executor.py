@@ -513,8 +513,8 @@ def test_bad_input_writes_nothing(cluster, dbname, db, clicks):
          "42703", "groupml: Column 'missing' of train_groups label does not exist in public.clicks"),
         ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], NULL, 'logistic', workers => 2)",
          "22023", "groupml: The 'label' value of train_groups must be a column name; got null"),
-        ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', workers => 0)",
-         "22023", "groupml: The 'workers' value of train_groups must be >= 1; got 0"),
+        ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', workers => -1)",
+         "22023", "groupml: The 'workers' value of train_groups must be >= 0; got -1"),
         ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', workers => 2, "
          "strategy => 'magic')", "22023", "groupml: The 'strategy' value of train_groups must be one of"),
         ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', "

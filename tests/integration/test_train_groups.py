@@ -754,3 +754,32 @@ def test_postgresqls_own_errors_come_under_our_prefix(db, clicks):
     finally:
         db.execute("SET default_transaction_read_only = off")
     assert state == "25006" and msg.startswith("groupml: cannot execute INSERT in a read-only transaction"), msg
+
+
+def test_workers_zero_lets_the_planner_choose_the_count(db, clicks):
+    # issue 3's planner "chooses ... once workers exist, the worker count": the count was always
+    # the caller's. Every count up to the server's CPUs (and free connections) is planned and
+    # the fewest within 10% of the best estimate is taken
+    import os
+    import re
+    rows = db.execute("SELECT chosen, worker, explanation FROM groupml.explain_train_groups('clicks', "
+                      "ARRAY['country'], ARRAY['f1', 'f2', 'f3'], 'clicked', 'logistic', %s::jsonb, "
+                      "workers => 0) WHERE chosen", [GRID]).fetchall()
+    m = re.match(r"workers => 0: the planner chose (\d+) worker\(s\) of up to (\d+) \(estimated makespan 1: ",
+                 rows[0][2])
+    assert m, rows[0][2]
+    chosen, top = int(m.group(1)), int(m.group(2))
+    assert 1 <= chosen <= top <= min(os.cpu_count(), 64) and len(rows) == chosen
+    notices = []
+    db.add_notice_handler(lambda d: notices.append(d.message_primary))
+    run = db.execute("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'f2', 'f3'], 'clicked', "
+                     "'logistic', %s::jsonb, workers => 0)", [GRID]).fetchone()[0]
+    said = [n for n in notices if n.startswith("groupml: workers => 0: the planner chose")]
+    assert len(said) == 1, notices
+    got = int(re.search(r"chose (\d+) worker", said[0]).group(1))
+    assert db.execute("SELECT workers FROM groupml.grouped_runs WHERE run_id = %s", [run]).fetchone()[0] == got
+    assert db.execute("SELECT status, groups_done FROM groupml.runs WHERE run_id = %s", [run]).fetchone() == \
+        ("done", 4)
+    state, msg, _ = sql_error(db, "CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', "
+                                  "'logistic', workers => -1)")
+    assert (state, msg) == ("22023", "groupml: The 'workers' value of train_groups must be >= 0; got -1")

@@ -165,3 +165,17 @@ def test_run_validation_messages():
     with pytest.raises(InvalidParameterError) as e:
         choose_workers(m, 10, 10, 1, max_workers=0)
     assert str(e.value) == "The 'max_workers' value of cost model must be >= 1; got 0"
+
+
+def test_right_size_takes_the_fewest_workers_within_the_margin():
+    from groupml.planner import right_size
+    times = {1: 10.0, 2: 5.3, 3: 5.0, 4: 4.9, 5: 5.2}
+    assert right_size(times) == 2                      # 5.3 <= 1.1 * 4.9
+    assert right_size(times, within=1.0) == 4
+    assert right_size({1: 1.0}) == 1
+    with pytest.raises(InvalidParameterError):
+        right_size({})
+    # choose_workers is the same rule over the TuPAQ model's pass times
+    m = CostModel(TRUE)
+    times = {w: m.predict(1_000_000, 100, 10, w) for w in range(1, 17)}
+    assert choose_workers(m, 1_000_000, 100, 10, max_workers=16) == right_size(times)

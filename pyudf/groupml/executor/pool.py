@@ -12,6 +12,7 @@ Passwords never leave this module: :func:`redact` scrubs DSNs in every message.
 
 from __future__ import annotations
 
+import os
 import queue
 import re
 import threading
@@ -155,9 +156,34 @@ def check_loopback_slots(session, workers: int) -> None:
     """Loopback workers are connections to this server: refuse (53300), before anything is
     written, more of them than it has free slots (each worker failed to connect with 'too many
     clients' only after the run had been created: XX000 and a failed run)."""
-    if session.query("SELECT EXISTS (SELECT 1 FROM groupml.worker_endpoints WHERE enabled "
-                     "AND pg_catalog.lower(pg_catalog.btrim(dsn)) <> 'loopback') AS remote")[0]["remote"]:
+    if _has_remote_endpoints(session):
         return
+    free, why, way = loopback_free_slots(session)
+    if workers > free:
+        from ..errors import TooManyConnectionsError
+        raise TooManyConnectionsError(
+            f"The 'workers' value of train_groups must be <= the {max(free, 0)} connections free for loopback "
+            f"workers ({why}); got {workers}",
+            hint=f"Use fewer workers, close idle sessions, or {way}.")
+
+
+def _has_remote_endpoints(session) -> bool:
+    return bool(session.query("SELECT EXISTS (SELECT 1 FROM groupml.worker_endpoints WHERE enabled AND "
+                              "pg_catalog.lower(pg_catalog.btrim(dsn)) <> 'loopback') AS remote")[0]["remote"])
+
+
+def auto_worker_limit(session) -> int:
+    """The most workers ``workers => 0`` lets the planner choose: the enabled endpoints, or for
+    loopback workers this server's CPUs and free connection slots (at most 64)."""
+    rows = session.query("SELECT count(*) FILTER (WHERE enabled) AS n FROM groupml.worker_endpoints")
+    enabled = int(rows[0]["n"]) if rows else 0
+    if enabled:
+        return min(enabled, 64)
+    return max(1, min(os.cpu_count() or 1, loopback_free_slots(session)[0], 64))
+
+
+def loopback_free_slots(session):
+    """(connections free for loopback workers, the limit that binds, the way to raise it)."""
     r = session.query(
         "SELECT pg_catalog.current_setting('max_connections')::int AS max_conn, "
         "pg_catalog.current_setting('superuser_reserved_connections')::int AS reserved, "
@@ -183,13 +209,7 @@ def check_loopback_slots(session, workers: int) -> None:
             limits.append((r["role_limit"] - r["role_used"],
                            f"the CONNECTION LIMIT {r['role_limit']} of role {r['me']}, {r['role_used']} in use",
                            "raise the role's limit (ALTER ROLE ... CONNECTION LIMIT)"))
-    free, why, way = min(limits, key=lambda t: t[0])
-    if workers > free:
-        from ..errors import TooManyConnectionsError
-        raise TooManyConnectionsError(
-            f"The 'workers' value of train_groups must be <= the {max(free, 0)} connections free for loopback "
-            f"workers ({why}); got {workers}",
-            hint=f"Use fewer workers, close idle sessions, or {way}.")
+    return min(limits, key=lambda t: t[0])
 
 
 def check_endpoints(session, workers: int) -> None:

@@ -15,7 +15,7 @@ Pure Python, no database.  Placements, plans and cost-model state are plain data
 
 from ._calibrate import Calibration, calibrate_unit_costs
 from ._costmodel import (DEFAULT_COEFFICIENTS, TERMS, CostModel, check_run, choose_batch_size,
-                         choose_workers, term_values)
+                         choose_workers, right_size, term_values)
 from ._invariants import (PlacementInvariantError, check_placement, constrained_bound,
                           coverage_violations, placement_violations)
 from ._placement import (CONSTRAINED, EVEN_SPLIT, WHOLE_GROUPS, WRAP_AROUND, Placement, Shard,
@@ -35,6 +35,6 @@ __all__ = [
     "UnitCosts", "Workload", "StrategyEstimate", "Plan", "choose_strategy", "estimate_strategy",
     "estimate_grouped", "estimate_gtp", "estimate_mtp", "estimate_dp", "grouped_placement",
     "unit_costs_from_model", "PATTERNS", "STRATEGIES",
-    "CostModel", "choose_batch_size", "choose_workers", "term_values", "check_run", "TERMS",
+    "CostModel", "choose_batch_size", "choose_workers", "right_size", "term_values", "check_run", "TERMS",
     "DEFAULT_COEFFICIENTS", "Calibration", "calibrate_unit_costs",
 ]

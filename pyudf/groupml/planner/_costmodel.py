@@ -218,7 +218,16 @@ def choose_workers(model: CostModel, n: int, d: int, k: int = 1, *, max_workers:
     ``within`` times the best estimate over 1..max_workers."""
     owner = "cost model"
     top = check_number(max_workers, "max_workers", owner, ge=1, integer=True)
-    within = check_number(within, "within", owner, ge=1)
-    times = [model.predict(n, d, k, w) for w in range(1, top + 1)]
-    best = min(times)
-    return next(w for w, t in enumerate(times, start=1) if t <= within * best)
+    return right_size({w: model.predict(n, d, k, w) for w in range(1, top + 1)}, within)
+
+
+def right_size(times: Mapping[int, float], within: float = 1.1) -> int:
+    """TuPAQ's right-sizing (section 3.4, eq. 2): of the worker counts with an estimated time,
+    the smallest whose time is within ``within`` times the best -- more workers than that cost
+    their connections and memory for at most ``within`` - 1 of the time."""
+    within = check_number(within, "within", "cost model", ge=1)
+    if not times:
+        raise InvalidParameterError("right_size needs at least one worker count with an estimated time",
+                                    hint="Estimate 1..max_workers first.")
+    best = min(times.values())
+    return min(w for w, t in times.items() if t <= within * best)

@@ -16,6 +16,7 @@ import contextlib
 import json
 import os
 import time
+from typing import Any, Dict
 
 import numpy as np
 
@@ -64,8 +65,9 @@ def _check_workers(workers, strategy):
     from ..executor.plan import STRATEGY_CHOICES
     from ..validation import check_choice, check_number
 
-    workers = check_number(1 if workers is None else workers, "workers", OWNER, ge=1, le=64, integer=True,
-                           hint="Use workers => 1 for one backend, or up to 64 worker backends.")
+    workers = check_number(1 if workers is None else workers, "workers", OWNER, ge=0, le=64, integer=True,
+                           hint="Use workers => 1 for one backend, up to 64 worker backends, or 0 to let the "
+                                "planner choose.")
     strategy = check_choice("auto" if strategy is None else strategy, "strategy", OWNER, STRATEGY_CHOICES,
                             hint="auto picks the cheapest by the planner's cost model.")
     return workers, strategy
@@ -208,7 +210,7 @@ def _check_options(session, source, group_by, features, label, model, search_obj
     list learn_over_groups' keys) where the run does the opposite. Returns (processes, the
     options without 'processes', what :func:`_check_executor_request` returns)."""
     processes = _processes_option(options_obj)
-    executor = workers > 1 or strategy != "auto"
+    executor = workers != 1 or strategy != "auto"
     _check_option_keys(options_obj, executor)
     options_obj = {k: v for k, v in options_obj.items() if k != "processes"}
     if executor and processes is not None:
@@ -237,9 +239,14 @@ def _train_groups(session, oid, group_by, features, label, model, search, option
                              else "train_groups with workers or a strategy")
     source, search_obj, options_obj, cols, group_by, features = _validate(session, oid, group_by, features,
                                                                           label, model, search, options)
-    executor = workers > 1 or strategy != "auto"
-    processes, options_obj, (fit_options, exec_options, family, spec, opts, _) = _check_options(
+    executor = workers != 1 or strategy != "auto"
+    processes, options_obj, (fit_options, exec_options, family, spec, opts, pattern) = _check_options(
         session, source, group_by, features, label, model, search_obj, options_obj, workers, strategy)
+    if workers == 0:
+        workers, why = _auto_workers(session, _plan_inputs(session, source, group_by, features, label, model,
+                                                           search_obj, exec_options, family, spec, opts, pattern),
+                                     strategy, exec_options, pattern)
+        session.notice(f"groupml: {why}")
     if executor:
         if workers > 1:
             from ..executor.pool import check_endpoints
@@ -548,28 +555,69 @@ def explain_train_groups(source, group_by, features, label, model, search, optio
                                      strategy)
 
 
+def _plan_inputs(session, source, group_by, features, label, model, search_obj, exec_options, family, spec, opts,
+                 pattern, owner: str = OWNER) -> Dict[str, Any]:
+    """What the planner needs of a request: every group's training rows (a count query over
+    the source, NULLs left out), the workload, the calibration and the pass-task limit."""
+    from ..executor.costs import load_calibration
+    from ..executor.plan import pass_task_rows, workload_of
+
+    notnull = " AND ".join(f"{quote_ident(c)} IS NOT NULL" for c in list(features) + [label])
+    with reading_source(session, source, owner):
+        rows = session.query(f"SELECT {group_key_sql(group_by)}::text AS gkey, pg_catalog.count(*) FILTER "
+                             f"(WHERE {notnull}) AS n FROM {source}{group_clause_sql(group_by, source)}")
+    frac = opts["validation_fraction"]
+    wl = workload_of(spec, family)
+    return {"sizes": {i: int(round(int(r["n"]) * (1 - frac))) for i, r in enumerate(rows)},
+            "keys": {i: r["gkey"] for i, r in enumerate(rows)}, "wl": wl,
+            "cal": load_calibration(session, model=model, pattern=pattern, source=source, features=features,
+                                    search=search_obj, d=len(features), n_configs=wl["n_configs"]),
+            "max_rows": pass_task_rows(exec_options, len(features), wl["n_configs"], wl["epochs"])}
+
+
+def _plan_for(inputs, workers: int, strategy: str, exec_options, pattern: str):
+    from ..executor.plan import make_plan
+
+    wl = inputs["wl"]
+    return make_plan(inputs["sizes"], wl["n_configs"], wl["epochs"], workers, strategy, pattern=pattern,
+                     blocks=wl["blocks"], calibration=inputs["cal"], pass_task_rows=inputs["max_rows"],
+                     placement=exec_options["placement"])
+
+
+def _auto_workers(session, inputs, strategy: str, exec_options, pattern: str):
+    """``workers => 0``: (the worker count the planner picks, why). Every count from 1 to
+    :func:`~groupml.executor.pool.auto_worker_limit` is planned; the fewest whose estimated
+    makespan is within 10% of the best wins (TuPAQ's right-sizing, eq. 2, over the
+    strategies' calibrated estimates)."""
+    from ..executor.pool import auto_worker_limit
+    from ..planner import right_size
+
+    top = auto_worker_limit(session)
+    times = {}
+    for w in range(1, top + 1):
+        plan = _plan_for(inputs, w, strategy, exec_options, pattern)
+        times[w] = plan.estimates[plan.strategy].makespan
+    chosen = right_size(times, 1.1)
+    shown = ", ".join(f"{w}: {t:.3g} s" for w, t in times.items())
+    return chosen, (f"workers => 0: the planner chose {chosen} worker(s) of up to {top} (estimated makespan {shown}; "
+                    f"the fewest within 10% of the best)")
+
+
 def _explain_train_groups(session, oid, group_by, features, label, model, search, options, workers, strategy):
-    from ..executor.plan import make_plan, pass_task_rows, placement_for, workload_of
+    from ..executor.plan import placement_for
 
     source, search_obj, options_obj, cols, group_by, features = _validate(session, oid, group_by, features,
                                                                           label, model, search, options)
     _, _, (fit_options, exec_options, family, spec, opts, pattern) = _check_options(
         session, source, group_by, features, label, model, search_obj, options_obj, workers, strategy)
-    notnull = " AND ".join(f"{quote_ident(c)} IS NOT NULL" for c in list(features) + [label])
-    with reading_source(session, source, "explain_train_groups"):
-        rows = session.query(f"SELECT {group_key_sql(group_by)}::text AS gkey, pg_catalog.count(*) FILTER "
-                             f"(WHERE {notnull}) AS n FROM {source}{group_clause_sql(group_by, source)}")
-    frac = opts["validation_fraction"]
-    sizes = {i: int(round(int(r["n"]) * (1 - frac))) for i, r in enumerate(rows)}
-    keys = {i: r["gkey"] for i, r in enumerate(rows)}
-    wl = workload_of(spec, family)
-    from ..executor.costs import load_calibration
-
-    cal = load_calibration(session, model=model, pattern=pattern, source=source, features=features, search=search_obj,
-                           d=len(features), n_configs=wl["n_configs"])
-    max_rows = pass_task_rows(exec_options, len(features), wl["n_configs"], wl["epochs"])
-    plan = make_plan(sizes, wl["n_configs"], wl["epochs"], workers, strategy, pattern=pattern, blocks=wl["blocks"],
-                     calibration=cal, pass_task_rows=max_rows, placement=exec_options["placement"])
+    inputs = _plan_inputs(session, source, group_by, features, label, model, search_obj, exec_options, family, spec,
+                          opts, pattern, owner="explain_train_groups")
+    chose = ""
+    if workers == 0:
+        workers, chose = _auto_workers(session, inputs, strategy, exec_options, pattern)
+        chose += "; "
+    sizes, keys, max_rows = inputs["sizes"], inputs["keys"], inputs["max_rows"]
+    plan = _plan_for(inputs, workers, strategy, exec_options, pattern)
     n_big = sum(1 for n in sizes.values() if n > max_rows)
     if not exec_options["whole_group_tasks"]:
         unsplit = "unsplit groups too, one task per pass)"
@@ -609,7 +657,7 @@ def _explain_train_groups(session, oid, group_by, features, label, model, search
                 shards = "[" + ", ".join(parts) + "]"
             out.append({"strategy": name, "chosen": chosen, "worker": w, "estimated_seconds": float(secs),
                         "shards": shards,
-                        "explanation": f"{how}: {plan.explanation}" if chosen else
+                        "explanation": f"{chose}{how}: {plan.explanation}" if chosen else
                         f"{name}: estimated makespan {est.makespan:.3g} s"})
     out.sort(key=lambda r: (not r["chosen"], r["strategy"], r["worker"]))
     return out
