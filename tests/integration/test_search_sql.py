@@ -106,9 +106,15 @@ def test_trial_info_of_null_and_failed_fits(db):
                      "0, 0, 3, NULL, NULL, 'x', NULL)::groupml.fit)").fetchone()
     assert row[0] == 0
     # a fit built by hand with malformed trials: a clear 22023, not a Python TypeError
-    for trials, why in (('[1, 2]', "trial 0 is not an object"), ('"x"', "expected a JSON array; got str"),
-                        ('{"trials": []}', "expected a JSON array; got dict"),
-                        ('[{"score": "x"}]', "'score' of trial 0 must be int or float; got \"x\"")):
+    # (messages in JSON's words: they named Python's str and dict; '{}' was taken for no trials;
+    # values beyond bigint or float8 failed in PL/Python's return conversion without a hint)
+    for trials, why in (('[1, 2]', "trial 0 is not an object"), ('"x"', "expected a JSON array; got a string"),
+                        ('{"trials": []}', "expected a JSON array; got an object"),
+                        ('{}', "expected a JSON array; got an object"),
+                        ('[{"score": "x"}]', "'score' of trial 0 must be an integer or a number; got '\"x\"'"),
+                        ('[{"score": 1e309}]', "'score' of trial 0 must be a finite float8; got 1e+309"),
+                        ('[{"trial_id": 9223372036854775808}]', "'trial_id' of trial 0 must fit in a bigint; got "
+                                                                "9223372036854775808")):
         st, msg, hint = sql_error(db, "SELECT * FROM groupml.trial_info(ROW('ok', 'logistic', '{}', 'accuracy', 1, "
                                       "'{}', 1, 1, 0, 3, %s::jsonb, '', NULL)::groupml.fit)", [trials])
         assert (st, msg) == ("22023", f"groupml: The 'fit' value of trial_info has malformed trials: {why}"), msg

@@ -21,7 +21,7 @@ import numpy as np
 from ..db import quote_ident
 from ..errors import GroupmlError, InvalidParameterError
 from ..planner import check_run
-from ..validation import check_keys, check_number
+from ..validation import check_keys, check_number, short_int, shown
 from ._catalog import check_catalog_privileges
 from ._source import (check_column_privileges, check_columns, check_group_by_apart, check_group_by_sortable,
                       check_label_not_a_feature, check_select_privilege, columns, reading_source, source_oid)
@@ -311,6 +311,22 @@ _TRIAL_FIELDS = {"trial_id": (int,), "score": (int, float), "epochs": (int,), "i
                  "status": (str,), "stop_reason": (str,), "passes": (int,), "seconds": (int, float)}
 
 
+_TYPE_WORDS = {int: "an integer", float: "a number", str: "a text"}
+
+
+def _json_kind(value: Any) -> str:
+    """What a JSON value is, in JSON's words (not Python's class names)."""
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "null" if value is None else "a value"
+
+
 def _check_trials(trials: Any) -> None:
     """A fit's trials as learn_over_groups writes them: an array of objects whose fields have
     their types (or are null); anything else -- a fit built by hand -- is a clear 22023."""
@@ -319,14 +335,23 @@ def _check_trials(trials: Any) -> None:
                                      hint="Pass a fit returned by learn_over_groups (or read groupml.trials).")
 
     if not isinstance(trials, list):
-        raise bad(f"expected a JSON array; got {type(trials).__name__}")
+        raise bad(f"expected a JSON array; got {_json_kind(trials)}")
     for i, t in enumerate(trials):
         if not isinstance(t, dict):
             raise bad(f"trial {i} is not an object")
         for key, types in _TRIAL_FIELDS.items():
             v = t.get(key)
             if v is not None and (isinstance(v, bool) or not isinstance(v, types)):
-                raise bad(f"'{key}' of trial {i} must be {' or '.join(x.__name__ for x in types)}; got {json.dumps(v)}")
+                raise bad(f"'{key}' of trial {i} must be {' or '.join(_TYPE_WORDS[x] for x in types)}; got "
+                          f"{shown(json.dumps(v))}")
+            # the columns' own ranges: PL/Python refused them on return (22003, no hint)
+            if v is None or isinstance(v, (bool, str)):
+                continue
+            if float in types and abs(v) > 1.7976931348623157e308:
+                raise bad(f"'{key}' of trial {i} must be a finite float8; got "
+                          f"{short_int(v) if isinstance(v, int) else shown(v)}")
+            if float not in types and not -2 ** 63 <= v < 2 ** 63:
+                raise bad(f"'{key}' of trial {i} must fit in a bigint; got {short_int(v)}")
         losses = t.get("epoch_losses")
         if losses is not None and (not isinstance(losses, list)
                                    or not all(x is None or (isinstance(x, (int, float)) and not isinstance(x, bool))
@@ -341,9 +366,9 @@ def trial_rows(fit: Optional[dict]) -> List[Dict[str, Any]]:
     trials = fit.get("trials")
     if isinstance(trials, str):
         trials = json.loads(trials)
-    if not trials:
+    if trials is None or trials == []:
         return []
-    _check_trials(trials)
+    _check_trials(trials)             # '{}' was taken for no trials, '"x"' named Python's str
     params = fit.get("params")
     if isinstance(params, str):
         params = json.loads(params)
