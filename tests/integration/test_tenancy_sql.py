@@ -652,6 +652,12 @@ def test_bad_input_is_rejected_and_writes_nothing(cluster, db, dbname, roles):
     assert db.execute("SELECT count(*) FROM groupml.jobs").fetchone()[0] == 0
     assert db.execute("SELECT count(*) FROM groupml.candidates").fetchone()[0] == 0
     assert db.execute("SELECT count(*) FROM groupml.tenants").fetchone()[0] == 1
+    # the generator's arguments are named as this function's (they said 'synthetic_dataset'), bounded
+    st, msg, hint = sql_error(db, "SELECT * FROM groupml.simulate_scheduler('hybrid', 1e308, 0.1)")
+    assert (st, msg) == ("22023", "groupml: The 'sigma_m' value of simulate_scheduler must be <= 1000; got 1e+308")
+    assert "SYN(0.01, 0.1)" in hint
+    st, msg, _ = sql_error(db, "SELECT * FROM groupml.simulate_scheduler('hybrid', 0.5, -1)")
+    assert (st, msg) == ("22023", "groupml: The 'alpha' value of simulate_scheduler must be >= 0; got -1.0")
     st, msg, _ = sql_error(db, "SELECT * FROM groupml.simulate_scheduler('hybrid', 0.5, 0.1, n_models => 200000)")
     assert (st, msg) == ("22023", "groupml: The 'n_models' value of simulate_scheduler must be <= 5000; got 200000")
     st, msg, hint = sql_error(db, "SELECT * FROM groupml.simulate_scheduler('hybrid', 0.5, 0.1, n_users => 100000, "

@@ -356,3 +356,10 @@ def test_a_grid_that_names_one_model_twice_is_refused(model, raw, shown):
         validate_request(model, raw, {})
     assert info.value.message == f"The grid of search lists one configuration twice: {shown} are the same model"
     assert info.value.sqlstate == "22023" and "List each configuration once" in info.value.hint
+
+
+def test_the_halving_rate_is_bounded():
+    # eta 1e308 was taken
+    with pytest.raises(SearchSpecError) as info:
+        parse_search({"method": "hyperband", "max_epochs": 27, "eta": 1e308, "lr": [1]})
+    assert info.value.message == "The 'eta' value of search must be <= 1000; got 1e+308"

@@ -325,7 +325,7 @@ def parse_search(spec: Any, *, param_names: Optional[Iterable[str]] = None,
     if min_epochs > max_epochs:
         fail("min_epochs", owner, f"<= max_epochs ({max_epochs})", min_epochs, cls=SearchSpecError,
              hint="Lower min_epochs or raise max_epochs.")
-    eta = _int(spec, "eta", owner, 3, ge=2, hint="eta is the halving rate; 3 keeps the best third.")
+    eta = _int(spec, "eta", owner, 3, ge=2, le=1000, hint="eta is the halving rate; 3 keeps the best third.")
     slots = _int(spec, "slots", owner, None, ge=1, le=MAX_TRIALS, nullable=True,
                  hint="slots is the number of configurations trained together per data pass.")
     if method == "tpe" and slots is not None and slots > MAX_TPE_SLOTS:

@@ -263,7 +263,7 @@ def explain_search(source, features, label, model, search, group_by, options):
                                     hint=families_hint())
     search_obj = parse_object(search, "search", owner)
     options_obj = parse_object(options, "options", owner)
-    validate_request(model, search_obj, options_obj)
+    validate_request(model, search_obj, options_obj, f"{owner} options")
     if source is None:
         raise InvalidParameterError(f"The 'source' value of {owner} must be a table or view; got null",
                                     hint="Pass the table name, e.g. 'clicks'.")

@@ -942,6 +942,13 @@ def simulate_scheduler(policy, sigma_m, alpha, seeds, cost_aware, n_users, n_mod
     n_tenants = check_number(n_tenants, "n_tenants", owner, ge=1, lt=n_users, integer=True,
                              hint="The other users form the history that feeds the GP prior.")
     grid_points = check_number(grid_points, "grid_points", owner, ge=2, le=10000, integer=True)
+    # checked here so the messages name this function (they named the generator's and the
+    # simulator's Python names), with bounds (1e308 overflowed inside the generator)
+    syn = "The paper's datasets are SYN(0.01, 0.1), SYN(0.01, 1.0), SYN(0.5, 0.1) and SYN(0.5, 1.0)."
+    sigma_m = check_number(sigma_m, "sigma_m", owner, gt=0, le=1000, hint=syn)
+    alpha = check_number(alpha, "alpha", owner, ge=0, le=1000, hint=syn)
+    budget_fraction = check_number(budget_fraction, "budget_fraction", owner, gt=0, le=1,
+                                   hint="The share of the tenants' total cost the simulation may spend.")
     if n_users * n_models > MAX_SIMULATED_CELLS:
         raise InvalidParameterError(
             f"The 'n_users' x 'n_models' value of {owner} must be <= {MAX_SIMULATED_CELLS}; got {n_users} x "
