@@ -217,6 +217,25 @@ def test_loader_registry_dispatches_by_kind():
     assert isinstance(obj, Dummy) and payload == b"abc"
 
 
+def test_a_loader_out_of_memory_is_not_a_corrupt_model():
+    # MemoryError (and an SPI error with a SQLSTATE) became 'cannot be decoded' (22P03)
+    def no_memory(payload):
+        raise MemoryError()
+
+    class SpiError(Exception):
+        sqlstate = "53100"
+
+    def no_disk(payload):
+        raise SpiError("could not extend file")
+
+    register_loader("test-oom", no_memory)
+    register_loader("test-disk", no_disk)
+    with pytest.raises(MemoryError):
+        load_model(pack_model("test-oom", b"abc"))
+    with pytest.raises(SpiError):
+        load_model(pack_model("test-disk", b"abc"))
+
+
 # ---------------------------------------------------------------- holdout
 def test_holdout_is_order_independent_and_accurate():
     rng = np.random.default_rng(11)

@@ -471,6 +471,8 @@ def _torch_load(body: bytes, what: str):
     torch = torch_module()
     try:
         return torch.load(io.BytesIO(body), weights_only=True, map_location="cpu")
+    except MemoryError:
+        raise                       # sql_entry's 53200, not a corrupt model
     except Exception as exc:        # torch raises many kinds on bytes that are not its own
         raise _container.bad(what, f"torch cannot read it ({type(exc).__name__})") from None
 

@@ -86,10 +86,10 @@ def load_model(data: bytes):
     payload = data[pos + 2 + klen:]
     try:
         return loader(payload)
-    except ModelFormatError:
-        raise
+    except (ModelFormatError, MemoryError):
+        raise                 # out of memory is sql_entry's 53200, not a corrupt model
     except Exception as exc:  # any decoding failure of untrusted bytes
-        if getattr(exc, "sqlstate", None) == "57014":   # a cancel noticed while a model was checked
+        if getattr(exc, "sqlstate", None):   # a cancel noticed while a model was checked, an SPI error
             raise
         raise ModelFormatError(f"The groupml model of kind {kind!r} cannot be decoded: "
                                f"{type(exc).__name__}", hint=_HINT) from None
