@@ -4,15 +4,15 @@ Algorithms never see this module; the SQL entry points (``groupml.udf``) and, la
 the executors that drive workers on other backends build a :class:`Session` and
 hand plain data to the pure-Python layers.
 
-Two implementations share the interface: :class:`PlpySession` inside a backend
-(PL/Python), and :class:`PsycopgSession` on a client connection (workers, tests,
-benchmarks). Identifiers are always quoted with :func:`quote_ident`.
+:class:`PlpySession` implements it inside a backend (PL/Python); worker backends are
+reached over psycopg connections by :mod:`groupml.executor.pool`, which sends them
+requests for groupml's worker functions only. Identifiers are always quoted with
+:func:`quote_ident`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
 import sys
 import threading
 from typing import Any, Dict, List, Optional, Sequence
@@ -33,9 +33,6 @@ def quote_literal(value: str) -> str:
 
 #: The search_path groupml's own statements run under (:meth:`PlpySession.pinned_search_path`).
 SAFE_SEARCH_PATH = "pg_catalog, pg_temp"
-
-_SAFE_TYPES = re.compile(r"^[a-z_][a-z0-9_ ]*(\[\])?$")
-
 
 class Session:
     """What groupml needs from a database session."""
@@ -162,29 +159,6 @@ class PlpySession(Session):
                 "This procedure commits as it goes (so a crash or cancel resumes, not restarts); it cannot run "
                 "inside a transaction block", hint="CALL it on its own, not between BEGIN and COMMIT (psql's "
                 "autocommit; in a driver, outside an explicit transaction).") from None
-
-
-class PsycopgSession(Session):
-    """A session over a psycopg 3 connection (client side, worker connections)."""
-
-    def __init__(self, conn):
-        self.conn = conn
-
-    def query(self, sql, args=(), types=()):
-        # plpy-style $1 placeholders -> psycopg %s
-        sql = re.sub(r"\$(\d+)", "%s", sql.replace("%", "%%"))
-        with self.conn.cursor() as cur:
-            cur.execute(sql, list(args))
-            if cur.description is None:
-                return []
-            cols = [d.name for d in cur.description]
-            return [dict(zip(cols, row)) for row in cur.fetchall()]
-
-    def notice(self, message: str) -> None:  # client side: nothing to send
-        pass
-
-    def commit(self) -> None:
-        self.conn.commit()
 
 
 _session: Optional[PlpySession] = None

@@ -208,10 +208,6 @@ def _remember(cache: "OrderedDict", key: tuple, value: Any, size: int, req: Mapp
             cache.popitem(last=False)
 
 
-def cache_info() -> Dict[str, Any]:
-    return {"entries": len(_CACHE), "bytes": sum(v[1] for v in _CACHE.values()), **STATS}
-
-
 # ------------------------------------------------------------- sequential and sampling patterns
 # (snapshot_id, group_no, pieces) -> ((X, y), bytes): raw shard matrices for the MLP and LightGBM ops
 _MCACHE: "OrderedDict[tuple, Tuple[Any, int]]" = OrderedDict()

@@ -25,13 +25,12 @@ step is bit for bit the single-process step, so DP over one shard reproduces
 ``MLPTrainer`` bit for bit. Over several shards the weights differ from it only by
 float32 rounding of the split sum (tested to a tight tolerance).
 
-:func:`train_epoch_dp` runs one such epoch over in-process shards (the reference the
-executor's distributed version is tested against). ``torch`` is imported lazily.
+The executor's DP trainer (:mod:`groupml.executor.baselines`) is tested against
+``MLPTrainer`` itself. ``torch`` is imported lazily.
 """
 
 from __future__ import annotations
 
-import math
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -141,32 +140,3 @@ def apply_step(run: "_mlp.MLPRun", g: np.ndarray) -> None:
         pos += n
     run.opt.step()
     run.opt.zero_grad(set_to_none=True)
-
-
-def train_epoch_dp(run: "_mlp.MLPRun", shards: Sequence[Tuple[np.ndarray, np.ndarray]], *,
-                   epoch: int) -> float:
-    """One epoch of synchronous data-parallel SGD over in-process ``shards`` (consecutive
-    row ranges of the group, in order); the mean batch loss, like ``train_epoch``."""
-    sizes = [int(X.shape[0]) for X, _ in shards]
-    n = sum(sizes)
-    if n == 0:
-        return math.nan
-    bounds = list(zip(np.cumsum([0] + sizes[:-1]).tolist(), sizes))
-    size = grad_size(run.net)
-    total, batches = 0.0, 0
-    for idx in epoch_batches(run, epoch, n):
-        masks = draw_masks(run, len(idx))
-        parts = []
-        for (X, y), (pos, loc) in zip(shards, split_batch(idx, bounds)):
-            if pos.size == 0:
-                parts.append((0, 0.0, None))
-                continue
-            m = None if masks is None else [mk[_mlp.torch_module().from_numpy(pos)] for mk in masks]
-            loss_k, g_k = part_gradient(run.net, run.regression, X[loc], y[loc], m)
-            parts.append((int(pos.size), loss_k, g_k))
-        loss, g = combine(parts, len(idx), size)
-        apply_step(run, g)
-        total += loss
-        batches += 1
-    run.visits += 1
-    return total / batches

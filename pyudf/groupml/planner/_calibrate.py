@@ -41,10 +41,6 @@ from ._strategy import PATTERNS, UnitCosts
 
 OWNER = "unit cost calibration"
 
-#: task kinds whose rows are trained on (the others -- stats, eval, step -- only get a
-#: fixed cost per task, plus load and warm-up when they come first)
-WORK_KINDS = ("pass", "visit", "fit", "block", "rank", "boost")
-
 #: per pattern, the kinds whose fixed cost is ``task_startup`` (first measured wins)
 STARTUP_KINDS = {"algebraic": ("pass", "fit"), "sequential": ("fit", "block", "visit"),
                  "sampling": ("fit", "boost", "rank")}

@@ -78,11 +78,6 @@ class Placement:
             pairs.sort(key=lambda ws: ws[1].start)
         return index
 
-    def shards_of(self, group: Hashable) -> List[Tuple[int, Shard]]:
-        """``(worker, shard)`` pairs of one group, ordered by row offset."""
-        found = [(w, s) for w, shards in enumerate(self.workers) for s in shards if s.group == group]
-        return sorted(found, key=lambda ws: ws[1].start)
-
     def groups(self) -> List[Hashable]:
         """Placed groups in the order they first appear (worker 0 first)."""
         seen: Dict[Hashable, None] = {}

@@ -14,7 +14,7 @@ Two pieces:
 from __future__ import annotations
 
 import math
-from typing import Dict, Iterable, List, Mapping, Sequence, Tuple
+from typing import Iterable, List, Mapping, Sequence, Tuple
 
 import numpy as np
 
@@ -156,8 +156,3 @@ def posterior_direct(mean0: np.ndarray, kernel: np.ndarray, noise_var: float,
     return mean, var
 
 
-def prior_for_keys(keys: Sequence[str], global_keys: Dict[str, int], mean: np.ndarray,
-                   cov: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """Slice a global (mean, cov) down to one tenant's candidate keys."""
-    idx = [global_keys[k] for k in keys]
-    return mean[idx].copy(), cov[np.ix_(idx, idx)].copy()
