@@ -220,6 +220,10 @@ def test_explain_search_plan(db, clicks):
     assert 0 < largest <= total
     # explain never trains nor records anything
     assert db.execute("SELECT count(*) FROM groupml.cost_runs").fetchone()[0] == 0
+    # rows training skips (a NULL label) are not counted: the plan counted every row
+    db.execute("UPDATE clicks SET clicked = NULL WHERE ctid IN (SELECT ctid FROM clicks LIMIT 100)")
+    again = _explain(db, TPE)
+    assert again["rows"][0] == str(int(sizes.sum()) - 100) and again["groups"][0] == "3"
     assert db.execute("SELECT count(*) FROM groupml.runs").fetchone()[0] == 0
 
 

@@ -289,15 +289,17 @@ def _explain_search(session, oid, features, label, model, search_obj, options_ob
     check_label_not_a_feature(label, features, owner)
     check_group_by_apart(group_by, features, label, owner)
     check_column_privileges(session, source, list(group_by) + list(features) + [label], owner)
+    # rows with a NULL feature or label are skipped by training, so the plan does not count them
+    usable = ("pg_catalog.count(*) FILTER (WHERE "
+              + " AND ".join(f"{quote_ident(c)} IS NOT NULL" for c in list(features) + [label]) + ")")
     if group_by:
         keys = ", ".join(quote_ident(g) for g in group_by)
         sql = (f"SELECT pg_catalog.count(*) AS groups, coalesce(pg_catalog.sum(c), 0) AS n_rows, "
                f"coalesce(pg_catalog.max(c), 0) AS largest "
-               f"FROM (SELECT pg_catalog.count(*) AS c FROM {source} GROUP BY {keys}) s")
+               f"FROM (SELECT {usable} AS c FROM {source} GROUP BY {keys}) s")
     else:
         sql = (f"SELECT CASE WHEN pg_catalog.count(*) OPERATOR(pg_catalog.>) 0 THEN 1 ELSE 0 END AS groups, "
-               f"pg_catalog.count(*) AS n_rows, "
-               f"pg_catalog.count(*) AS largest FROM {source}")
+               f"{usable} AS n_rows, {usable} AS largest FROM {source}")
     with reading_source(session, source, owner):   # the source's views may name their tables bare
         stats = session.query(sql)[0]
     cost_model = load_cost_model(session, model)
