@@ -14,11 +14,14 @@ CREATE TABLE @extschema@.runs (
     started_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
     finished_at  timestamptz,
     seconds      float8,                        -- measured wall time of the run
-    estimated_seconds float8,                   -- the planner's estimate, beside it
+    estimated_seconds float8,                   -- the planner's estimate of the training (train_seconds)
     created_by   name NOT NULL DEFAULT current_user,
     -- the settings the run's group keys were written in (TimeZone, IntervalStyle,
     -- extra_float_digits): a resume under others would write the same groups as other keys
-    key_settings jsonb
+    key_settings jsonb,
+    -- the measured time of what estimated_seconds estimates: one backend, the groups' searches
+    -- summed; with workers, the training after the snapshot (the planner's makespan)
+    train_seconds float8
 );
 COMMENT ON TABLE @extschema@.runs IS
   'One row per catalog-writing training run (groupml.train_groups). Progress is committed group by group.';

@@ -50,7 +50,7 @@ def test_install_is_idempotent_and_uninstall_removes_everything(scratch, tmp_pat
     assert "building venv" in first.stdout
     sql = (extdir / "groupml--0.2.0.sql").read_text()
     # the upgrade scripts go with it (ALTER EXTENSION groupml UPDATE of an older database)
-    assert (extdir / "groupml--0.1.0--0.2.0.sql").read_text().count("ALTER TABLE") == 2
+    assert (extdir / "groupml--0.1.0--0.2.0.sql").read_text().count("ALTER TABLE") == 3
     assert f"{prefix}/venv/lib/python3" in sql
     assert (extdir / "groupml.control").exists()
     # the postgres OS user can import the package from the venv, as PL/Python will

@@ -18,7 +18,12 @@ pytestmark = pytest.mark.integration
 CHANGES_SINCE_0_1_0 = [
     (",\n    -- the settings the run's group keys were written in (TimeZone, IntervalStyle,\n"
      "    -- extra_float_digits): a resume under others would write the same groups as other keys\n"
-     "    key_settings jsonb\n);", "\n);"),
+     "    key_settings jsonb,\n"
+     "    -- the measured time of what estimated_seconds estimates: one backend, the groups' searches\n"
+     "    -- summed; with workers, the training after the snapshot (the planner's makespan)\n"
+     "    train_seconds float8\n);", "\n);"),
+    ("    estimated_seconds float8,                   -- the planner's estimate of the training (train_seconds)\n",
+     "    estimated_seconds float8,                   -- the planner's estimate, beside it\n"),
     ("    -- steps whose training of it a cancel or statement_timeout ended: after a few it is recorded\n"
      "    -- as failed (a statement_timeout shorter than its training retried it forever)\n"
      "    attempts        integer NOT NULL DEFAULT 0,\n", ""),

@@ -173,6 +173,7 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
     session.query("UPDATE groupml.runs SET groups_done = $2 WHERE run_id = $1", [run_id, len(done)],
                   ["bigint", "integer"])
     session.commit()
+    training_from = time.time()         # what estimated_seconds (the makespan) estimates starts here
     pending.sort(key=lambda g: (-g["n_train"], g["group_no"]))
     if chosen == "dp":
         n_drivers = 1                       # DP: one group at a time across all workers
@@ -299,8 +300,9 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
         drop_snapshot(session, sid)
         session.query("UPDATE groupml.grouped_runs SET snapshot_id = NULL WHERE run_id = $1", [run_id], ["bigint"])
     session.query("UPDATE groupml.runs SET status = 'done', finished_at = clock_timestamp(), "
-                  "seconds = coalesce(seconds, 0) + $2 WHERE run_id = $1", [run_id, time.time() - started],
-                  ["bigint", "float8"])
+                  "seconds = coalesce(seconds, 0) + $2, train_seconds = coalesce(train_seconds, 0) + $3 "
+                  "WHERE run_id = $1", [run_id, time.time() - started, time.time() - training_from],
+                  ["bigint", "float8", "float8"])
     session.query("UPDATE groupml.grouped_runs SET last_event = 'done', updated_at = clock_timestamp() "
                   "WHERE run_id = $1", [run_id], ["bigint"])
     session.query("DELETE FROM groupml.run_checkpoints WHERE run_id = $1", [run_id], ["bigint"])

@@ -152,8 +152,10 @@ groupml.best_models  (view): the catalog without model bytes: model_id, run_id, 
 TOPICS["catalog"] = """groupml's catalog (tables written by train_groups; no grants to PUBLIC -- see README "Who may train"):
   runs              one row per train_groups run: source, group_by, features, label, family, search,
                     options, status (running | done | failed | cancelled), groups_done / n_groups,
-                    started_at / finished_at, seconds (measured) beside estimated_seconds, created_by,
-                    key_settings (the settings its group keys are written in)
+                    started_at / finished_at, seconds (the call's wall time), estimated_seconds (the
+                    planner's estimate of the training) beside train_seconds (its measured time: one
+                    backend, the groups' searches summed; with workers, the training after the
+                    snapshot), created_by, key_settings (the settings its group keys are written in)
   models            one row per (run, group): group_key jsonb, fit groupml.fit (the selected model)
   trials            every configuration tried per (run, group): params, status, stop_reason, score,
                     epoch_scores, metrics (passes, seconds, iterations, is_best)

@@ -377,7 +377,7 @@ def _train_in_backend(session, run_id, done, source, group_by, features, label, 
     # the model as it was when the run was created, on every attempt: a resumed group gets the
     # batch size (and so the search) it would have had (rows this run records come later)
     cost_model = load_cost_model(session, model, before_run=run_id)
-    estimated = 0.0
+    estimated = trained = 0.0
     estimate = _estimated_rows(session, source)
     with contextlib.ExitStack() as stack:
         # started before the load query, so the helpers' imports overlap it
@@ -401,6 +401,7 @@ def _train_in_backend(session, run_id, done, source, group_by, features, label, 
             _store(session, run_id, b["gkey"], result)
             record_fit_cost(session, result, source="train_groups")
             estimated += result.estimated_seconds or 0.0
+            trained += result.seconds or 0.0
             session.query("UPDATE groupml.runs SET groups_done = groups_done + 1 WHERE run_id = $1",
                           [run_id], ["bigint"])
             finished += 1
@@ -408,9 +409,9 @@ def _train_in_backend(session, run_id, done, source, group_by, features, label, 
                            + (f", {result.metric} {result.score:.4f}" if result.score is not None else ""))
             session.commit()
     session.query("UPDATE groupml.runs SET status = 'done', finished_at = clock_timestamp(), "
-                  "seconds = coalesce(seconds, 0) + $2, "
-                  "estimated_seconds = coalesce(estimated_seconds, 0) + $3 WHERE run_id = $1",
-                  [run_id, time.time() - started, estimated], ["bigint", "float8", "float8"])
+                  "seconds = coalesce(seconds, 0) + $2, estimated_seconds = coalesce(estimated_seconds, 0) + $3, "
+                  "train_seconds = coalesce(train_seconds, 0) + $4 WHERE run_id = $1",
+                  [run_id, time.time() - started, estimated, trained], ["bigint", "float8", "float8", "float8"])
     session.commit()
 
 
