@@ -815,10 +815,13 @@ def test_an_error_of_the_sources_view_keeps_its_sqlstate_and_hint(db, clicks):
     # timeout ended the run as XX000 'worker failed' whose hint only said to resume
     db.execute("""CREATE FUNCTION picky(c text, v float8) RETURNS float8 LANGUAGE plpgsql STABLE AS $$
                   BEGIN IF c = 'FI' THEN RAISE EXCEPTION 'too much Finland' USING ERRCODE = '54000',
-                  HINT = 'Ask the view''s owner.'; END IF; RETURN v; END $$""")
+                  HINT = 'Ask the view''s owner.', DETAIL = 'Finland is 40%.'; END IF; RETURN v; END $$""")
     db.execute("CREATE VIEW picky_clicks AS SELECT country, picky(country, f1) AS f1, f2, f3, clicked FROM clicks")
     call = (f"CALL groupml.train_groups('picky_clicks', ARRAY['country'], {FEATS}, 'clicked', 'logistic', "
             f"workers => %s)")
+    with pytest.raises(psycopg.Error) as info:
+        db.execute(call % 1)
+    assert info.value.diag.message_detail == "Finland is 40%."       # the detail is kept too
     state, msg, hint = sql_error(db, call % 1)
     assert (state, msg) == ("54000", "groupml: train_groups could not read the rows of public.picky_clicks: too "
                                      "much Finland")

@@ -113,8 +113,9 @@ def test_trial_info_of_null_and_failed_fits(db):
                         ('{}', "expected a JSON array; got an object"),
                         ('[{"score": "x"}]', "'score' of trial 0 must be an integer or a number; got '\"x\"'"),
                         ('[{"score": 1e309}]', "'score' of trial 0 must be a finite float8; got 1e+309"),
-                        ('[{"trial_id": 9223372036854775808}]', "'trial_id' of trial 0 must fit in a bigint; got "
-                                                                "9223372036854775808")):
+                        ('[{"trial_id": 3000000000}]', "'trial_id' of trial 0 must fit in an integer; got 3000000000"),
+                        ('[{"passes": 9223372036854775808}]', "'passes' of trial 0 must fit in a bigint; got "
+                                                              "9223372036854775808")):
         st, msg, hint = sql_error(db, "SELECT * FROM groupml.trial_info(ROW('ok', 'logistic', '{}', 'accuracy', 1, "
                                       "'{}', 1, 1, 0, 3, %s::jsonb, '', NULL)::groupml.fit)", [trials])
         assert (st, msg) == ("22023", f"groupml: The 'fit' value of trial_info has malformed trials: {why}"), msg

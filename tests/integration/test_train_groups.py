@@ -235,6 +235,19 @@ def test_a_run_resumes_only_under_the_settings_its_keys_were_written_in(db):
     db.execute(stmt, [run])
     db.execute("RESET TimeZone")
     assert db.execute("SELECT count(*), count(DISTINCT group_key) FROM groupml.models").fetchone() == (3, 3)
+    # an integer key is written alike under any TimeZone: its run resumes there
+    db.execute("CREATE TABLE intbad AS SELECT i % 3 AS g, (i % 7)::float8 AS f1, CASE WHEN i = 3 THEN 2 "
+               "ELSE (i % 5 = 0)::int END AS y FROM generate_series(1, 300) i")
+    again = "CALL groupml.train_groups('intbad', ARRAY['g'], ARRAY['f1'], 'y', 'logistic', run_id => %s)"
+    assert sql_error(db, again, [None])[0] == "22000"
+    run = db.execute("SELECT max(run_id) FROM groupml.runs").fetchone()[0]
+    db.execute("UPDATE intbad SET y = 1 WHERE y = 2")
+    db.execute("SET TimeZone = 'Asia/Tokyo'")
+    try:
+        db.execute(again, [run])
+    finally:
+        db.execute("RESET TimeZone")
+    assert db.execute("SELECT status FROM groupml.runs WHERE run_id = %s", [run]).fetchone()[0] == "done"
 
 
 def _helpers_of(pid):
@@ -431,6 +444,12 @@ def test_the_grants_the_hint_lists_are_enough(cluster, dbname, db, clicks):
             assert state == "53300" and msg.endswith("connections free for loopback workers (the CONNECTION LIMIT 2 "
                                                      "of role granted, 1 in use); got 2"), msg
             assert hint.endswith("raise the role's limit (ALTER ROLE ... CONNECTION LIMIT).")
+            # one worker (a strategy, or workers => 0 choosing 1) was not checked at all
+            db.execute("ALTER ROLE granted CONNECTION LIMIT 1")
+            for one in (calls[1].replace("workers => 2", "workers => 1"), calls[1].replace("workers => 2",
+                                                                                          "workers => 0")):
+                state, msg, _ = sql_error(conn, one)
+                assert state == "53300" and "(the CONNECTION LIMIT 1 of role granted, 1 in use)" in msg, msg
         assert [r[0] for r in db.execute("SELECT status FROM groupml.runs ORDER BY run_id")] == ["done", "done"]
     finally:
         db.execute("DROP OWNED BY granted")
@@ -510,6 +529,14 @@ def test_helper_processes_give_the_same_catalog_as_the_backend_alone(db, clicks)
                       "progress, seed, validation_fraction", "help('train_groups')"),
     ('{"validation_fraction": 2}', 2, "groupml: The 'validation_fraction' value of train_groups options must be "
                                       "< 1; got 2", "fraction"),
+    # with workers 'threads' pointed to 'processes', which is then refused, and the unknown-key
+    # list named 'processes' as allowed
+    ('{"threads": 2}', 2, "groupml: train_groups options take no 'threads': 'threads' is learn_over_groups' option",
+     "drop 'threads'"),
+    ('{"foo": 1}', 2, "groupml: Unknown key 'foo' in train_groups options; allowed keys are block_rows, "
+                      "checkpoint_every_s, drivers, flexible_hops, keep_snapshot, lock_timeout_ms, metric, "
+                      "network_timeout_s, placement, progress, seed, snapshot, validation_fraction, "
+                      "whole_group_max_work, whole_group_tasks, worker_memory_mb", "help('train_groups')"),
 ])
 def test_bad_processes_option(db, clicks, options, workers, message, hint_part):
     state, msg, hint = sql_error(db, "CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], "
@@ -734,7 +761,8 @@ def test_explain_train_groups_shows_numeric_keys_as_written(db):
 def test_columns_of_domains_count_as_their_base_types(db):
     # a domain over numeric was refused as a feature ('it is public.dnum') by train_groups,
     # the explain functions and submit_job, while learn_over_groups took it
-    db.execute("CREATE DOMAIN dnum AS numeric CHECK (VALUE > -1e6)")
+    db.execute("CREATE DOMAIN dnum0 AS numeric CHECK (VALUE > -1e6)")
+    db.execute("CREATE DOMAIN dnum AS dnum0")            # a domain over a domain: its base at any depth
     db.execute("CREATE DOMAIN dint AS integer")
     db.execute("CREATE DOMAIN dtext AS text")
     db.execute("CREATE TABLE doms AS SELECT ('g' || (i % 3))::dtext AS g, (i % 7)::dnum AS f1, "

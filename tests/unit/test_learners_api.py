@@ -228,12 +228,18 @@ def test_a_loader_out_of_memory_is_not_a_corrupt_model():
     def no_disk(payload):
         raise SpiError("could not extend file")
 
+    def bad_header(payload):       # a loader's own check of a forged header: a corrupt model
+        raise InvalidParameterError("The 'lr' value of model 'mlp' must be > 0; got -1")
+
     register_loader("test-oom", no_memory)
     register_loader("test-disk", no_disk)
+    register_loader("test-forged", bad_header)
     with pytest.raises(MemoryError):
         load_model(pack_model("test-oom", b"abc"))
     with pytest.raises(SpiError):
         load_model(pack_model("test-disk", b"abc"))
+    with pytest.raises(ModelFormatError):
+        load_model(pack_model("test-forged", b"abc"))
 
 
 # ---------------------------------------------------------------- holdout

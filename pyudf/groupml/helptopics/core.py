@@ -123,9 +123,10 @@ CALL groupml.train_groups(source regclass, group_by text[], features text[], lab
   (groupml.models, groupml.trials, groupml.runs). Each group is committed when done, so a
   crash or cancel loses at most the groups in flight; CALL again with the same run_id to resume.
   A run is trained by one call at a time: resuming a run another session is still training
-  fails (SQLSTATE 55006, naming that session's pid) and changes nothing. A resume needs the
-  TimeZone, IntervalStyle and extra_float_digits the run started under (runs.key_settings: group
-  keys are written in them); under others it is refused (22023) with the SET commands to use.
+  fails (SQLSTATE 55006, naming that session's pid) and changes nothing. A resume needs those of
+  the TimeZone, IntervalStyle and extra_float_digits the run started under (runs.key_settings)
+  that its group keys are written in (timestamptz, interval and float keys); under others it is
+  refused (22023) with the SET commands to use.
   Call it outside an explicit transaction block (BEGIN ... COMMIT) so it can commit as it goes.
   It writes groupml's catalog: the extension's owner runs it, or a role an administrator has
   granted the catalog rights it needs (a role without them gets 42501 naming them, before
@@ -155,7 +156,9 @@ TOPICS["catalog"] = """groupml's catalog (tables written by train_groups; no gra
                     started_at / finished_at, seconds (the call's wall time), estimated_seconds (the
                     planner's estimate of the training) beside train_seconds (its measured time: one
                     backend, the groups' searches summed; with workers, the training after the
-                    snapshot), created_by, key_settings (the settings its group keys are written in)
+                    snapshot of the call that finished the run, while the estimate is the first
+                    call's whole plan), created_by, key_settings (the settings its group keys are
+                    written in)
   models            one row per (run, group): group_key jsonb, fit groupml.fit (the selected model)
   trials            every configuration tried per (run, group): params, status, stop_reason, score,
                     epoch_scores, metrics (passes, seconds, iterations, is_best)

@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, Mapping
 
 import numpy as np
 
-from ..errors import (ArrayLengthError, DatatypeMismatchError, FeatureNotSupportedError,
+from ..errors import (ArrayLengthError, DatatypeMismatchError, FeatureNotSupportedError, GroupmlError,
                       ModelFormatError)
 
 MAGIC = b"GROUPML\x00"
@@ -89,7 +89,9 @@ def load_model(data: bytes):
     except (ModelFormatError, MemoryError):
         raise                 # out of memory is sql_entry's 53200, not a corrupt model
     except Exception as exc:  # any decoding failure of untrusted bytes
-        if getattr(exc, "sqlstate", None):   # a cancel noticed while a model was checked, an SPI error
+        # a cancel noticed while a model was checked, an SPI error; a groupml error of the
+        # loader (a header's parameter out of range) is a corrupt model
+        if getattr(exc, "sqlstate", None) and not isinstance(exc, GroupmlError):
             raise
         raise ModelFormatError(f"The groupml model of kind {kind!r} cannot be decoded: "
                                f"{type(exc).__name__}", hint=_HINT) from None

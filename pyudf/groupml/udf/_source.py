@@ -42,9 +42,13 @@ def source_errors(name: str, owner: str):
         spidata = getattr(exc, "spidata", None) or ()
         own_hint = spidata[2] if len(spidata) > 2 and spidata[2] else None
         first = (str(exc).split("\n", 1)[0] or "(no message)").strip()
+        first = first[len("groupml: "):] if first.startswith("groupml: ") else first    # a groupml call of the view
         hint = f"Fix the source (or pass a view that selects valid rows), then call {owner} again."
-        raise SourceReadError(state, f"{owner} could not read the rows of {name}: {first}",
-                              hint=f"{own_hint} {hint}" if own_hint else hint) from None
+        err = SourceReadError(state, f"{owner} could not read the rows of {name}: {first}",
+                              hint=f"{own_hint.rstrip()}{'' if own_hint.rstrip().endswith('.') else '.'} {hint}"
+                              if own_hint else hint)
+        err.detail = spidata[1] if len(spidata) > 1 and spidata[1] else None
+        raise err from None
 
 
 @contextlib.contextmanager
@@ -80,10 +84,12 @@ def columns(session, source) -> Dict[str, str]:
     as it is for learn_over_groups; it used to be refused as 'not numeric')."""
     by_oid = isinstance(source, int)
     rows = session.query(
-        "SELECT a.attname AS name, pg_catalog.format_type(CASE WHEN t.typtype = 'd' THEN t.typbasetype "
-        "ELSE a.atttypid END, NULL) AS type FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON "
-        "t.oid = a.atttypid WHERE a.attrelid = " + ("$1::oid" if by_oid else "$1::regclass")
-        + " AND a.attnum > 0 AND NOT a.attisdropped", [source], ["oid" if by_oid else "text"])
+        "WITH RECURSIVE c AS (SELECT a.attname AS name, a.attnum, a.atttypid AS t FROM pg_catalog.pg_attribute a "
+        "WHERE a.attrelid = " + ("$1::oid" if by_oid else "$1::regclass")
+        + " AND a.attnum > 0 AND NOT a.attisdropped UNION ALL SELECT c.name, c.attnum, t.typbasetype FROM c "
+        "JOIN pg_catalog.pg_type t ON t.oid = c.t WHERE t.typtype = 'd') "       # a domain's base, at any depth
+        "SELECT c.name, pg_catalog.format_type(c.t, NULL) AS type FROM c JOIN pg_catalog.pg_type t ON t.oid = c.t "
+        "WHERE t.typtype <> 'd' ORDER BY c.attnum", [source], ["oid" if by_oid else "text"])
     return {r["name"]: r["type"] for r in rows}
 
 

@@ -57,7 +57,11 @@ def record_cost_run(session, *, n, d, k, workers=1, passes, seconds, source, fam
 
 
 def record_fit_cost(session, result, *, source: str, workers: int = 1) -> None:
-    """Record the cost of a :class:`groupml.fitting.FitResult` (no-op when nothing trained)."""
+    """Record the cost of a :class:`groupml.fitting.FitResult` (no-op when nothing trained).
+    A search over model families is not recorded: its passes and seconds are several families'
+    (each its own cost per pass), and the model is fitted per family."""
+    if any("model" in (t.get("params") or {}) for t in result.trials or []):
+        return
     record_cost_run(session, n=result.n_train, d=result.n_features or 1, k=result.mean_batch or 1,
                     workers=workers, passes=result.passes, seconds=result.seconds, source=source,
                     family=result.family)
@@ -210,7 +214,15 @@ def explain_plan(model: str, search: dict, options: dict, *, n_groups: int, n_ro
     def add(item, value, detail=None):
         rows.append({"item": item, "value": None if value is None else str(value), "detail": detail})
 
-    add("model", family.name, f"metric {opts['metric'] or family.default_metric} on a {vf:g} validation holdout")
+    from ..learners._choice import chosen_families
+
+    families = chosen_families(spec.space)
+    add("model", family.name if families is None else "choice: " + ", ".join(
+        dict.fromkeys([family.name] + [str(f) for f in families])),
+        f"metric {opts['metric'] or family.default_metric} on a {vf:g} validation holdout"
+        + ("" if families is None else f"; the search chooses the family: the estimates below price every "
+                                       f"configuration as {family.name}'s (other families' epochs, rounds and "
+                                       f"passes cost what they cost, which can be far more)"))
     add("procedure", spec.method, {
         "grid": "every grid point, trained until it converges or hits max_iter",
         "random": "n_trials configurations sampled with a seeded generator",
@@ -314,6 +326,8 @@ _TRIAL_FIELDS = {"trial_id": (int,), "score": (int, float), "epochs": (int,), "i
 
 
 _TYPE_WORDS = {int: "an integer", float: "a number", str: "a text"}
+#: trial_info's integer columns (the others are bigint)
+_TRIAL_INT_BITS = {"trial_id": 32, "epochs": 32, "iterations": 32}
 
 
 def _json_kind(value: Any) -> str:
@@ -352,8 +366,10 @@ def _check_trials(trials: Any) -> None:
             if float in types and abs(v) > 1.7976931348623157e308:
                 raise bad(f"'{key}' of trial {i} must be a finite float8; got "
                           f"{short_int(v) if isinstance(v, int) else shown(v)}")
-            if float not in types and not -2 ** 63 <= v < 2 ** 63:
-                raise bad(f"'{key}' of trial {i} must fit in a bigint; got {short_int(v)}")
+            bits = _TRIAL_INT_BITS.get(key, 64)
+            if float not in types and not -2 ** (bits - 1) <= v < 2 ** (bits - 1):
+                raise bad(f"'{key}' of trial {i} must fit in {'an integer' if bits == 32 else 'a bigint'}; got "
+                          f"{short_int(v)}")
         losses = t.get("epoch_losses")
         if losses is not None and (not isinstance(losses, list)
                                    or not all(x is None or (isinstance(x, (int, float)) and not isinstance(x, bool))

@@ -16,7 +16,7 @@ import contextlib
 import json
 import os
 import time
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 import numpy as np
 
@@ -97,14 +97,19 @@ def _check_option_keys(options: dict, executor: bool) -> None:
                 raise InvalidParameterError(
                     f"The '{k}' option of train_groups applies to runs on worker backends; got it with workers => 1 "
                     f"and strategy 'auto'", hint="Pass workers => 2 (or more), or a strategy, to use it; or drop it.")
-    allowed = fit_keys + ["processes"] + (list(EXEC_KEYS) if executor else [])   # processes: checked after
+    # 'processes' is one backend's (with workers it is refused before, with its own message)
+    allowed = fit_keys + (list(EXEC_KEYS) if executor else ["processes"])
     check_keys(options, OPTIONS, allowed, cls=InvalidParameterError,
                hint="See SELECT groupml.help('train_groups') for the options.")
 
 
-def _processes_option(options: dict):
+def _processes_option(options: dict, executor: bool = False):
     """The ``processes`` option (None: automatic); ``threads`` belongs to learn_over_groups."""
     if "threads" in options:
+        if executor:
+            raise InvalidParameterError(
+                "train_groups options take no 'threads': 'threads' is learn_over_groups' option",
+                hint="With workers the worker backends train in parallel: drop 'threads'.")
         raise InvalidParameterError(
             "train_groups options take 'processes', not 'threads'",
             hint="train_groups trains groups in helper processes: {\"processes\": 2}; 'threads' is "
@@ -209,15 +214,15 @@ def _check_options(session, source, group_by, features, label, model, search_obj
     with explain_train_groups, which used to accept 'threads' and refuse 'processes' (and
     list learn_over_groups' keys) where the run does the opposite. Returns (processes, the
     options without 'processes', what :func:`_check_executor_request` returns)."""
-    processes = _processes_option(options_obj)
     executor = workers != 1 or strategy != "auto"
-    _check_option_keys(options_obj, executor)
-    options_obj = {k: v for k, v in options_obj.items() if k != "processes"}
+    processes = _processes_option(options_obj, executor)
     if executor and processes is not None:
         raise InvalidParameterError(
             f"The 'processes' option of train_groups applies to workers => 1 and strategy 'auto'; got "
             f"workers => {workers}, strategy '{strategy}'",
             hint="Worker backends already train in parallel: drop 'processes', or use workers => 1.")
+    _check_option_keys(options_obj, executor)
+    options_obj = {k: v for k, v in options_obj.items() if k != "processes"}
     return processes, options_obj, _check_executor_request(
         session, source, group_by, features, label, model, search_obj, options_obj, strategy, on_workers=executor)
 
@@ -248,9 +253,9 @@ def _train_groups(session, oid, group_by, features, label, model, search, option
                                      strategy, exec_options, pattern)
         session.notice(f"groupml: {why}")
     if executor:
-        if workers > 1:
-            from ..executor.pool import check_endpoints
-            check_endpoints(session, workers)
+        # every executor run connects its workers, one included (workers => 0 may choose 1)
+        from ..executor.pool import check_endpoints
+        check_endpoints(session, workers)
     else:
         exec_options, fit_options = None, options_obj
         validate_request(model, search_obj, options_obj, OPTIONS)
@@ -289,14 +294,45 @@ def _key_settings_sql() -> str:
         f"'{n}', pg_catalog.current_setting('{n}')" for n in KEY_SETTINGS) + ")"
 
 
-def _check_key_settings(session, run_id: int) -> None:
+#: group-by types whose JSON text no key setting changes (arrays of them too)
+_SETTING_FREE_TYPES = frozenset({"smallint", "integer", "bigint", "numeric", "text", "character varying", "character",
+                                 "name", "boolean", "date", "uuid", "timestamp without time zone",
+                                 "time without time zone", "bytea", "jsonb", "json"})
+
+
+def _key_setting_names(types) -> List[str]:
+    """The key settings a run's group keys of these column types depend on (all of them for
+    a type not known here)."""
+    from ..executor.snapshot import KEY_SETTINGS
+
+    need = set()
+    for t in types:
+        base = t[:-2] if t.endswith("[]") else t
+        if base.endswith("with time zone"):
+            need.add("TimeZone")
+        elif base.startswith("interval"):
+            need.add("IntervalStyle")
+        elif base in ("real", "double precision"):
+            need.add("extra_float_digits")
+        elif base not in _SETTING_FREE_TYPES:
+            return list(KEY_SETTINGS)
+    return sorted(need)
+
+
+def _check_key_settings(session, run_id: int, source: str, group_by) -> None:
     """A run resumes under the settings its group keys were written in: a timestamptz key
     under another TimeZone (or a float under other extra_float_digits) is another key, and the
-    groups already stored were trained and stored again (two models of one group)."""
+    groups already stored were trained and stored again (two models of one group). Only the
+    settings the group-by columns' types depend on count (an integer key resumes anywhere)."""
+    cols = columns(session, source)
+    names = _key_setting_names([cols.get(g, "unknown") for g in group_by])
+    if not names:
+        return
     rows = session.query(
         "SELECT s.key AS name, s.value AS was, pg_catalog.current_setting(s.key) AS now FROM groupml.runs r, "
-        "pg_catalog.jsonb_each_text(r.key_settings) s WHERE r.run_id = $1 AND s.value IS DISTINCT FROM "
-        "pg_catalog.current_setting(s.key) ORDER BY s.key", [run_id], ["bigint"])
+        "pg_catalog.jsonb_each_text(r.key_settings) s WHERE r.run_id = $1 AND s.key = ANY ($2::text[]) AND "
+        "s.value IS DISTINCT FROM pg_catalog.current_setting(s.key) ORDER BY s.key", [run_id, names],
+        ["bigint", "text[]"])
     if rows:
         diff = ", ".join(f"{r['name']} {r['was']!r} (this session: {r['now']!r})" for r in rows)
         sets = " ".join(f"SET {r['name']} = {quote_literal(r['was'])};" for r in rows)
@@ -348,7 +384,7 @@ def _attempt(session, run_id, source, group_by, features, label, model, search_o
                         f"progress and the executor's options such as drivers)",
                         hint=f"Pass the {what} stored in groupml.runs: SELECT search, options FROM groupml.runs "
                              f"WHERE run_id = {run_id};")
-            _check_key_settings(session, run_id)
+            _check_key_settings(session, run_id, source, group_by)
             claimed = _claim_run(session, run_id)       # before anything of the run is changed
             done = {g["k"] for g in session.query(
                 "SELECT group_key::text AS k FROM groupml.models WHERE run_id = $1", [run_id], ["bigint"])}
