@@ -611,6 +611,10 @@ def test_bad_input_is_rejected_and_writes_nothing(cluster, db, dbname, roles):
             ("SELECT groupml.submit_job('ta', 'd1', ARRAY[]::text[], 'y', '[\"svm\"]')", "22023",
              "groupml: The 'features' value of submit_job must name at least one column; got {}", "ARRAY["),
             ("SELECT groupml.submit_job('ta', 'd1', ARRAY['f1'], 'y', '[\"forest\"]')", "42704", None, None),
+            # the message names whose 'model' it is (it said only "The 'model' value")
+            ("SELECT groupml.submit_job('ta', 'd1', ARRAY['f1'], 'y', '[{\"model\": null}]')", "22023",
+             "groupml: The 'model' value of submit_job candidates[0] must name a model family; got null",
+             "Known model families"),
             ("SELECT groupml.submit_job('ta', 'd1', ARRAY['f1'], 'y', '[\"svm\", \"linear\"]')", "22023",
              "groupml: The 'candidates' value of submit_job must be all classifiers (logistic, svm, mlp, lightgbm) "
              "or all regressors (linear, mlp_regressor, lightgbm_regressor); got a mix", "one job per task"),

@@ -82,6 +82,12 @@ def test_resume_trains_only_missing_groups(db, clicks):
                                          "progress and the executor's options such as drivers)"), msg
         assert hint == (f"Pass the {what} stored in groupml.runs: SELECT search, options FROM groupml.runs "
                         f"WHERE run_id = {run_id};")
+    # another argument: the message says which (it only listed all five)
+    state, msg, _ = sql_error(db, "CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'f2'], "
+                                  "'clicked', 'svm', %s::jsonb, '{}', %s)", [GRID, run_id])
+    assert (state, msg) == ("22023", f"groupml: Run {run_id} was started with other arguments; resuming needs the "
+                                     f"same source, group_by, features, label and model; these differ: features "
+                                     f"['f1', 'f2', 'f3'] (given ['f1', 'f2']); model 'logistic' (given 'svm')"), msg
     # the same search and options however they are written; how it runs may differ
     again = db.execute("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'f2', 'f3'], 'clicked', "
                        "'logistic', '{\"method\": \"grid\", \"l2\": [0.001, 0.1]}', "

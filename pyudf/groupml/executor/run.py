@@ -410,7 +410,8 @@ def _snapshot_for_run(session, run_id: int, source: str, group_by, features, lab
     if sid is not None and not snapshot_intact(session, sid):
         # a crash restart emptied the (unlogged) blocks; the same arguments rebuild the same
         # rows, blocks and shard layout, so committed groups and checkpoints stay valid
-        session.notice(f"groupml: run {run_id}: snapshot {sid} lost its blocks in a crash restart; rebuilding it")
+        session.notice(f"groupml: run {run_id}: snapshot {sid} lost its blocks (a crash restart empties them, and a "
+                       f"restore without unlogged data leaves them out); rebuilding it")
         if exec_options["snapshot"] is None:
             delete_snapshot(session, sid)
         sid = None

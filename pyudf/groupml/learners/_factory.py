@@ -34,12 +34,14 @@ def access_pattern(family) -> str:
     return "algebraic" if isinstance(fam, GLMFamily) else fam.pattern
 
 
-def get_learner_family(name: Any):
-    """The family object of any learner; unknown -> UndefinedObjectError."""
+def get_learner_family(name: Any, owner: Optional[str] = None):
+    """The family object of any learner; unknown -> UndefinedObjectError. ``owner``: whose
+    'model' value it is (messages name it)."""
     if isinstance(name, (GLMFamily, LearnerFamily)):
         return name
     if name is None:
-        raise InvalidParameterError("The 'model' value must name a model family; got null",
+        raise InvalidParameterError(f"The 'model' value{f' of {owner}' if owner else ''} must name a model family; "
+                                    f"got null",
                                     hint=f"Known model families are {', '.join(sorted(LEARNER_FAMILIES))}.")
     fam = LEARNER_FAMILIES.get(name) if isinstance(name, str) else None
     if fam is None:

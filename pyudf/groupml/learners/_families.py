@@ -19,7 +19,7 @@ The per-row losses (``y`` in {0, 1} for classifiers, ``t = 2y - 1`` in {-1, +1})
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -349,12 +349,14 @@ FAMILIES: Dict[str, GLMFamily] = {
 }
 
 
-def get_family(name: Any) -> GLMFamily:
-    """Return the family object for ``name``; unknown -> UndefinedObjectError."""
+def get_family(name: Any, owner: Optional[str] = None) -> GLMFamily:
+    """Return the family object for ``name``; unknown -> UndefinedObjectError. ``owner``: whose
+    'model' value it is (messages name it)."""
     if isinstance(name, GLMFamily):
         return name
     if name is None:
-        raise InvalidParameterError("The 'model' value must name a model family; got null",
+        raise InvalidParameterError(f"The 'model' value{f' of {owner}' if owner else ''} must name a model family; "
+                                    f"got null",
                                     hint=f"Known model families are {', '.join(sorted(FAMILIES))}.")
     fam = FAMILIES.get(name) if isinstance(name, str) else None
     if fam is None:

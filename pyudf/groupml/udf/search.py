@@ -148,7 +148,7 @@ def calibrate_cost_model(sizes, family, passes):
             f"calibrate_cost_model measures the batched GLM passes (logistic, linear, svm); got model '{family}'",
             hint="The planner's batch size and estimates are for GLM searches; MLP and LightGBM costs come from "
                  "their runs.")
-    fam = get_family(family).name
+    fam = get_family(family, owner).name
     session = backend_session()
     check_catalog_privileges(session, owner)
     passes = check_number(passes, "passes", owner, ge=1, le=1000, integer=True,

@@ -173,7 +173,7 @@ def expand_candidates(raw: Any, owner: str = "submit_job") -> Tuple[str, List[Di
         if "params" in entry and "search" in entry:
             raise InvalidParameterError(f"{where} gives both 'params' and 'search'; give one of them",
                                         hint="'params' is one configuration, 'search' expands into many.")
-        family = get_learner_family(entry["model"])
+        family = get_learner_family(entry["model"], where)
         tasks.add(family.kind)
         if "search" in entry:
             search = entry["search"]

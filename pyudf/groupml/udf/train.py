@@ -22,7 +22,7 @@ import numpy as np
 
 from ..db import backend_session, quote_ident, quote_literal
 from ..procpool import MAX_PROCESSES
-from ..validation import check_number
+from ..validation import check_number, shown
 from ..errors import DataError, GroupmlError, InvalidParameterError, ObjectInUseError, UndefinedObjectError
 from ._catalog import check_catalog_privileges
 from ._source import (check_column_privileges, check_columns, check_distinct_group_keys, check_group_by_apart,
@@ -367,11 +367,17 @@ def _attempt(session, run_id, source, group_by, features, label, model, search_o
                     f"The 'run_id' value of train_groups must name an existing run; got {run_id}",
                     hint="Omit run_id to start a new run; see SELECT * FROM groupml.runs.")
             r = rows[0]
-            if (r["source"], list(r["group_by"]), list(r["features"]), r["label"], r["family"]) != \
-                    (source, group_by, features, label, model):
+            stored = {"source": r["source"], "group_by": list(r["group_by"]), "features": list(r["features"]),
+                      "label": r["label"], "model": r["family"]}
+            given = {"source": source, "group_by": list(group_by), "features": list(features), "label": label,
+                     "model": model}
+            differ = [k for k in stored if stored[k] != given[k]]
+            if differ:
                 raise InvalidParameterError(
                     f"Run {run_id} was started with other arguments; resuming needs the same source, group_by, "
-                    f"features, label and model", hint="Call train_groups with the arguments stored in groupml.runs.")
+                    f"features, label and model; these differ: " + "; ".join(
+                        f"{k} {shown(stored[k])} (given {shown(given[k])})" for k in differ),
+                    hint="Call train_groups with the arguments stored in groupml.runs.")
             was = _what_decides(model, json.loads(r["search"]), json.loads(r["options"]))
             now = _what_decides(model, search_obj, options_obj)
             for what, same in (("search", was[0] == now[0]), ("options", was[1] == now[1])):
