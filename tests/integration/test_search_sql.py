@@ -176,6 +176,11 @@ def test_calibrate_cost_model_rejects_bad_sizes(db):
     assert msg.startswith("groupml: The 'sizes' value of calibrate_cost_model must be a non-empty JSON array")
     state, msg, _ = sql_error(db, """SELECT * FROM groupml.calibrate_cost_model('[{"n": 100, "d": 0}]')""")
     assert msg == "groupml: The 'd' value of calibrate_cost_model sizes must be >= 1; got 0"
+    # an unknown key's hint is about sizes (it pointed to help('search')); its message names the null model
+    state, msg, hint = sql_error(db, """SELECT * FROM groupml.calibrate_cost_model('[{"n": 100, "d": 2, "x": 1}]')""")
+    assert state == "22023" and hint == 'Each size is {"n": rows, "d": features, "k": configurations per pass}.'
+    state, msg, _ = sql_error(db, "SELECT * FROM groupml.calibrate_cost_model(NULL, NULL)")
+    assert msg == "groupml: The 'model' value of calibrate_cost_model must name a model family; got null", msg
     state, msg, _ = sql_error(db, "SELECT * FROM groupml.calibrate_cost_model(NULL, 'tree')")
     assert state == "42704" and "tree" in msg
     state, msg, _ = sql_error(db, "SELECT * FROM groupml.calibrate_cost_model(NULL, 'logistic', 0)")

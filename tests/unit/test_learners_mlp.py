@@ -528,6 +528,10 @@ def test_network_size_is_capped():
         fam.validate_params({"layers": "65536,65536"})
     with pytest.raises(InvalidParameterError, match=r"at most 50,000,000 weights with 1600 features"):
         _build(fam.validate_params({"layers": "65536"}), 1600)
+    # a width too large got the hint for a width too small ("needs at least one unit")
+    with pytest.raises(InvalidParameterError) as info:
+        fam.validate_params({"layers": [1e308]})
+    assert info.value.hint == "Every hidden layer has 1 to 65536 units, e.g. [64, 32]."
 
 
 # ---------------------------------------------------------------- training states read from tables

@@ -159,8 +159,7 @@ class MLPFamily(LearnerFamily):
                  hint="Give the hidden layer widths, e.g. [64, 32] (or '64,32' in a search); "
                       "[] is a linear model.")
         out["layers"] = [check_number(h, "layers", owner, ge=1, le=MAX_WIDTH, integer=True,
-                                      hint="Every hidden layer needs at least one unit, e.g. "
-                                           "[64, 32].")
+                                      hint=f"Every hidden layer has 1 to {MAX_WIDTH} units, e.g. [64, 32].")
                          for h in layers]
         hidden = sum(a * b for a, b in zip(out["layers"][:-1], out["layers"][1:]))
         if hidden > MAX_HIDDEN_WEIGHTS:

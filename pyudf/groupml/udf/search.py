@@ -167,7 +167,8 @@ def calibrate_cost_model(sizes, family, passes):
                 raise InvalidParameterError(
                     f"Every element of {owner} sizes must be an object {{\"n\", \"d\", \"k\"}}; got {json.dumps(item)}",
                     hint='Example: {"n": 10000, "d": 20, "k": 4}')
-            check_keys(item, f"{owner} sizes", ("n", "d", "k"))
+            check_keys(item, f"{owner} sizes", ("n", "d", "k"), cls=InvalidParameterError,
+                       hint='Each size is {"n": rows, "d": features, "k": configurations per pass}.')
             plan.append((check_number(item.get("n"), "n", f"{owner} sizes", ge=2, le=10_000_000, integer=True),
                          check_number(item.get("d"), "d", f"{owner} sizes", ge=1, le=100_000, integer=True),
                          check_number(item.get("k", 1), "k", f"{owner} sizes", ge=1, le=1000, integer=True)))
