@@ -45,7 +45,8 @@ def test_budget_with_a_huge_learner_max_iter():
 
 
 def test_budget_hyperband_r81_eta3():
-    b = search_budget(parse_search({"method": "hyperband", "max_epochs": 81, "eta": 3, "space": SPACE}))
+    b = search_budget(parse_search({"method": "hyperband", "max_epochs": 81, "eta": 3, "space": SPACE}),
+                      max_iter=10 ** 9)
     # Li et al. table for R = 81, eta = 3: n_i per bracket 81 27 9 3 1 | 34 11 3 1 | 15 5 1 | 8 2 | 5
     assert b.n_configs == (81 + 27 + 9 + 3 + 1) + (34 + 11 + 3 + 1) + (15 + 5 + 1) + (8 + 2) + 5
     assert b.in_flight == 81 + 34 + 15 + 8 + 5
@@ -56,6 +57,15 @@ def test_budget_hyperband_r81_eta3():
     assert (sh.n_configs, sh.in_flight, sh.epochs) == (27 + 9 + 3, 27, 27 * 1 + 9 * 3 + 3 * 9)
     asha = search_budget(parse_search({"method": "asha", "n_trials": 10, "max_epochs": 9, "space": SPACE}))
     assert (asha.n_configs, asha.epochs) == (10, 90)
+    # a learner's max_iter stops every configuration at ceil(max_iter / epoch_iters) blocks,
+    # whatever rung it reaches: the budget said 1902 blocks where at most 10 per config train
+    capped = search_budget(parse_search({"method": "hyperband", "max_epochs": 81, "eta": 3, "epoch_iters": 10,
+                                         "space": SPACE}), max_iter=100)
+    assert capped.epochs_per_config == 10
+    assert capped.epochs == sum(n * min(r, 10) for n, r in (
+        (81, 1), (27, 3), (9, 9), (3, 27), (1, 81), (34, 3), (11, 9), (3, 27), (1, 81), (15, 9), (5, 27), (1, 81),
+        (8, 27), (2, 81), (5, 81)))
+    assert "max_iter stops every configuration after 10 epoch blocks" in capped.note
 
 
 def test_plan_group_batch_size_and_estimate():

@@ -37,7 +37,8 @@ class SearchBudget:
 def search_budget(spec: SearchSpec, *, max_iter: int = 100) -> SearchBudget:
     """The work of ``spec``. ``max_iter`` (the learner's iteration cap) bounds the epochs of
     methods without an epoch cap: ceil(max_iter / epoch_iters) blocks per configuration."""
-    per_config = min(spec.max_epochs, max(1, -(-max_iter // spec.epoch_iters)))   # exact for huge max_iter
+    cap = max(1, -(-max_iter // spec.epoch_iters))    # blocks until the learner's max_iter (exact for huge ones)
+    per_config = min(spec.max_epochs, cap)
     es = None
     if spec.early_stopping is not None:
         es = (f"bandit (epsilon {spec.early_stopping.epsilon:g}, check every "
@@ -61,8 +62,9 @@ def search_budget(spec: SearchSpec, *, max_iter: int = 100) -> SearchBudget:
                     hyperband_brackets(spec.max_epochs, spec.eta, spec.min_epochs))
         n = sum(ni for rungs in brackets for ni, _ in rungs)
         in_flight = sum(rungs[0][0] for rungs in brackets)
-        epochs = sum(ni * ri for rungs in brackets for ni, ri in rungs)
-        per_config = spec.max_epochs
+        # a configuration stops at its learner's max_iter whatever rung it is promoted to
+        epochs = sum(ni * min(ri, cap) for rungs in brackets for ni, ri in rungs)
+        per_config = min(spec.max_epochs, cap)
         note = (f"{len(brackets)} bracket(s), rungs (configs, epochs) "
                 + " | ".join(", ".join(f"({ni}, {ri})" for ni, ri in rungs) for rungs in brackets)
                 + "; counts retrained promotions, so both are upper bounds (a promoted configuration still "
@@ -70,10 +72,12 @@ def search_budget(spec: SearchSpec, *, max_iter: int = 100) -> SearchBudget:
     else:  # asha
         n = spec.n_trials
         in_flight = n
-        per_config = spec.max_epochs
+        per_config = min(spec.max_epochs, cap)
         epochs = n * per_config
         note = (f"{n} configurations; rungs at {spec.min_epochs}*{spec.eta}^i epoch blocks up to "
                 f"{spec.max_epochs}; epochs is the upper bound (no promotion stopped)")
+    if m in ("successive_halving", "hyperband", "asha") and cap < spec.max_epochs:
+        note += f"; the learner's max_iter stops every configuration after {cap} epoch blocks"
     if es is not None:
         note += "; the bandit stops weak configurations early, so the budget is an upper bound"
     return SearchBudget(method=m, n_configs=n, in_flight=max(1, in_flight), epochs=epochs,
