@@ -31,6 +31,21 @@ def quote_literal(value: str) -> str:
     return ("E'" if "\\" in text else "'") + body + "'"
 
 
+def sqlstate_of(exc: BaseException) -> Optional[str]:
+    """The SQLSTATE of an error: its ``sqlstate`` (groupml's errors, PL/Python's
+    ``spiexceptions`` classes), else the code PL/Python packs into ``spidata[0]`` -- a plain
+    ``plpy.SPIError`` (an SQLSTATE without a class of its own, e.g. a view's function raising
+    ``ERRCODE = 'P0042'``) has no ``sqlstate``. None for an error that is not PostgreSQL's."""
+    state = getattr(exc, "sqlstate", None)
+    if state:
+        return str(state)
+    spidata = getattr(exc, "spidata", None)
+    if spidata and isinstance(spidata[0], int):
+        code = spidata[0]                 # MAKE_SQLSTATE: five 6-bit characters, first lowest
+        return "".join(chr(((code >> (6 * i)) & 0x3F) + ord("0")) for i in range(5))
+    return None
+
+
 #: The search_path groupml's own statements run under (:meth:`PlpySession.pinned_search_path`).
 SAFE_SEARCH_PATH = "pg_catalog, pg_temp"
 
@@ -138,7 +153,7 @@ class PlpySession(Session):
             with self.plpy.subtransaction():
                 return self.query(sql, args, types), None
         except self.plpy.SPIError as exc:
-            state = getattr(exc, "sqlstate", None)
+            state = sqlstate_of(exc)
             if state == "57014":
                 raise
             return None, (state or "XX000", str(exc).split("\n", 1)[0])

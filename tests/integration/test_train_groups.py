@@ -304,6 +304,26 @@ def test_commits_group_by_group(cluster, dsn, db, clicks, processes):
     for gkey, model_id in kept:  # committed groups were not trained again
         assert db.execute("SELECT model_id FROM groupml.models WHERE run_id = %s AND group_key = %s::jsonb",
                           [run_id, json.dumps(gkey)]).fetchone()[0] == model_id
+    # the estimate and the measured training time cover every group, the cancelled call's too
+    # (they were added when the run finished, so the first call's groups were lost)
+    trained, trials = db.execute("SELECT r.train_seconds, (SELECT sum((t.metrics->>'seconds')::float8) FROM "
+                                 "groupml.trials t WHERE t.run_id = r.run_id) FROM groupml.runs r WHERE "
+                                 "r.run_id = %s", [run_id]).fetchone()
+    assert trained == pytest.approx(trials, rel=0.05, abs=1e-3)
+
+
+def test_a_view_function_raising_its_own_sqlstate_is_named_as_a_source_error(db):
+    # a SQLSTATE without a PL/Python class of its own (plain plpy.SPIError, no 'sqlstate'
+    # attribute) came raw: 'plpy.SPIError: boom' without our wording
+    db.execute("""CREATE FUNCTION boom(v float8) RETURNS float8 LANGUAGE plpgsql STABLE AS $$
+                  BEGIN IF v > 5 THEN RAISE EXCEPTION 'boom' USING ERRCODE = 'P0042', HINT = 'My own hint'; END IF;
+                  RETURN v; END $$""")
+    db.execute("CREATE TABLE boomsrc AS SELECT i % 2 AS g, (i % 7)::float8 AS f1, (i % 3 = 0)::int AS y "
+               "FROM generate_series(1, 100) i")
+    db.execute("CREATE VIEW vboom AS SELECT g, boom(f1) AS f1, y FROM boomsrc")
+    state, msg, hint = sql_error(db, "CALL groupml.train_groups('vboom', ARRAY['g'], ARRAY['f1'], 'y', 'logistic')")
+    assert (state, msg) == ("P0042", "groupml: train_groups could not read the rows of public.vboom: boom"), msg
+    assert hint == "My own hint. Fix the source (or pass a view that selects valid rows), then call train_groups again."
 
 
 def test_bad_input_writes_nothing(db, clicks):

@@ -363,3 +363,17 @@ def test_the_halving_rate_is_bounded():
     with pytest.raises(SearchSpecError) as info:
         parse_search({"method": "hyperband", "max_epochs": 27, "eta": 1e308, "lr": [1]})
     assert info.value.message == "The 'eta' value of search must be <= 1000; got 1e+308"
+
+
+def test_every_help_topic_a_message_names_exists():
+    # a hint pointed to help('learners'), which has no topic (it is 'models')
+    import pathlib
+    import re
+
+    from groupml.helptopics import TOPICS
+    root = pathlib.Path(__file__).resolve().parents[2]
+    named = set()
+    for path in list((root / "pyudf" / "groupml").rglob("*.py")) + list((root / "docs").glob("*.md")) + \
+            [root / "README.md"]:
+        named |= set(re.findall(r"help\('([a-z_]+)'\)", path.read_text()))
+    assert named and named <= set(TOPICS), sorted(named - set(TOPICS))

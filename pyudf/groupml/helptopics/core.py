@@ -155,7 +155,7 @@ TOPICS["catalog"] = """groupml's catalog (tables written by train_groups; no gra
                     options, status (running | done | failed | cancelled), groups_done / n_groups,
                     started_at / finished_at, seconds (the call's wall time), estimated_seconds (the
                     planner's estimate of the training) beside train_seconds (its measured time: one
-                    backend, the groups' searches summed; with workers, the training after the
+                    backend, all its groups' searches summed; with workers, the training after the
                     snapshot of the call that finished the run, while the estimate is the first
                     call's whole plan), created_by, key_settings (the settings its group keys are
                     written in)

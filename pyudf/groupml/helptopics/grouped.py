@@ -6,8 +6,8 @@ TOPICS = {}
 
 TOPICS["grouped"] = """\
 CALL groupml.train_groups(source, group_by, features, label, model, search, options, run_id, workers => p, strategy => s)
-  The planner-driven form of train_groups (Kingpin grouped learning), used when workers > 1 or a
-  strategy is named. workers => 0 lets the planner choose the count: the fewest workers whose
+  The planner-driven form of train_groups (Kingpin grouped learning), used when workers > 1,
+  workers => 0 (even if the planner then picks one worker) or a strategy is named. workers => 0 lets the planner choose the count: the fewest workers whose
   estimated makespan is within 10% of the best count's (up to the server's CPUs or the enabled
   endpoints; a NOTICE shows every count's estimate). Steps: (1) a training snapshot: the source is packed once into
   groupml.snapshot_blocks (big-endian float8 blocks, rows shuffled by a seeded row hash, validation

@@ -91,7 +91,7 @@ class LearnerFamily:
                 raise SearchSpecError(
                     f"Unknown parameter '{key}' for {self.owner}; allowed parameters are "
                     f"{', '.join(allowed)}",
-                    hint="Check the spelling; see SELECT groupml.help('learners') for each "
+                    hint="Check the spelling; see SELECT groupml.help('models') for each "
                          "model's parameters.")
         out = self.defaults
         out.update(params)

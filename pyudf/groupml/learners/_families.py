@@ -91,7 +91,7 @@ class GLMFamily:
                 raise SearchSpecError(
                     f"Unknown parameter '{clipped(key)}' for {self.owner}; allowed parameters are "
                     f"{', '.join(allowed)}",
-                    hint="Check the spelling; see SELECT groupml.help('learners') for each "
+                    hint="Check the spelling; see SELECT groupml.help('models') for each "
                          "model's parameters.",
                 )
         owner = self.owner

@@ -77,7 +77,8 @@ def sql_entry(fn):
                 hint="Process less at once (fewer rows per call, a smaller grid or model), or give the server "
                      "more memory."))
         except Exception as exc:
-            state = getattr(exc, "sqlstate", None)
+            from ..db import sqlstate_of
+            state = sqlstate_of(exc)
             if not state:
                 raise                                       # a bug: PL/Python's traceback shows where
             # a PostgreSQL error of a statement groupml ran (a cancel, a read-only transaction,

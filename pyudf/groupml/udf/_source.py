@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from typing import Dict, Iterable, List
 
-from ..db import quote_ident, quote_literal
+from ..db import quote_ident, quote_literal, sqlstate_of
 from ..errors import (DataError, DatatypeMismatchError, GroupmlError, InsufficientPrivilegeError, InvalidParameterError,
                       ProgramLimitExceededError, SourceReadError, UndefinedColumnError, UndefinedFunctionError,
                       UndefinedTableError, WrongObjectTypeError)
@@ -36,7 +36,7 @@ def source_errors(name: str, owner: str):
     except GroupmlError:
         raise
     except Exception as exc:
-        state = getattr(exc, "sqlstate", None)
+        state = sqlstate_of(exc)
         if not state or state == "57014":
             raise
         spidata = getattr(exc, "spidata", None) or ()

@@ -28,7 +28,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..db import backend_session, quote_ident, quote_literal
+from ..db import backend_session, quote_ident, quote_literal, sqlstate_of
 from ..errors import (DataError, DuplicateObjectError, FeatureNotSupportedError, GroupmlError,
                       InsufficientPrivilegeError, InvalidParameterError, PrerequisiteStateError, SearchSpecError,
                       InvalidCatalogNameError, PassedOnError, UndefinedObjectError, UndefinedTableError)
@@ -730,7 +730,7 @@ def run_scheduler(max_steps, max_seconds, policy, cost_aware):
                 quality, model, error = train_candidate(data, c["family"], json.loads(c["params"]), c["metric"],
                                                         session.check_cancel)
             except Exception as exc:
-                if str(getattr(exc, "sqlstate", "") or "").startswith("57"):
+                if (sqlstate_of(exc) or "").startswith("57"):
                     # a cancel or statement_timeout: the step is undone, but its attempt counts
                     session.query("UPDATE groupml.candidates SET attempts = attempts + 1 WHERE candidate_id = $1",
                                   [c["candidate_id"]], ["bigint"])

@@ -419,7 +419,6 @@ def _train_in_backend(session, run_id, done, source, group_by, features, label, 
     # the model as it was when the run was created, on every attempt: a resumed group gets the
     # batch size (and so the search) it would have had (rows this run records come later)
     cost_model = load_cost_model(session, model, before_run=run_id)
-    estimated = trained = 0.0
     estimate = _estimated_rows(session, source)
     with contextlib.ExitStack() as stack:
         # started before the load query, so the helpers' imports overlap it
@@ -442,18 +441,20 @@ def _train_in_backend(session, run_id, done, source, group_by, features, label, 
         for b, result in _fit_all(session, jobs, d, model, search_obj, options_obj, cost_model, helpers):
             _store(session, run_id, b["gkey"], result)
             record_fit_cost(session, result, source="train_groups")
-            estimated += result.estimated_seconds or 0.0
-            trained += result.seconds or 0.0
-            session.query("UPDATE groupml.runs SET groups_done = groups_done + 1 WHERE run_id = $1",
-                          [run_id], ["bigint"])
+            # committed with the group, so a cancelled call's groups keep their times and the two
+            # columns cover the same groups (every group of the run) however often it resumed
+            session.query("UPDATE groupml.runs SET groups_done = groups_done + 1, "
+                          "estimated_seconds = coalesce(estimated_seconds, 0) + $2, "
+                          "train_seconds = coalesce(train_seconds, 0) + $3 WHERE run_id = $1",
+                          [run_id, result.estimated_seconds or 0.0, result.seconds or 0.0],
+                          ["bigint", "float8", "float8"])
             finished += 1
             session.notice(f"groupml: group {finished}/{len(blocks)} {b['gkey']}: {result.status}"
                            + (f", {result.metric} {result.score:.4f}" if result.score is not None else ""))
             session.commit()
     session.query("UPDATE groupml.runs SET status = 'done', finished_at = clock_timestamp(), "
-                  "seconds = coalesce(seconds, 0) + $2, estimated_seconds = coalesce(estimated_seconds, 0) + $3, "
-                  "train_seconds = coalesce(train_seconds, 0) + $4 WHERE run_id = $1",
-                  [run_id, time.time() - started, estimated, trained], ["bigint", "float8", "float8", "float8"])
+                  "seconds = coalesce(seconds, 0) + $2 WHERE run_id = $1", [run_id, time.time() - started],
+                  ["bigint", "float8"])
     session.commit()
 
 
@@ -561,7 +562,8 @@ def _failed_run_on_error(session, run_id: int):
     try:
         yield
     except Exception as exc:  # noqa: BLE001 - re-raised unchanged below
-        state = str(getattr(exc, "sqlstate", "") or "")
+        from ..db import sqlstate_of
+        state = sqlstate_of(exc) or ""
         if state.startswith("57") and not isinstance(exc, GroupmlError):
             # passed on with the same SQLSTATE, naming the run to resume (the INOUT run_id of a
             # cancelled CALL never reaches the caller)
