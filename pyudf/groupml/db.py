@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 
 def quote_ident(name: str) -> str:
@@ -44,6 +44,17 @@ def sqlstate_of(exc: BaseException) -> Optional[str]:
         code = spidata[0]                 # MAKE_SQLSTATE: five 6-bit characters, first lowest
         return "".join(chr(((code >> (6 * i)) & 0x3F) + ord("0")) for i in range(5))
     return None
+
+
+def error_parts(exc: BaseException) -> Tuple[Optional[str], str, Optional[str], Optional[str]]:
+    """(SQLSTATE, first line of the message, detail, hint) of an error PL/Python raised for a
+    statement (its ``spidata`` holds detail and hint): what every wrapper that passes such an
+    error on in groupml's words keeps of it."""
+    spidata = getattr(exc, "spidata", None) or ()
+    first = (str(exc).split("\n", 1)[0] or "(no message)").strip()
+    detail = spidata[1] if len(spidata) > 1 and spidata[1] else None
+    hint = spidata[2] if len(spidata) > 2 and spidata[2] else None
+    return sqlstate_of(exc), first, detail, hint
 
 
 #: The search_path groupml's own statements run under (:meth:`PlpySession.pinned_search_path`).

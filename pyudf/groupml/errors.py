@@ -57,22 +57,19 @@ class NumericOverflowError(DataError):
     sqlstate = "22003"  # numeric_value_out_of_range
 
 
-class SourceReadError(GroupmlError):
+class PassedOnError(GroupmlError):
+    """An error another component (pg_cron, PostgreSQL itself) raised for a call, passed on
+    with its SQLSTATE in groupml's words, with a hint (and its detail)."""
+
+    def __init__(self, sqlstate: str, message: str, *, hint: str | None = None, detail: str | None = None):
+        super().__init__(message, hint=hint, detail=detail)
+        self.sqlstate = sqlstate
+
+
+class SourceReadError(PassedOnError):
     """Reading a user's source failed; carries the SQLSTATE of the failure (a value out of
     range, a view that raises, a view whose owner lost a grant, ...)."""
 
-    def __init__(self, sqlstate: str, message: str, *, hint: str | None = None):
-        super().__init__(message, hint=hint)
-        self.sqlstate = sqlstate
-
-
-class PassedOnError(GroupmlError):
-    """An error another component (pg_cron, PostgreSQL itself) raised for a call, passed on
-    with its SQLSTATE in groupml's words and with a hint."""
-
-    def __init__(self, sqlstate: str, message: str, *, hint: str | None = None):
-        super().__init__(message, hint=hint)
-        self.sqlstate = sqlstate
 
 
 class UndefinedObjectError(GroupmlError, LookupError):

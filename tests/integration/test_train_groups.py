@@ -128,15 +128,30 @@ def test_a_resumed_group_plans_with_the_cost_model_of_the_first_attempt(db, clic
     assert sorted(db.execute(got, [run_id]).fetchall()) == before
 
 
+def refusals_in_every_build(db, table, group_col):
+    """(workers, strategy, sqlstate, message, hint) of train_groups over ``table`` in each way it
+    reads groups: in this backend, through a snapshot built by workers, and through a snapshot
+    built by this backend (gtp on one worker)."""
+    for workers, strategy in ((1, "auto"), (2, "auto"), (1, "gtp")):
+        yield (workers, strategy, *sql_error(db, f"CALL groupml.train_groups('{table}', ARRAY['{group_col}'], "
+                                                 f"ARRAY['f1'], 'y', 'logistic', workers => {workers}, "
+                                                 f"strategy => '{strategy}')"))
+
+
+def assert_trains_every_group(db, table, group_col, n_groups):
+    """train_groups over ``table`` in this backend stores a model for each of its groups."""
+    run = db.execute(f"CALL groupml.train_groups('{table}', ARRAY['{group_col}'], ARRAY['f1'], 'y', "
+                     f"'logistic')").fetchone()[0]
+    assert db.execute("SELECT count(*) FROM groupml.models WHERE run_id = %s", [run]).fetchone()[0] == n_groups
+
+
 def test_a_group_key_too_long_for_the_catalog_is_refused_before_training(db):
     # its model insert failed on the unique index (54000, PL/Python's raw text) after every group
     # had been trained, and a resume could not get past it
     db.execute("CREATE TABLE longkeys AS SELECT k.k, random() AS f1, (random() < 0.5)::int AS y "
                "FROM (SELECT g, (SELECT string_agg(md5(i::text || '-' || g), '') FROM generate_series(1, 100) i) AS k "
                "FROM generate_series(1, 2) g) k, generate_series(1, 40)")
-    for workers, strategy in ((1, "auto"), (2, "auto"), (1, "gtp")):
-        state, msg, hint = sql_error(db, f"CALL groupml.train_groups('longkeys', ARRAY['k'], ARRAY['f1'], 'y', "
-                                         f"'logistic', workers => {workers}, strategy => '{strategy}')")
+    for workers, strategy, state, msg, hint in refusals_in_every_build(db, "longkeys", "k"):
         assert state == "54000" and msg.startswith("groupml: The group key ") and msg.endswith(
             "of train_groups takes 3,217 bytes; groupml's catalog indexes group keys, which PostgreSQL limits to "
             "about 2,700 bytes"), (workers, msg)                          # the jsonb's size
@@ -163,8 +178,7 @@ def test_a_group_key_too_long_for_the_catalog_is_refused_before_training(db):
     db.execute("CREATE TABLE esckeys AS SELECT v.k, random() AS f1, (random() < 0.5)::int AS y FROM "
                "(SELECT string_agg(chr(1 + i % 31) || '\"\\', '') AS k FROM generate_series(1, 333) i "
                "UNION ALL SELECT 'short') v, generate_series(1, 40)")
-    run = db.execute("CALL groupml.train_groups('esckeys', ARRAY['k'], ARRAY['f1'], 'y', 'logistic')").fetchone()[0]
-    assert db.execute("SELECT count(*) FROM groupml.models WHERE run_id = %s", [run]).fetchone()[0] == 2
+    assert_trains_every_group(db, "esckeys", "k", 2)
 
 
 def test_groups_whose_keys_are_equal_as_json_are_refused_before_training(db):
@@ -173,9 +187,7 @@ def test_groups_whose_keys_are_equal_as_json_are_refused_before_training(db):
     db.execute("CREATE TABLE fkeys AS SELECT CASE WHEN i % 2 = 0 THEN 0.1::float8 + 0.2::float8 ELSE 0.3::float8 END "
                "AS kf, (i % 7)::float8 AS f1, (i % 3 = 0)::int AS y FROM generate_series(1, 200) i")
     db.execute("SET extra_float_digits = 0")
-    for workers, strategy in ((1, "auto"), (2, "auto"), (1, "gtp")):
-        state, msg, hint = sql_error(db, f"CALL groupml.train_groups('fkeys', ARRAY['kf'], ARRAY['f1'], 'y', "
-                                         f"'logistic', workers => {workers}, strategy => '{strategy}')")
+    for workers, strategy, state, msg, hint in refusals_in_every_build(db, "fkeys", "kf"):
         assert (state, msg) == ("22000", 'groupml: 2 groups of train_groups have the same key \'{"kf": 0.3}\': the '
                                          'group-by values are distinct, but not once written as JSON, and a run '
                                          'stores one model per key'), (workers, strategy, msg)
@@ -183,8 +195,7 @@ def test_groups_whose_keys_are_equal_as_json_are_refused_before_training(db):
     assert db.execute("SELECT count(*) FROM groupml.models").fetchone()[0] == 0
     assert db.execute("SELECT count(*) FROM groupml.snapshots").fetchone()[0] == 0
     db.execute("RESET extra_float_digits")
-    run = db.execute("CALL groupml.train_groups('fkeys', ARRAY['kf'], ARRAY['f1'], 'y', 'logistic')").fetchone()[0]
-    assert db.execute("SELECT count(*) FROM groupml.models WHERE run_id = %s", [run]).fetchone()[0] == 2
+    assert_trains_every_group(db, "fkeys", "kf", 2)
 
 
 def test_a_source_error_in_the_one_backend_snapshot_build_fails_the_run(db):

@@ -77,18 +77,15 @@ def sql_entry(fn):
                 hint="Process less at once (fewer rows per call, a smaller grid or model), or give the server "
                      "more memory."))
         except Exception as exc:
-            from ..db import sqlstate_of
-            state = sqlstate_of(exc)
+            from ..db import error_parts
+            state, first, detail, hint = error_parts(exc)
             if not state:
                 raise                                       # a bug: PL/Python's traceback shows where
             # a PostgreSQL error of a statement groupml ran (a cancel, a read-only transaction,
             # ...): the same SQLSTATE, hint and detail, under our prefix instead of PL/Python's
             # class name ('spiexceptions.QueryCanceled: ...')
-            spidata = getattr(exc, "spidata", None) or ()
-            err = _error_class()((str(exc).split("\n", 1)[0] or "(no message)").strip())
-            err.sqlstate = state
-            err.detail = spidata[1] if len(spidata) > 1 else None
-            err.hint = spidata[2] if len(spidata) > 2 else None
+            err = _error_class()(first)
+            err.sqlstate, err.detail, err.hint = state, detail, hint
             raise err from None
 
     return wrapper

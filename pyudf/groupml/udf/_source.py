@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from typing import Dict, Iterable, List
 
-from ..db import quote_ident, quote_literal, sqlstate_of
+from ..db import error_parts, quote_ident, quote_literal
 from ..errors import (DataError, DatatypeMismatchError, GroupmlError, InsufficientPrivilegeError, InvalidParameterError,
                       ProgramLimitExceededError, SourceReadError, UndefinedColumnError, UndefinedFunctionError,
                       UndefinedTableError, WrongObjectTypeError)
@@ -36,19 +36,14 @@ def source_errors(name: str, owner: str):
     except GroupmlError:
         raise
     except Exception as exc:
-        state = sqlstate_of(exc)
+        state, first, detail, own_hint = error_parts(exc)
         if not state or state == "57014":
             raise
-        spidata = getattr(exc, "spidata", None) or ()
-        own_hint = spidata[2] if len(spidata) > 2 and spidata[2] else None
-        first = (str(exc).split("\n", 1)[0] or "(no message)").strip()
         first = first[len("groupml: "):] if first.startswith("groupml: ") else first    # a groupml call of the view
         hint = f"Fix the source (or pass a view that selects valid rows), then call {owner} again."
-        err = SourceReadError(state, f"{owner} could not read the rows of {name}: {first}",
+        raise SourceReadError(state, f"{owner} could not read the rows of {name}: {first}",
                               hint=f"{own_hint.rstrip()}{'' if own_hint.rstrip().endswith('.') else '.'} {hint}"
-                              if own_hint else hint)
-        err.detail = spidata[1] if len(spidata) > 1 and spidata[1] else None
-        raise err from None
+                              if own_hint else hint, detail=detail) from None
 
 
 @contextlib.contextmanager

@@ -562,13 +562,12 @@ def _failed_run_on_error(session, run_id: int):
     try:
         yield
     except Exception as exc:  # noqa: BLE001 - re-raised unchanged below
-        from ..db import sqlstate_of
-        state = sqlstate_of(exc) or ""
-        if state.startswith("57") and not isinstance(exc, GroupmlError):
+        from ..db import error_parts
+        state, first, _, _ = error_parts(exc)
+        if (state or "").startswith("57") and not isinstance(exc, GroupmlError):
             # passed on with the same SQLSTATE, naming the run to resume (the INOUT run_id of a
             # cancelled CALL never reaches the caller)
             from ..errors import PassedOnError
-            first = (str(exc).split("\n", 1)[0] or "(no message)").strip()
             raise PassedOnError(state, f"{first}; run {run_id} keeps the groups it committed",
                                 hint=f"Call train_groups again with run_id => {run_id} to resume it.") from None
         try:
