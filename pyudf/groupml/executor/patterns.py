@@ -263,10 +263,11 @@ class ShardedMLPTrainer(_Scored):
     """engine.Trainer for an MLP group split over workers: configs hop shard to shard.
 
     ``run(iterations)`` gives every active config up to ``iterations`` epochs; an epoch is
-    one visit to every shard, in the seeded :func:`hop_order`; with ``flexible`` a config
-    whose next shard sits on a busy worker takes another unvisited shard of the epoch on
-    the least loaded worker (Cerebro's scheduler). The executed order is the visit log.
-    Without ``flexible`` the models do not depend on timing (same run, same bytes).
+    one visit to every shard. Which config visits which shard when is decided by
+    :class:`groupml.learners.HopScheduler` (seeded hop order; with ``flexible`` a config
+    whose next shard's worker is busy takes another unvisited shard on the least loaded
+    free worker). The executed order is the visit log. Without ``flexible`` the models do
+    not depend on timing (same run, same bytes).
     """
 
     def __init__(self, family, ctx: _Ctx, X_val, y_val, *, seed: int, metric: Optional[str] = None,
@@ -312,48 +313,35 @@ class ShardedMLPTrainer(_Scored):
         return await_result(fut, ctx.abort)
 
     def run(self, iterations: int) -> None:
-        from ..learners._sharded import hop_order
+        from ..learners._hopper import HopScheduler
 
         ctx = self.ctx
-        n_sh = len(ctx.shards)
-        todo = {}
+        sched = HopScheduler([sh[0] for sh in ctx.shards], seed=self.seed, flexible=self.flexible)
         for tid, c in self._cfgs.items():
             if c["status"] == "running":
-                target = min(c["done"] + int(iterations), int(c["params"]["epochs"]))
-                if target > c["done"]:
-                    todo[tid] = {"target": target, "left": hop_order(self.seed, tid, c["done"], n_sh)}
+                sched.start(tid, c["done"], min(c["done"] + int(iterations), int(c["params"]["epochs"])))
         inflight: Dict[Any, tuple] = {}
-        while todo or inflight:
-            for tid in sorted(todo):
-                if any(v[0] == tid for v in inflight.values()):
-                    continue
-                c, job = self._cfgs[tid], todo[tid]
-                left = job["left"]
-                s = min(left, key=lambda sh: (ctx.pool.load(ctx.shards[sh][0]), left.index(sh))) \
-                    if self.flexible else left[0]
-                left.remove(s)
-                fut = ctx.pool.submit(ctx.shards[s][0], ctx.request(s, op="mlp_visit", epoch=c["done"], shard=s,
+        while sched.pending():
+            for tid, epoch, s in sched.next_visits(load=ctx.pool.load):
+                c = self._cfgs[tid]
+                fut = ctx.pool.submit(ctx.shards[s][0], ctx.request(s, op="mlp_visit", epoch=epoch, shard=s,
                                                                     init=self._init(c)),
-                                      c["state"], ctx.meta(s, "visit", c["done"], [tid]), fn="task")
-                inflight[fut] = (tid, s)
+                                      c["state"], ctx.meta(s, "visit", epoch, [tid]), fn="task")
+                inflight[fut] = tid
             if self.ctx.abort is not None and self.ctx.abort.is_set():
                 from .glm import _Aborted
                 raise _Aborted()
             finished, _ = wait(list(inflight), timeout=0.25, return_when=FIRST_COMPLETED)
             for fut in finished:
-                tid, s = inflight.pop(fut)
-                c, job = self._cfgs[tid], todo[tid]
+                tid = inflight.pop(fut)
+                c = self._cfgs[tid]
                 c["state"] = fut.result()
                 c["version"] += 1
-                if not job["left"]:
+                if sched.finished(tid):
                     c["done"] += 1
                     self.passes += 1
                     if c["done"] >= int(c["params"]["epochs"]):
                         c["status"] = "max_iter"
-                    if c["done"] >= job["target"]:
-                        del todo[tid]
-                    else:
-                        job["left"] = hop_order(self.seed, tid, c["done"], n_sh)
                     if self.interrupt_check is not None:
                         self.interrupt_check()
 

@@ -14,6 +14,7 @@ Public API (everything else in this package is private)::
     make_trainer(family, X_train, y_train, X_val=None, y_val=None, *, metric=None)
     MLPTrainer, MLPModel, LightGBMTrainer, LightGBMModel
     train_sharded, replay, visit, run_mop        # sharded sequential training (MOP/GAP)
+    HopScheduler, hop_order                      # the hopper's visit decisions (pure)
     train_lightgbm_distributed                   # LightGBM data-parallel over shards
 """
 
@@ -26,6 +27,7 @@ from ._extfamilies import EXTRA_FAMILIES, LearnerFamily
 from ._factory import LEARNER_FAMILIES, access_pattern, get_learner_family, make_trainer
 from ._mlp import MLPModel, MLPTrainer
 from ._lgbm import LightGBMModel, LightGBMTrainer, train_lightgbm, train_lightgbm_distributed
+from ._hopper import HopScheduler, hop_order
 from ._sharded import replay, run_mop, train_sharded, visit
 
 __all__ = [
@@ -34,4 +36,5 @@ __all__ = [
     "EXTRA_FAMILIES", "LearnerFamily", "LEARNER_FAMILIES", "access_pattern", "get_learner_family",
     "make_trainer", "MLPModel", "MLPTrainer", "LightGBMModel", "LightGBMTrainer", "train_lightgbm",
     "train_lightgbm_distributed", "replay", "run_mop", "train_sharded", "visit",
+    "HopScheduler", "hop_order",
 ]

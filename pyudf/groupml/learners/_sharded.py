@@ -34,6 +34,7 @@ from ..errors import ArrayLengthError, InvalidParameterError, PrerequisiteStateE
 from ..validation import check_number
 from . import _mlp
 from ._data import as_data
+from ._hopper import HopScheduler, hop_order
 
 Visit = Tuple[int, int, int]            # (epoch, shard, worker)
 Shard = Tuple[np.ndarray, np.ndarray]   # (X, y) of one shard
@@ -99,12 +100,6 @@ def state_weights(state: bytes) -> Dict[str, np.ndarray]:
     """The network's tensors as numpy arrays (for bit-for-bit comparisons)."""
     run = _mlp.run_from_bytes(state)
     return {k: v.detach().numpy().copy() for k, v in run.net.state_dict().items()}
-
-
-def hop_order(seed: int, trial_id: int, epoch: int, n_shards: int) -> List[int]:
-    """The seeded order in which config ``trial_id`` visits the shards in ``epoch``."""
-    rng = np.random.default_rng([int(seed), int(trial_id), int(epoch), 0x4D4F50])
-    return [int(s) for s in rng.permutation(n_shards)]
 
 
 def _workers_of(shard_workers, n: int) -> List[int]:
@@ -202,11 +197,10 @@ def run_mop(family, configs: Mapping[int, Mapping[str, Any]], shards: Sequence[S
         def visit_fn(worker, state, epoch, shard):
             return visit(state, *shards[shard], epoch=epoch, shard_id=shard)
 
-    epoch_of = {tid: 0 for tid in configs}
-    remaining = {tid: hop_order(seed, tid, 0, len(shards)) for tid in configs}
+    sched = HopScheduler(workers, seed=seed, flexible=flexible)
+    for tid in configs:
+        sched.start(tid, 0, n_epochs[tid])
     logs: Dict[int, List[Visit]] = {tid: [] for tid in configs}
-    busy_cfg: Dict[int, int] = {}
-    busy_worker: Dict[int, int] = {}
     events: List[VisitEvent] = []
     violations: List[str] = []
     live_lock = threading.Lock()
@@ -245,24 +239,9 @@ def run_mop(family, configs: Mapping[int, Mapping[str, Any]], shards: Sequence[S
         t.start()
     deadline = time.monotonic() + timeout
     try:
-        while True:
-            for w in inboxes:
-                if w in busy_worker:
-                    continue
-                pending = sorted((len(logs[t]), t) for t in configs
-                                 if t not in busy_cfg and epoch_of[t] < n_epochs[t])
-                for _, tid in pending:
-                    rem = remaining[tid]
-                    cands = [s for s in rem if workers[s] == w] if flexible else rem[:1]
-                    cands = [s for s in cands if workers[s] == w]
-                    if cands:
-                        s = cands[0]
-                        rem.remove(s)
-                        busy_cfg[tid], busy_worker[w] = w, tid
-                        inboxes[w].put((tid, epoch_of[tid], s, states[tid]))
-                        break
-            if not busy_cfg:
-                break
+        while sched.pending():
+            for tid, e, s in sched.next_visits():
+                inboxes[workers[s]].put((tid, e, s, states[tid]))
             wait = deadline - time.monotonic()
             if wait <= 0:
                 raise PrerequisiteStateError(
@@ -272,16 +251,12 @@ def run_mop(family, configs: Mapping[int, Mapping[str, Any]], shards: Sequence[S
                 tid, e, s, w, t0, t1, out, err = results.get(timeout=wait)
             except queue.Empty:
                 continue
-            del busy_cfg[tid], busy_worker[w]
+            sched.finished(tid)
             if err is not None:
                 raise err
             states[tid] = out
             logs[tid].append((e, s, w))
             events.append(VisitEvent(tid, e, s, w, t0, t1))
-            if not remaining[tid]:
-                epoch_of[tid] += 1
-                if epoch_of[tid] < n_epochs[tid]:
-                    remaining[tid] = hop_order(seed, tid, epoch_of[tid], len(shards))
     finally:
         for box in inboxes.values():
             box.put(None)
