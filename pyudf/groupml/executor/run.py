@@ -14,6 +14,7 @@ import json
 import queue
 import threading
 import time
+from dataclasses import dataclass
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Any, Dict, List
 
@@ -99,6 +100,7 @@ def split_options(options: Dict[str, Any]):
 def run_grouped(session, *, run_id: int, source: str, group_by, features, label, cols, model: str,
                 search: dict, fit_options: dict, exec_options: dict, workers: int, strategy: str,
                 family, spec, opts, store) -> Dict[str, Any]:
+    """Snapshot, plan, train every pending group on the worker pool, finish the run."""
     d = len(features)
     started = time.time()
     seed, fraction = opts["seed"], opts["validation_fraction"]
@@ -123,8 +125,60 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
     session.commit()
 
     groups = snapshot_groups(session, sid)
+    plan = _plan_run(session, run_id, groups, model=model, search=search, source=source, features=features,
+                     family=family, spec=spec, exec_options=exec_options, workers=workers, strategy=strategy)
+    done, pending, fps, resume_states, group_logs = _pending_groups(
+        session, run_id, groups, plan.tasks, model=model, search=search, fit_options=fit_options,
+        pattern=plan.pattern, d=d)
+    training_from = time.time()         # what estimated_seconds (the makespan) estimates starts here
+    if pending and pool is None:
+        pool = new_pool()
+    elif not pending and pool is not None:
+        pool.close()
+        pool = None
+    events: "queue.Queue" = queue.Queue()
+    abort = threading.Event()
+    driver = _GroupDriver(pool, plan, sid=sid, d=d, family=family, spec=spec, opts=opts, model=model,
+                          search=search, fit_options=fit_options, exec_options=exec_options, events=events,
+                          abort=abort)
+    all_log = _train_pending(session, run_id, driver, pending, fps=fps, resume_states=resume_states,
+                             group_logs=group_logs, n_groups=len(groups), n_done=len(done), sid=sid,
+                             workers=workers, exec_options=exec_options, store=store)
+    bad = schedule_violations(all_log, {g["gkey"]: int(g["n_train"]) for g in groups},
+                              {g["gkey"]: plan.tasks[g["group_no"]]["mode"] for g in groups
+                               if g["group_no"] in plan.tasks})
+    if bad:
+        raise ScheduleInvariantError("grouped learning broke an invariant: " + "; ".join(bad[:3]))
+    keep = exec_options["keep_snapshot"] or (exec_options["snapshot"] is not None)
+    if not keep:
+        drop_snapshot(session, sid)
+        session.query("UPDATE groupml.grouped_runs SET snapshot_id = NULL WHERE run_id = $1", [run_id], ["bigint"])
+    session.query("UPDATE groupml.runs SET status = 'done', finished_at = clock_timestamp(), "
+                  "seconds = coalesce(seconds, 0) + $2, train_seconds = coalesce(train_seconds, 0) + $3 "
+                  "WHERE run_id = $1", [run_id, time.time() - started, time.time() - training_from],
+                  ["bigint", "float8", "float8"])
+    session.query("UPDATE groupml.grouped_runs SET last_event = 'done', updated_at = clock_timestamp() "
+                  "WHERE run_id = $1", [run_id], ["bigint"])
+    session.query("DELETE FROM groupml.run_checkpoints WHERE run_id = $1", [run_id], ["bigint"])
+    session.commit()
+    return {"run_id": run_id, "strategy": plan.chosen, "snapshot_id": sid if keep else None}
+
+
+@dataclass
+class _RunPlan:
+    chosen: str                          # the strategy the run trains with
+    pattern: str                         # the family's access pattern
+    tasks: Dict[int, Dict[str, Any]]     # group_no -> {"mode", "shards"} (group_tasks)
+    whole_max_rows: int                  # largest GLM group run as one task
+
+
+def _plan_run(session, run_id: int, groups, *, model: str, search: dict, source: str, features, family, spec,
+              exec_options: dict, workers: int, strategy: str) -> _RunPlan:
+    """The run's strategy and placement: planned now, or a resumed run's first plan; recorded
+    in groupml.runs / grouped_runs on the first attempt."""
+    d = len(features)
     sizes = {g["group_no"]: int(g["n_train"]) for g in groups}
-    from .patterns import fit_other_group, fit_unsplit_glm, pattern_of
+    from .patterns import pattern_of
     pattern = pattern_of(family)
     wl = workload_of(spec, family)
     from .costs import load_calibration          # unit costs measured from earlier runs' tasks
@@ -148,7 +202,6 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
     from ..planner import check_placement
     check_placement(placement, sizes)
     tasks = group_tasks(chosen, placement, groups, workers, pattern)
-    keys = {g["group_no"]: g["gkey"] for g in groups}
     if again is None:
         session.query("UPDATE groupml.runs SET n_groups = $2, estimated_seconds = $3 WHERE run_id = $1",
                       [run_id, len(groups), plan.makespan], ["bigint", "integer", "float8"])
@@ -161,6 +214,13 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
                       ["bigint", "text", "text", "text"])
         session.notice(f"groupml: run {run_id}: {chosen} on {workers} worker(s), {pattern} pattern: "
                        f"{plan.explanation}")
+    return _RunPlan(chosen, pattern, tasks, whole_max_rows)
+
+
+def _pending_groups(session, run_id: int, groups, tasks, *, model: str, search: dict, fit_options: dict,
+                    pattern: str, d: int):
+    """(done keys, pending groups largest first, fingerprints, resume points, committed logs);
+    commits groups_done."""
     done = {r["k"] for r in session.query("SELECT group_key::text AS k FROM groupml.models WHERE run_id = $1",
                                           [run_id], ["bigint"])}
     pending = [g for g in groups if g["gkey"] not in done]
@@ -173,63 +233,73 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
     session.query("UPDATE groupml.runs SET groups_done = $2 WHERE run_id = $1", [run_id, len(done)],
                   ["bigint", "integer"])
     session.commit()
-    training_from = time.time()         # what estimated_seconds (the makespan) estimates starts here
     pending.sort(key=lambda g: (-g["n_train"], g["group_no"]))
-    if chosen == "dp":
-        n_drivers = 1                       # DP: one group at a time across all workers
-    else:
-        n_drivers = exec_options["drivers"] or max(2, 3 * workers)
-    n_drivers = max(1, min(n_drivers, len(pending) or 1))
+    return done, pending, fps, resume_states, group_logs
 
-    events: "queue.Queue" = queue.Queue()
-    abort = threading.Event()
-    all_log: List[Dict[str, Any]] = []
-    if pending and pool is None:
-        pool = new_pool()
-    elif not pending and pool is not None:
-        pool.close()
-        pool = None
 
-    def check_abort():
-        if abort.is_set():
+class _GroupDriver:
+    """Trains one group in a group-driver thread (never touches plpy): its search and solver,
+    with data passes as worker tasks; epoch reports and checkpoints go to ``events``."""
+
+    def __init__(self, pool, plan: _RunPlan, *, sid: int, d: int, family, spec, opts, model: str, search: dict,
+                 fit_options: dict, exec_options: dict, events: "queue.Queue", abort: threading.Event):
+        self.pool, self.plan, self.sid, self.d = pool, plan, sid, d
+        self.family, self.spec, self.opts = family, spec, opts
+        self.model, self.search, self.fit_options, self.exec_options = model, search, fit_options, exec_options
+        self.events, self.abort = events, abort
+
+    def check_abort(self) -> None:
+        if self.abort.is_set():
             raise _Aborted()
 
-    def drive(g, Xv, resume):
+    def __call__(self, g, Xv, resume):
+        from .patterns import fit_other_group, fit_unsplit_glm
         gno, gkey = g["group_no"], g["gkey"]
-        t = tasks.get(gno, {"mode": "shards", "shards": []})
+        t = self.plan.tasks.get(gno, {"mode": "shards", "shards": []})
+        d, pool, events, ex = self.d, self.pool, self.events, self.exec_options
 
         def on_block(e, state):
             # every task of the group so far has reported: its log entries belong to blocks <= e.block
             events.put((gkey, e.block, e.passes, [(tid, ep, sc, dec) for tid, ep, sc, dec in e.reports],
                         (state, pool.take_log(gkey))))
 
-        if pattern != "algebraic":
-            def on_epoch_raw(block, passes, reports):
-                events.put((gkey, block, passes, reports, None))
+        def on_epoch_raw(block, passes, reports):
+            events.put((gkey, block, passes, reports, None))
 
-            return fit_other_group(pool, family=family, spec=spec, opts=opts, model=model, search=search,
-                                   fit_options=fit_options, g=g, shards=t["shards"], snapshot_id=sid, d=d,
-                                   X_val=Xv[:, :d], y_val=Xv[:, d], mem_mb=exec_options["worker_memory_mb"],
-                                   abort=abort, on_epoch_raw=on_epoch_raw, interrupt_check=check_abort,
-                                   lgbm_timeout_s=exec_options["network_timeout_s"],
-                                   flexible=exec_options["flexible_hops"], checkpoint=on_block, resume=resume,
+        if self.plan.pattern != "algebraic":
+            return fit_other_group(pool, family=self.family, spec=self.spec, opts=self.opts, model=self.model,
+                                   search=self.search, fit_options=self.fit_options, g=g, shards=t["shards"],
+                                   snapshot_id=self.sid, d=d, X_val=Xv[:, :d], y_val=Xv[:, d],
+                                   mem_mb=ex["worker_memory_mb"], abort=self.abort, on_epoch_raw=on_epoch_raw,
+                                   interrupt_check=self.check_abort, lgbm_timeout_s=ex["network_timeout_s"],
+                                   flexible=ex["flexible_hops"], checkpoint=on_block, resume=resume,
                                    mode=t["mode"])
         if (t["mode"] == "shards" and len(t["shards"]) == 1 and resume is None
-                and int(g["n_train"]) <= whole_max_rows):
-            return fit_unsplit_glm(pool, family=family, model=model, search=search, fit_options=fit_options, g=g,
-                                   shard=t["shards"][0], snapshot_id=sid, d=d, y_val=Xv[:, d],
-                                   mem_mb=exec_options["worker_memory_mb"], abort=abort,
-                                   on_epoch_raw=lambda block, passes, reports: events.put(
-                                       (gkey, block, passes, reports, None)))
-        ev = ShardEvaluator(pool, snapshot_id=sid, group_no=gno, group_key=gkey, family=family.name, d=d,
-                            shards=t["shards"], mode=t["mode"], mem_mb=exec_options["worker_memory_mb"], abort=abort)
-
-        return fit_sharded_group(model, search, fit_options, n_train=int(g["n_train"]), n_val=int(g["n_val"]),
-                                 n_pos=int(g["n_pos"]), n_skipped=int(g["n_skipped"]), d=d,
+                and int(g["n_train"]) <= self.plan.whole_max_rows):
+            return fit_unsplit_glm(pool, family=self.family, model=self.model, search=self.search,
+                                   fit_options=self.fit_options, g=g, shard=t["shards"][0], snapshot_id=self.sid,
+                                   d=d, y_val=Xv[:, d], mem_mb=ex["worker_memory_mb"], abort=self.abort,
+                                   on_epoch_raw=on_epoch_raw)
+        ev = ShardEvaluator(pool, snapshot_id=self.sid, group_no=gno, group_key=gkey, family=self.family.name, d=d,
+                            shards=t["shards"], mode=t["mode"], mem_mb=ex["worker_memory_mb"], abort=self.abort)
+        return fit_sharded_group(self.model, self.search, self.fit_options, n_train=int(g["n_train"]),
+                                 n_val=int(g["n_val"]), n_pos=int(g["n_pos"]), n_skipped=int(g["n_skipped"]), d=d,
                                  X_val=Xv[:, :d], y_val=Xv[:, d], evaluator=ev, checkpoint=on_block,
-                                 resume=resume, interrupt_check=check_abort)
+                                 resume=resume, interrupt_check=self.check_abort)
 
-    n_groups, n_done = len(groups), len(done)
+
+def _train_pending(session, run_id: int, driver: _GroupDriver, pending, *, fps, resume_states, group_logs,
+                   n_groups: int, n_done: int, sid: int, workers: int, exec_options: dict,
+                   store) -> List[Dict[str, Any]]:
+    """Train the pending groups, a few at a time (main thread: catalog I/O, commits, cancel
+    checks); every finished group is stored and committed. Returns the whole schedule log."""
+    pool, tasks, events = driver.pool, driver.plan.tasks, driver.events
+    if driver.plan.chosen == "dp":
+        n_drivers = 1                       # DP: one group at a time across all workers
+    else:
+        n_drivers = exec_options["drivers"] or max(2, 3 * workers)
+    n_drivers = max(1, min(n_drivers, len(pending) or 1))
+    all_log: List[Dict[str, Any]] = []
     ex = ThreadPoolExecutor(max_workers=n_drivers, thread_name_prefix="groupml-group") if pending else None
     in_flight: Dict[Any, Dict[str, Any]] = {}
     try:
@@ -239,8 +309,8 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
         while pending or in_flight:
             while pending and len(in_flight) < n_drivers:
                 g = pending.pop(0)
-                Xv = load_validation(session, sid, g["group_no"], d)
-                in_flight[ex.submit(drive, g, Xv, resume_states.pop(g["gkey"], None))] = g
+                Xv = load_validation(session, sid, g["group_no"], driver.d)
+                in_flight[ex.submit(driver, g, Xv, resume_states.pop(g["gkey"], None))] = g
             finished, _ = wait(list(in_flight), timeout=0.25, return_when=FIRST_COMPLETED)
             # also the cancel check. A run deleted meanwhile would fail the next insert on a foreign
             # key: the row lock (until this transaction's commit) waits out a delete in progress, and
@@ -269,7 +339,7 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
                 last_commit = time.perf_counter()
         _flush_events(session, run_id, events, group_logs, fps)
     except BaseException as exc:
-        abort.set()
+        driver.abort.set()
         if pool is not None:
             pool.close()
         if ex is not None:
@@ -291,23 +361,7 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
     if pool is not None:
         pool.close()
         ex.shutdown(wait=True)
-    bad = schedule_violations(all_log, {g["gkey"]: int(g["n_train"]) for g in groups},
-                              {keys[gno]: t["mode"] for gno, t in tasks.items()})
-    if bad:
-        raise ScheduleInvariantError("grouped learning broke an invariant: " + "; ".join(bad[:3]))
-    keep = exec_options["keep_snapshot"] or (exec_options["snapshot"] is not None)
-    if not keep:
-        drop_snapshot(session, sid)
-        session.query("UPDATE groupml.grouped_runs SET snapshot_id = NULL WHERE run_id = $1", [run_id], ["bigint"])
-    session.query("UPDATE groupml.runs SET status = 'done', finished_at = clock_timestamp(), "
-                  "seconds = coalesce(seconds, 0) + $2, train_seconds = coalesce(train_seconds, 0) + $3 "
-                  "WHERE run_id = $1", [run_id, time.time() - started, time.time() - training_from],
-                  ["bigint", "float8", "float8"])
-    session.query("UPDATE groupml.grouped_runs SET last_event = 'done', updated_at = clock_timestamp() "
-                  "WHERE run_id = $1", [run_id], ["bigint"])
-    session.query("DELETE FROM groupml.run_checkpoints WHERE run_id = $1", [run_id], ["bigint"])
-    session.commit()
-    return {"run_id": run_id, "strategy": chosen, "snapshot_id": sid if keep else None}
+    return all_log
 
 
 def _flush_events(session, run_id: int, events: "queue.Queue", group_logs, fps, finishing=()) -> int:
