@@ -502,6 +502,25 @@ def test_sources_under_row_security_and_canonical_candidates(cluster, db, dbname
                                       f"read with the policies of the calling role 'postgres', not of the tenant's "
                                       f"role '{roles['ta']}'")
         assert hint == f'Submit the job as the tenant\'s role: SET ROLE "{roles["ta"]}";'
+    # the tenant's own table under row-level security: its owner is exempt from the policies,
+    # an administrator who is not the owner is not, so the administrator would read other rows
+    db.execute("CREATE TABLE ta_owned AS SELECT * FROM guarded WHERE f1 > 0")
+    db.execute(sql.SQL("ALTER TABLE ta_owned OWNER TO {}").format(sql.Identifier(roles["ta"])))
+    with _connect(cluster, dbname, roles["ta"]) as a:
+        a.execute("ALTER TABLE ta_owned ENABLE ROW LEVEL SECURITY")
+        a.execute("CREATE POLICY positive_only ON ta_owned USING (f1 > 0)")
+        a.execute(sql.SQL("GRANT SELECT ON ta_owned TO {}").format(sql.Identifier(roles["adm"])))
+    with _connect(cluster, dbname, roles["adm"]) as adm:
+        st, msg, _ = sql_error(adm, "SELECT groupml.submit_job('ta', 'ta_owned', ARRAY['f1','f2','f3'], 'y', %s)",
+                               [cands])
+        assert (st, msg) == ("0A000", f"groupml: The source ta_owned of submit_job has row-level security: the job's "
+                                      f"rows would be read with the policies of the calling role '{roles['adm']}', "
+                                      f"not of the tenant's role '{roles['ta']}'")
+    # a superuser reads what the owner reads (both exempt): accepted, with every row
+    job = db.execute("SELECT groupml.submit_job('ta', 'ta_owned', ARRAY['f1','f2','f3'], 'y', %s)",
+                     [cands]).fetchone()[0]
+    assert db.execute("SELECT n_rows FROM groupml.jobs WHERE job_id = %s", [job]).fetchone()[0] == visible
+    db.execute("DELETE FROM groupml.jobs WHERE job_id = %s", [job])
     # the job trains on the rows read at submission, whatever happens to the table afterwards
     db.execute("DELETE FROM guarded")
     db.execute("CALL groupml.run_scheduler()")
@@ -911,8 +930,9 @@ def test_a_tenant_source_never_runs_with_the_coordinators_rights(cluster, db, db
         jobs = [a.execute("SELECT groupml.submit_job('ta', %s, ARRAY['f1', 'f2'], 'y', '[\"logistic\", \"svm\"]')",
                           [v]).fetchone()[0] for v in ("ta_s.v",)]
         # a temporary view is refused before it is read (its job could not outlive the session)
-        assert sql_error(a, "SELECT groupml.submit_job('ta', 'tv', ARRAY['f1', 'f2'], 'y', '[\"logistic\"]')")[0] == \
-            "55000"
+        st, msg, _ = sql_error(a, "SELECT groupml.submit_job('ta', 'tv', ARRAY['f1', 'f2'], 'y', '[\"logistic\"]')")
+        assert st == "55000" and msg.startswith("groupml: submit_job cannot take the temporary view tv: ") \
+            and msg.endswith("the view ends with this session")
         assert {r[0] for r in a.execute("SELECT who FROM ta_s.seen")} == {ta}
         n_seen = a.execute("SELECT count(*) FROM ta_s.seen").fetchone()[0]
         # the view now reads nothing of the tenant's: the job keeps the rows it was submitted with

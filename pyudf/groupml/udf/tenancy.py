@@ -298,11 +298,12 @@ def _submit_job(session, tenant, oid, shown, features, label, candidates):
     rel = rel[0]
     rel["name"] = shown
     if rel["persistence"] == "t":
+        what = "view" if rel["kind"] == "v" else "table"
         # its rows are stored with the job, but every training step checks that the source is
         # still there and readable by the job's role: once the session ended, all failed
         raise PrerequisiteStateError(
-            f"submit_job cannot take the temporary table {shown}: the scheduler trains the job later, from other "
-            f"sessions, and checks the source each time; the table ends with this session",
+            f"submit_job cannot take the temporary {what} {shown}: the scheduler trains the job later, from other "
+            f"sessions, and checks the source each time; the {what} ends with this session",
             hint="Copy it into a regular table (CREATE TABLE ... AS SELECT ...) and submit that.")
     check_source_kind(rel["name"], rel["kind"], "submit_job", hint="Submit the table (or a view over it) that holds "
                                                                    "the rows.")
@@ -320,7 +321,7 @@ def _submit_job(session, tenant, oid, shown, features, label, candidates):
                  f"GRANT SELECT ON {rel['name']} TO {quote_ident(rel['me_name'])};")
     if int(rel["me"]) != int(t["role_oid"]):
         # the rows are read with the caller's policies, which are not necessarily the tenant's
-        problem = row_security_problem(session, int(rel["oid"]), int(t["role_oid"]))
+        problem = row_security_problem(session, int(rel["oid"]), int(t["role_oid"]), int(rel["me"]))
         if problem:
             raise FeatureNotSupportedError(
                 f"The source {rel['name']} of submit_job {problem}: the job's rows would be read with the "
@@ -355,23 +356,27 @@ def _submit_job(session, tenant, oid, shown, features, label, candidates):
     return job_id
 
 
-def row_security_problem(session, relid: int, role_oid: int):
-    """Why another role may not read ``relid``'s rows on behalf of role ``role_oid``, or None.
+def row_security_problem(session, relid: int, role_oid: int, caller_oid: int):
+    """Why role ``caller_oid`` may not read ``relid``'s rows on behalf of role ``role_oid``, or None.
 
     submit_job reads a job's rows as the calling role. When that is not the job's role (an
     administrator submitting for a tenant), the rows would be filtered by the caller's
-    policies: a table whose policies apply to the job's role, and a ``security_invoker`` view
-    (which checks the reader's rights), are refused then. A plain view reads its tables with
-    its owner's rights and policies, whoever reads it."""
+    policies, not the tenant's: a table whose policies apply to either role (the tenant's
+    own table, with the administrator not its owner, included), and a ``security_invoker``
+    view (which checks the reader's rights), are refused then. A plain view reads its tables
+    with its owner's rights and policies, whoever reads it."""
+    # a role is exempt from the policies: a superuser, a BYPASSRLS role, or the owner unless FORCE
     r = session.query(
-        "SELECT c.relkind::text AS kind, c.relrowsecurity AS rls, c.relforcerowsecurity AS force_rls, "
-        "c.relowner::bigint = $2 AS is_owner, COALESCE((SELECT rolbypassrls OR rolsuper FROM pg_catalog.pg_roles "
-        "WHERE oid = $2::oid), false) AS bypass, COALESCE(c.reloptions, '{}') AS opts "
-        "FROM pg_catalog.pg_class c WHERE c.oid = $1::oid", [relid, role_oid], ["bigint", "bigint"])
+        "SELECT c.relrowsecurity AS rls, COALESCE(c.reloptions, '{}') AS opts, "
+        "(SELECT pg_catalog.count(*) FILTER (WHERE ro.rolsuper OR ro.rolbypassrls OR "
+        "        (ro.oid = c.relowner AND NOT c.relforcerowsecurity)) "
+        "   FROM pg_catalog.pg_roles ro WHERE ro.oid IN ($2::oid, $3::oid)) AS exempt "
+        "FROM pg_catalog.pg_class c WHERE c.oid = $1::oid", [relid, role_oid, caller_oid],
+        ["bigint", "bigint", "bigint"])
     if not r:
         return "does not exist"
     r = r[0]
-    if r["rls"] and not r["bypass"] and (r["force_rls"] or not r["is_owner"]):
+    if r["rls"] and int(r["exempt"]) < 2:
         return "has row-level security"
     for opt in r["opts"] or []:
         key, _, value = str(opt).partition("=")
