@@ -170,6 +170,84 @@ def test_sgd_batched_equals_alone_and_is_seeded():
     assert np.abs(other_seed.coef - batched[0][0].coef).max() > 1e-6
 
 
+def _sgd_reference(X, y, *, lr, l1, l2, batch_size, seed, epochs):
+    """Proximal mini-batch SGD on the logistic loss, written out: each epoch visits the rows in
+    the order of default_rng([seed, epoch]), each batch in row order; after every step the
+    weights (not the intercept) are soft-thresholded by lr * l1. Row order: the trainer keeps
+    a classification group's rows sorted by label (stable), so the permutation indexes those."""
+    order = np.argsort(y, kind="stable")
+    X, y = X[order], y[order]
+    n, d = X.shape
+    w, b = np.zeros(d), 0.0
+    for e in range(epochs):
+        perm = np.random.default_rng([seed, e]).permutation(n)
+        for start in range(0, n, batch_size):
+            rows = np.sort(perm[start:start + batch_size])
+            r = 1.0 / (1.0 + np.exp(-(X[rows] @ w + b))) - y[rows]
+            gw = X[rows].T @ r / len(rows) + l2 * w
+            gb = r.mean()
+            w, b = w - lr * gw, b - lr * gb
+            w = np.sign(w) * np.maximum(np.abs(w) - lr * l1, 0.0)
+    return w, b
+
+
+def test_sgd_with_l1_equals_the_written_out_proximal_sgd():
+    # a new row order every epoch, and a soft-threshold of lr * l1 after every step
+    X, y, _ = _data(n=300, d=6, seed=4)
+    params = {"solver": "sgd", "lr": 0.2, "l1": 0.02, "l2": 0.01, "batch_size": 32, "seed": 5, "max_iter": 3}
+    model = _alone("logistic", X, y, params)
+    w, b = _sgd_reference(X, y, lr=0.2, l1=0.02, l2=0.01, batch_size=32, seed=5, epochs=3)
+    np.testing.assert_allclose(model.coef, w, atol=1e-12, rtol=0)
+    assert abs(model.intercept - b) < 1e-12
+    assert 0 < np.count_nonzero(w == 0.0) < 6          # the threshold zeroes some weights, not all
+
+
+def test_l1_gd_converges_only_when_the_gradient_mapping_is_within_tol():
+    # proximal gd stops on |theta - prox(theta - lr g)| / lr <= tol: at a small lr the step
+    # itself is tiny long before the mapping is
+    X, _, y = _data(n=400, d=5, seed=6)
+    lr, l1, tol = 0.005, 0.05, 1e-3
+    tr = GLMTrainer("linear", X, y)
+    tr.add(0, {"solver": "gd", "lr": lr, "l1": l1, "tol": tol, "max_iter": 20000})
+    tr.run(20000)
+    assert tr.status(0) == "converged"
+    m = tr.model(0)
+    r = X @ m.coef + m.intercept - y
+    gw, gb = X.T @ r / len(y), r.mean()
+    stepped = m.coef - lr * gw
+    prox = np.sign(stepped) * np.maximum(np.abs(stepped) - lr * l1, 0.0)
+    mapping = max(np.max(np.abs(m.coef - prox)), abs(lr * gb)) / lr
+    assert mapping <= tol * (1 + 1e-9)
+
+
+def test_lbfgs_keeps_ten_curvature_pairs_per_config():
+    X, y, _ = _data(n=500, d=8, seed=7)
+    tr = GLMTrainer("logistic", X, y)
+    tr.add(0, {"l2": 1e-4, **TIGHT})
+    tr.add(1, {"l2": 1e-4, "max_iter": 4, "tol": 1e-12})
+    tr.run(40)
+    assert tr.iterations(0) > 12
+    assert len(tr._configs[0].S) == len(tr._configs[0].Y) == 10       # the newest m = 10 pairs
+    assert len(tr._configs[1].S) <= 4                                  # per config, not shared
+
+
+def test_a_trial_id_added_again_is_scored_as_its_new_config():
+    X, y, _ = _data(n=400, d=4, seed=8)
+    # five steps each: the two configs' models have the same version number
+    a, b = {"solver": "gd", "lr": 0.01, "max_iter": 5}, {"solver": "gd", "lr": 1.0, "max_iter": 5}
+    tr = GLMTrainer("logistic", X, y, X, y)
+    tr.add(0, a)
+    tr.run(5)
+    first = tr.score(0)
+    tr.remove(0)
+    tr.add(0, b)
+    tr.run(5)
+    fresh = GLMTrainer("logistic", X, y, X, y)
+    fresh.add(0, b)
+    fresh.run(5)
+    assert tr.score(0) == fresh.score(0) != first
+
+
 def test_join_and_leave_mid_run():
     X, y, _ = _data(n=800, d=5, seed=2)
     a = {"l2": 1e-3, **TIGHT}
