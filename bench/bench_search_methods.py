@@ -59,11 +59,13 @@ def datasets(quick):
 
 
 def grid_spec(n, R):
-    # l2 x solver x lr with (about) n points
-    per = max(1, round(n / 6))
+    # l2 x (lbfgs, gd x lr, sgd x lr) with (about) n points: lbfgs takes no lr, so it is
+    # one point per l2 (a plain solver x lr grid would train each lbfgs model twice)
+    per = max(1, round(n / 5))
     return {"method": "grid", "epoch_iters": 5, "max_epochs": R,
-            "space": {"l2": list(np.logspace(-6, 0, per)), "solver": ["lbfgs", "gd", "sgd"],
-                      "lr": [0.03, 1.0], "max_iter": 100}}
+            "space": {"l2": list(np.logspace(-6, 0, per)),
+                      "solver": ["lbfgs", {"solver": "gd", "lr": [0.03, 1.0]}, {"solver": "sgd", "lr": [0.03, 1.0]}],
+                      "max_iter": 100}}
 
 
 def run(X, y, spec):

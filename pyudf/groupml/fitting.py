@@ -143,12 +143,15 @@ def plan_search(family, search: dict, *, family_choice: bool = False):
             valid = _validate_config(family, families, trial.params)
             if spec.method != "grid":
                 continue
-            key = json.dumps(valid, sort_keys=True, default=str)
+            key = json.dumps(_identity(family, families, valid), sort_keys=True, default=str)
             if key in seen:
                 raise SearchSpecError(
                     f"The grid of search lists one configuration twice: {_json_short(seen[key])} and "
                     f"{_json_short(trial.params)} are the same model",
-                    hint="List each configuration once (values a learner reads alike count as the same).")
+                    hint="List each configuration once: values a learner reads alike count as the same, and so "
+                         "do values of a parameter its solver or optimizer does not use (lr under solver lbfgs, "
+                         "momentum under optimizer adam); put such values in a sub-space of the solver that uses "
+                         "them, e.g. {\"solver\": [{\"solver\": \"lbfgs\"}, {\"solver\": \"gd\", \"lr\": [0.1, 1]}]}.")
             seen[key] = trial.params
     else:
         _check_sampled_space(family, spec, families)
@@ -164,6 +167,17 @@ def _validate_config(family, families, params) -> Dict[str, Any]:
 
     name, own = split_params(params, family.name)
     return {MODEL_KEY: name, **families[name].validate_params(own)}
+
+
+def _identity(family, families, valid) -> Dict[str, Any]:
+    """What makes a validated configuration a distinct model (:func:`learners.model_identity`)."""
+    from .learners import model_identity
+    from .learners._choice import MODEL_KEY
+
+    if families is None:
+        return model_identity(family, valid)
+    own = {k: v for k, v in valid.items() if k != MODEL_KEY}
+    return {MODEL_KEY: valid[MODEL_KEY], **model_identity(families[valid[MODEL_KEY]], own)}
 
 
 def _json_short(params) -> str:

@@ -12,6 +12,7 @@ Public API (everything else in this package is private)::
     # every learner (docs/learners_mlp_lgbm.md); torch/lightgbm are imported lazily
     LEARNER_FAMILIES, get_learner_family(name), access_pattern(name)
     make_trainer(family, X_train, y_train, X_val=None, y_val=None, *, metric=None)
+    model_identity(family, valid_params)        # params with those training ignores reset
     MLPTrainer, MLPModel, LightGBMTrainer, LightGBMModel
     train_sharded, replay, visit, run_mop        # sharded sequential training (MOP/GAP)
     HopScheduler, hop_order                      # the hopper's visit decisions (pure)
@@ -24,7 +25,7 @@ from ._holdout import holdout_mask, row_hash
 from ._metrics import LOSS_OF, METRICS
 from ._model import GLMModel, load_model, register_loader
 from ._extfamilies import EXTRA_FAMILIES, LearnerFamily
-from ._factory import LEARNER_FAMILIES, access_pattern, get_learner_family, make_trainer
+from ._factory import LEARNER_FAMILIES, access_pattern, get_learner_family, make_trainer, model_identity
 from ._mlp import MLPModel, MLPTrainer
 from ._lgbm import LightGBMModel, LightGBMTrainer, train_lightgbm, train_lightgbm_distributed
 from ._hopper import HopScheduler, hop_order
@@ -34,7 +35,7 @@ __all__ = [
     "FAMILIES", "GLMFamily", "get_family", "GLMTrainer", "fit_many", "holdout_mask", "row_hash",
     "LOSS_OF", "METRICS", "GLMModel", "load_model", "register_loader",
     "EXTRA_FAMILIES", "LearnerFamily", "LEARNER_FAMILIES", "access_pattern", "get_learner_family",
-    "make_trainer", "MLPModel", "MLPTrainer", "LightGBMModel", "LightGBMTrainer", "train_lightgbm",
+    "make_trainer", "model_identity", "MLPModel", "MLPTrainer", "LightGBMModel", "LightGBMTrainer", "train_lightgbm",
     "train_lightgbm_distributed", "replay", "run_mop", "train_sharded", "visit",
     "HopScheduler", "hop_order",
 ]

@@ -101,6 +101,10 @@ class LearnerFamily:
     def _validate(self, out: Dict[str, Any]) -> None:
         raise NotImplementedError
 
+    def unread_params(self, valid: Mapping[str, Any]) -> Tuple[str, ...]:
+        """Parameters of validated ``valid`` that training does not read, given the others."""
+        return ()
+
     def prepare_labels(self, y, what: str) -> np.ndarray:
         """Return the float64 label vector; raise DataError on non-finite or non-0/1 labels."""
         y = np.ascontiguousarray(y, dtype=np.float64).reshape(-1)
@@ -189,6 +193,9 @@ class MLPFamily(LearnerFamily):
                                      hint="epochs is the number of passes over the training rows.")
         out["seed"] = check_number(out["seed"], "seed", owner, ge=0, le=2 ** 63 - 1,
                                    integer=True)
+
+    def unread_params(self, valid: Mapping[str, Any]) -> Tuple[str, ...]:
+        return () if valid.get("optimizer") == "sgd" else ("momentum",)    # Adam has no momentum parameter
 
 
 class MLPRegressorFamily(MLPFamily):

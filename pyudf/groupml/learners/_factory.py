@@ -63,3 +63,15 @@ def make_trainer(family, X_train, y_train, X_val=None, y_val=None, *,
         return MLPTrainer(fam, X_train, y_train, X_val, y_val, metric=metric)
     from ._lgbm import LightGBMTrainer
     return LightGBMTrainer(fam, X_train, y_train, X_val, y_val, metric=metric)
+
+
+def model_identity(family, valid: Dict[str, Any]) -> Dict[str, Any]:
+    """Validated params with those training does not read (``family.unread_params``: a step
+    size under L-BFGS, momentum under Adam) put back to the family's defaults: two
+    configurations train the same model exactly when their identities are equal."""
+    fam = get_learner_family(family)
+    unread = fam.unread_params(valid)
+    if not unread:
+        return dict(valid)
+    defaults = fam.defaults
+    return {k: (defaults[k] if k in unread else v) for k, v in valid.items()}

@@ -127,6 +127,14 @@ class GLMFamily:
     def _validate_extra(self, out: Dict[str, Any]) -> None:
         return None
 
+    #: parameters each solver does not read (lbfgs takes no step size; only sgd draws batches)
+    _UNREAD_BY_SOLVER = {"lbfgs": ("lr", "batch_size", "seed"), "gd": ("batch_size", "seed"), "sgd": ()}
+
+    def unread_params(self, valid: Mapping[str, Any]) -> Tuple[str, ...]:
+        """Parameters of validated ``valid`` that training does not read, given the others
+        (two configurations differing only in them are one model)."""
+        return self._UNREAD_BY_SOLVER.get(valid.get("solver"), ())
+
     # ------------------------------------------------------------------ data
     def prepare_labels(self, y: np.ndarray, what: str) -> np.ndarray:
         """Return the float64 label vector the loss works on; raise DataError on bad labels."""

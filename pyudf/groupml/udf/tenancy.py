@@ -87,11 +87,12 @@ def _require_admin(session, what: str) -> None:
 
 def canonical_params(family: str, params: Dict[str, Any]) -> Dict[str, Any]:
     """The params that differ from the family's defaults, validated and normalised (``1`` and
-    ``1.0`` alike, ``"64,32"`` and ``[64, 32]`` alike), so one configuration has one form."""
-    from ..learners import get_learner_family
+    ``1.0`` alike, ``"64,32"`` and ``[64, 32]`` alike, a parameter training does not read
+    dropped: :func:`groupml.learners.model_identity`), so one configuration has one form."""
+    from ..learners import get_learner_family, model_identity
 
     fam = get_learner_family(family)
-    full, defaults = fam.validate_params(params), fam.validate_params({})
+    full, defaults = model_identity(fam, fam.validate_params(params)), fam.validate_params({})
     return {k: full[k] for k in sorted(full) if k not in defaults or full[k] != defaults[k]}
 
 
