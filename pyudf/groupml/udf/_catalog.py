@@ -33,8 +33,8 @@ NEEDS: Dict[str, List[Tuple[str, str]]] = {
 }
 
 _WRITES = "it writes groupml's catalog"
-_VIEWS = "; SELECT on the views groupml.best_models, progress and run_trial_info to read the results"
-#: what else a role needs, beyond the rights checked
+_VIEWS = "GRANT SELECT ON groupml.best_models, groupml.progress, groupml.run_trial_info TO {role}"
+#: what else a role needs, beyond the rights checked (to read the results)
 ALSO: Dict[str, str] = {"train_groups": _VIEWS, "train_groups with workers or a strategy": _VIEWS}
 #: why an entry point needs its rights, when it is not that it writes the catalog
 _WORKER = "it is the worker side of train_groups and reads its training snapshots"
@@ -59,10 +59,14 @@ def check_catalog_privileges(session, what: str) -> None:
     by_table: Dict[str, List[str]] = {}
     for t, p in missing:
         by_table.setdefault(t, []).append(p)
-    grants = "; ".join(f"GRANT {', '.join(ps)} ON groupml.{t}" for t, ps in by_table.items())
+    role = session.query("SELECT pg_catalog.quote_ident(current_user::text) AS r")[0]["r"]
+    grants = [f"GRANT {', '.join(ps)} ON groupml.{t} TO {role}" for t, ps in by_table.items()]
+    grants.append(f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA groupml TO {role}")
+    if what in ALSO:
+        grants.append(ALSO[what].format(role=role))
     table, priv = missing[0]
     raise InsufficientPrivilegeError(
         f"permission denied for table groupml.{table}: {what} needs {priv} on it "
         f"({WHY.get(what, _WRITES)})",
-        hint=f"Run it as the extension's owner, or have an administrator grant the calling role: {grants} "
-             f"(and USAGE on the catalog's sequences{ALSO.get(what, '')}).")
+        hint=f"Run it as the extension's owner, or have an administrator grant the calling role what it needs: "
+             f"{'; '.join(grants)};")
