@@ -323,6 +323,24 @@ def test_commits_group_by_group(cluster, dsn, db, clicks, processes):
     assert trained == pytest.approx(trials, rel=0.05, abs=1e-3)
 
 
+def test_progress_shows_the_group_count_before_the_first_group_is_done(cluster, dsn, db):
+    # n_groups was written with the first committed group, so a run cancelled during its
+    # first (largest) group showed no count at all
+    create_table(db, "counted", grouped_classification(30000, 3, 8, seed=33, exponent=0.2))
+    spec = json.dumps({"l2": [10 ** -k for k in range(1, 9)], "max_iter": 300, "tol": 1e-300})
+    feats = "ARRAY[" + ", ".join(f"'f{j + 1}'" for j in range(8)) + "]"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        thread, fired = cancel_when(dsn, conn.info.backend_pid,
+                                    "SELECT n_groups IS NOT NULL FROM groupml.runs WHERE source = 'public.counted'")
+        with pytest.raises(psycopg.errors.QueryCanceled):
+            conn.execute(f"CALL groupml.train_groups('counted', ARRAY['country'], {feats}, 'clicked', 'logistic', "
+                         f"%s::jsonb)", [spec])
+        thread.join()
+    assert fired.is_set()
+    assert db.execute("SELECT status, n_groups, groups_done FROM groupml.progress WHERE source = 'public.counted'"
+                      ).fetchone() == ("running", 3, 0)
+
+
 def test_a_view_function_raising_its_own_sqlstate_is_named_as_a_source_error(db):
     # a SQLSTATE without a PL/Python class of its own (plain plpy.SPIError, no 'sqlstate'
     # attribute) came raw: 'plpy.SPIError: boom' without our wording

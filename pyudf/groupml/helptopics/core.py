@@ -192,6 +192,8 @@ def _models_topic() -> str:
         fam = LEARNER_FAMILIES[name]
         defaults = ", ".join(f"{k}={v!r}" for k, v in sorted(fam.defaults.items()))
         lines.append(f"  {name:<20} ({fam.kind}) {defaults}")
+    lines.append("A learner's own seed goes inside \"space\" ({\"space\": {\"seed\": 5}}): a top-level \"seed\" seeds")
+    lines.append("the search. Parameters a solver does not use (lr under lbfgs, momentum under adam) make no new model.")
     lines.append("Details: docs/learners.md (GLMs), docs/learners_mlp_lgbm.md (mlp, lightgbm).")
     return "\n".join(lines) + "\n"
 

@@ -430,6 +430,7 @@ def _train_in_backend(session, run_id, done, source, group_by, features, label, 
         check_distinct_group_keys(session, [b["gkey"] for b in blocks], OWNER)
         session.query("UPDATE groupml.runs SET n_groups = $2 WHERE run_id = $1", [run_id, len(blocks)],
                       ["bigint", "integer"])
+        session.commit()        # progress shows the count while the first group trains
         d = len(features)
         jobs = [b for b in blocks if b["gkey"] not in done and json.dumps(json.loads(b["gkey"])) not in done]
         jobs.sort(key=lambda b: -int(b["n_rows"]))  # largest first, so no big group starts last (LPT)
