@@ -114,6 +114,14 @@ def test_terms_and_eq2_optimum():
     assert choose_workers(m, 10, 10, 1, max_workers=3) == 3
 
 
+def test_network_term_is_zero_on_one_worker():
+    # models are exchanged only between workers: d*k*(w - 1) values, none with w = 1
+    m = CostModel({"fixed": 0, "per_worker": 0, "compute": 0, "memory": 0, "elementwise": 0, "network": 1})
+    assert m.terms(100, 5, 3, 1)["network"] == 0.0
+    assert m.predict(100, 5, 3, 1) == 0.0
+    assert m.terms(100, 5, 3, 3)["network"] == pytest.approx(5 * 3 * 2)
+
+
 @pytest.mark.parametrize("coefficients", [None, {"fixed": 0.01, "per_worker": 2e-3, "compute": 1e-9,
                                                  "memory": 5e-9, "elementwise": 4e-8, "network": 1e-6}])
 @pytest.mark.parametrize("n, d, k", [(1_000_000, 10, 4), (200_000, 50, 1), (50_000, 3, 16)])
@@ -145,6 +153,23 @@ def test_choose_batch_size():
     k = choose_batch_size(m, 100_000, 100, 20)
     assert k == 20
     assert m.search_seconds(100_000, 100, 20, 20) < m.search_seconds(100_000, 100, 20, 1) / 4
+
+
+def test_search_seconds_prices_the_last_batch_at_its_own_size():
+    # 7 configs at k = 3: two passes of 3 and one of 1; t(k) = 1 + n*d*k = 1 + 100k
+    m = CostModel({"fixed": 1, "per_worker": 0, "compute": 1, "memory": 0, "elementwise": 0, "network": 0})
+    assert m.search_seconds(10, 10, 7, 3) == pytest.approx(2 * (1 + 300) + (1 + 100))
+    assert m.search_seconds(10, 10, 6, 3) == pytest.approx(2 * (1 + 300))
+
+
+def test_memory_bound_counts_weights_and_gradients_per_config():
+    # each config adds its margins (n values) plus weights and gradients (2*d values):
+    # data 8*100*1000 = 800000 B, each config 8*(100 + 2000) = 16800 B -> room for exactly 8;
+    # 24 configs then take 3 passes of 8 (room for 12 would take 2)
+    fixed_only = CostModel({"fixed": 1, "per_worker": 0, "compute": 0, "memory": 0, "elementwise": 0, "network": 0})
+    assert choose_batch_size(fixed_only, 100, 1000, 24, memory_bytes=800_000 + 8 * 16_800) == 8
+    # one byte less leaves room for 7: 4 passes, which k = 6 already achieves (smallest k on ties)
+    assert choose_batch_size(fixed_only, 100, 1000, 24, memory_bytes=800_000 + 8 * 16_800 - 1) == 6
 
 
 def test_run_validation_messages():
@@ -179,3 +204,25 @@ def test_right_size_takes_the_fewest_workers_within_the_margin():
     m = CostModel(TRUE)
     times = {w: m.predict(1_000_000, 100, 10, w) for w in range(1, 17)}
     assert choose_workers(m, 1_000_000, 100, 10, max_workers=16) == right_size(times)
+
+
+def test_auto_workers_right_sizes_the_planned_makespans(monkeypatch):
+    # workers => 0 takes the fewest workers whose planned makespan is within 10% of the best
+    from types import SimpleNamespace
+
+    from groupml.udf import train
+
+    makespans = {1: 10.0, 2: 5.2, 3: 5.0, 4: 4.9}
+
+    class Session:       # 4 enabled worker endpoints: the planner may use 1..4
+        def query(self, sql, *args):
+            return [{"n": 4}]
+
+    def plan_for(inputs, workers, strategy, exec_options, pattern):
+        return SimpleNamespace(strategy="grouped",
+                               estimates={"grouped": SimpleNamespace(makespan=makespans[workers])})
+
+    monkeypatch.setattr(train, "_plan_for", plan_for)
+    chosen, why = train._auto_workers(Session(), {}, "auto", {}, "algebraic")
+    assert chosen == 2                                   # 5.2 <= 1.1 * 4.9; the best is 4
+    assert "chose 2 worker(s) of up to 4" in why

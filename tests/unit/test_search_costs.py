@@ -44,6 +44,12 @@ def test_budget_with_a_huge_learner_max_iter():
     assert (b.epochs_per_config, b.epochs) == (7, 14)
 
 
+def test_budget_counts_a_partial_last_block():
+    # max_iter 25 in blocks of 10 iterations is ceil(25 / 10) = 3 blocks per configuration
+    b = search_budget(parse_search({"l2": [0, 1], "epoch_iters": 10, "max_epochs": 10}), max_iter=25)
+    assert (b.epochs_per_config, b.epochs) == (3, 6)
+
+
 def test_budget_hyperband_r81_eta3():
     b = search_budget(parse_search({"method": "hyperband", "max_epochs": 81, "eta": 3, "space": SPACE}),
                       max_iter=10 ** 9)
@@ -83,6 +89,16 @@ def test_plan_group_batch_size_and_estimate():
     # max_iter in the space bounds the epochs of grid search
     spec3 = validate_request("logistic", {"l2": [0, 1], "max_iter": 30}, {})[1]
     assert plan_group(spec3, fam, 100, 3)["budget"]["epochs"] == 2 * 3
+
+
+def test_plan_group_sizes_the_batch_for_the_configurations_in_flight():
+    # k is chosen to give the configurations in flight together one pass, not all proposals:
+    # Hyperband R = 9, eta = 3 has 9 + 5 + 3 = 17 rung-0 configurations in flight (22 in all)
+    fam = get_family("logistic")
+    spec = validate_request("logistic", {"method": "hyperband", "max_epochs": 9, "eta": 3, "space": SPACE}, {})[1]
+    plan = plan_group(spec, fam, 10000, 20)
+    assert (plan["budget"]["in_flight"], plan["budget"]["n_configs"]) == (17, 22)
+    assert plan["slots"] == 17
 
 
 def test_fit_records_cost_per_trial_and_best_flag():

@@ -127,6 +127,13 @@ def test_hyperband_bracket_table_r81_eta3():
     assert halving_rungs(9, 10, 3) == [(9, 1), (3, 3), (1, 10)]
 
 
+def test_halving_rungs_round_budgets_to_the_nearest_block():
+    # rung budgets r_i = R * eta^(i - s) are rounded to whole blocks, not truncated:
+    # R = 100, eta = 3 gives s = 4 and 100/81 = 1.23, 100/27 = 3.70, 100/9 = 11.1, 100/3 = 33.3
+    assert halving_rungs(27, 100, 3) == [(27, 1), (9, 4), (3, 11), (1, 33), (1, 100)]
+    assert [r for _, r in hyperband_brackets(100, 3)[1]] == [4, 11, 33, 100]
+
+
 def sh(n=9, R=9, **kw):
     return SuccessiveHalving(parse_search(dict({"method": "successive_halving", "x": {"uniform": [0, 6]},
                                                 "n_trials": n, "max_epochs": R}, **kw)))
@@ -181,6 +188,14 @@ def test_successive_halving_promotes_converged_trial_without_training():
     assert dec == {0: S, 1: S, 2: S}
     assert proc.finished()
     assert proc.reason(0) == "converged" and proc.reason(1).startswith("not promoted at rung 0")
+
+
+def test_successive_halving_breaks_ties_by_numeric_trial_id():
+    # equal scores rank by trial id as a number: 2 comes before 10
+    proc = sh(n=12)              # rungs (12, 1), (4, 3), (1, 9)
+    proc.ask(12)
+    dec = proc.tell_block([Report(t, 1, 1.0) for t in range(12)])
+    assert [t for t in range(12) if dec[t] is C] == [0, 1, 2, 3]
 
 
 def test_hyperband_runs_brackets_concurrently():
@@ -375,6 +390,22 @@ def test_nested_choice_sampling():
     assert all(70 <= v <= 130 for v in counts.values())   # uniform over the three alternatives
 
 
+def test_int_range_draws_include_both_ends():
+    # {"int": [low, high]} is inclusive at both ends
+    spec = parse_search({"k": {"int": [1, 3]}, "n_trials": 60, "seed": 0})
+    assert {t.params["k"] for t in RandomSearch(spec).ask(60)} == {1, 2, 3}
+
+
+def test_loguniform_draws_are_uniform_in_log_space():
+    # log(x) is uniform on [log 1e-4, log 1]: the median is the geometric mean 1e-2 and half
+    # the draws fall below it (a uniform draw on [1e-4, 1] would be below 1e-2 only 1% of the time)
+    spec = parse_search({"lr": {"loguniform": [1e-4, 1]}, "n_trials": 400, "seed": 0})
+    xs = np.array([t.params["lr"] for t in RandomSearch(spec).ask(400)])
+    assert np.all((xs >= 1e-4) & (xs <= 1))
+    assert 10 ** -2.5 < np.median(xs) < 10 ** -1.5
+    assert 0.35 < np.mean(xs < 1e-2) < 0.65
+
+
 # ------------------------------------------------------------------------------ TPE
 def tpe_run(seed, n=30):
     spec = parse_search({"method": "tpe", "x": {"uniform": [-10, 10]}, "n_trials": n, "seed": seed,
@@ -386,6 +417,15 @@ def tpe_run(seed, n=30):
 def test_tpe_deterministic_under_seed():
     a = tpe_run(3, n=14)
     assert a == tpe_run(3, n=14) and a != tpe_run(4, n=14)
+
+
+def test_tpe_startup_proposals_are_distinct():
+    # each proposal's sampler is seeded by (seed, trial id): with no finished trial yet the
+    # first proposals still differ from one another
+    spec = parse_search({"method": "tpe", "x": {"uniform": [-10, 10]}, "n_trials": 6, "seed": 3,
+                         "max_epochs": 1})
+    xs = [t.params["x"] for t in TPESearch(spec).ask(4)]
+    assert len(set(xs)) == 4
 
 
 def test_tpe_uses_history_on_a_quadratic():

@@ -75,6 +75,17 @@ def test_prior_shrinkage_missing_keys_and_psd():
     assert np.linalg.eigvalsh(cov).min() > 0
 
 
+def test_prior_covariance_needs_min_pairs_rows_seen_together():
+    # a pair of keys seen together in min_pairs rows gets its covariance; in fewer, 0
+    data = np.array([[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]])
+    _, cov = estimate_prior(data, shrinkage=0.05, min_pairs=3)
+    # centred values -1, 0, 1 on both keys: covariance 2 / (3 - 1) = 1, shrunk by 5%
+    assert cov[0, 1] == pytest.approx(0.95)
+    assert cov[0, 0] == pytest.approx(1.0)
+    _, cov = estimate_prior(data[:2], shrinkage=0.05, min_pairs=3)
+    assert cov[0, 1] == 0.0
+
+
 def test_prior_without_data_uses_defaults():
     mean, cov = estimate_prior(np.full((0, 3), np.nan))
     np.testing.assert_allclose(mean, 0.5)

@@ -25,6 +25,14 @@ def test_greedy_candidate_set_is_tenants_at_or_above_average_gap():
     assert greedy_candidate_set([v("a", 0, None), v("b", 1, 0.1), v("c", 2, 0.3)]) == ["c"]
 
 
+def test_greedy_candidate_set_uses_the_mean_gap_and_keeps_ties():
+    # the threshold is the mean gap (0.275 here, where the median would be 0.05)
+    view = [v("a", 0, 0.0), v("b", 1, 0.0), v("c", 2, 0.1), v("d", 3, 1.0)]
+    assert greedy_candidate_set(view) == ["d"]
+    # a tenant exactly at the mean (0.5) is in the set
+    assert greedy_candidate_set([v("a", 0, 0.0), v("b", 1, 1.0), v("c", 2, 0.5)]) == ["b", "c"]
+
+
 def test_greedy_picks_largest_ucb_minus_best_inside_candidate_set():
     view = [
         v("a", 0, 0.10, best=0.20, top=0.99),   # huge UCB gap but below-average gap -> excluded

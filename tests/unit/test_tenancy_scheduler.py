@@ -71,6 +71,34 @@ def test_ucb_uses_other_tenants_observations_when_priors_refresh():
     assert s.next_step() == ("d", "x")
 
 
+def test_a_tenants_prior_leaves_out_its_own_observations():
+    # the prior comes from the other tenants only: a lone tenant keeps the no-data prior
+    s = Scheduler("roundrobin", cost_aware=False, noise=0.01)
+    s.add_tenant("a", ["x", "y", "z"])
+    s.observe("a", "x", 0.9)
+    s.observe("a", "y", 0.7)
+    s.refresh_priors()
+    gp = s.tenants["a"].gp
+    np.testing.assert_allclose(gp.mean0, [0.5, 0.5, 0.5])
+    np.testing.assert_allclose(gp.kernel, 0.04 * np.eye(3), atol=1e-12)
+    # z is independent of x and y under that prior: UCB = 0.5 + sqrt(beta) * 0.2 at pick 3
+    b = 2 * math.log(math.pi ** 2 * 3 * 3 ** 2 / (6 * 0.1))
+    assert s.ucb_scores("a")["z"] == pytest.approx(0.5 + math.sqrt(b) * 0.2)
+
+
+def test_theorem1_beta_uses_the_tenants_own_candidate_count():
+    # Theorem 1 per tenant: beta_1 = 2 log(pi^2 K_i / (6 delta)) with K_i = 2, not the
+    # largest candidate count (20) of any tenant
+    s = Scheduler("roundrobin", cost_aware=False)
+    s.add_tenant("small", ["a", "b"])
+    s.add_tenant("big", [f"m{i}" for i in range(20)])
+    b_small = 2 * math.log(math.pi ** 2 * 2 / (6 * 0.1))
+    b_big = 2 * math.log(math.pi ** 2 * 20 / (6 * 0.1))
+    # no data: prior mean 0.5, std 0.2 for every candidate
+    assert s.ucb_scores("small")["a"] == pytest.approx(0.5 + math.sqrt(b_small) * 0.2)
+    assert s.ucb_scores("big")["m0"] == pytest.approx(0.5 + math.sqrt(b_big) * 0.2)
+
+
 def test_never_repicks_a_trained_model_and_stops_when_done():
     q, c = synthetic_dataset(8, 6, 0.5, 0.5, seed=4)
     for policy in ("greedy", "hybrid", "eirate", "roundrobin", "random", "fcfs"):
