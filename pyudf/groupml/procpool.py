@@ -20,16 +20,20 @@ one backend trained the demo's groups barely faster than one after another (1.08
   task pipe closes.
 * **One BLAS thread each**, like the rest of a backend's training.
 
-Python's ``multiprocessing`` also starts one small ``resource_tracker`` process per
-backend that used a pool; it exits with the backend.
+* **A helper that dies** (the OOM killer, an operator's kill) is seen through its process
+  sentinel: the call ends with :class:`HelperLostError` (58000) and its run resumes; the
+  helpers never leave the backend waiting, and closing them never blocks past a few seconds.
 """
 
 from __future__ import annotations
 
+import collections
 import os
-import queue
 import sys
+import time
 from typing import Any, Callable, Iterator, Optional, Sequence, Tuple
+
+from .errors import GroupmlError
 
 MAX_PROCESSES = 4
 
@@ -67,11 +71,54 @@ def _init_helper(modules: Sequence[str]) -> None:
     threadpool_limits(limits=1)          # process-wide, for the helper's whole life
 
 
+class HelperLostError(GroupmlError):
+    """A helper process ended while it trained a group (killed: the OOM killer, an operator)."""
+    sqlstate = "58000"  # system_error: an error external to PostgreSQL
+
+
+def _helper_main(conn, warm: Sequence[str]) -> None:
+    """A helper's loop: receive ``(fn, args)``, send back ``("ok", result)`` or
+    ``("error", exception)``; ``None`` or a closed pipe ends it."""
+    _init_helper(warm)
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):
+            return                       # the backend is gone
+        if job is None:
+            return
+        fn, args = job
+        try:
+            out = ("ok", fn(*args))
+        except BaseException as exc:     # reported to the backend, which raises it
+            out = ("error", exc)
+        try:
+            conn.send(out)
+        except (EOFError, OSError):
+            return
+        except Exception as exc:         # a result or exception that does not pickle
+            conn.send(("error", RuntimeError(f"a helper's {out[0]} could not be sent back: {exc!r}")))
+
+
+class _Helper:
+    __slots__ = ("process", "conn", "key")
+
+    def __init__(self, process, conn):
+        self.process, self.conn, self.key = process, conn, None
+
+
 class HelperPool:
     """``processes`` helper processes; :meth:`submit` tasks, :meth:`results` collects them.
 
-    Use as a context manager: leaving it normally waits for the helpers to exit; leaving
-    it with an exception (cancel, error) terminates them at once.
+    Each helper is a :mod:`multiprocessing` process of its own with a pipe to the backend
+    and runs one task at a time, so the backend knows which task each helper holds: a
+    helper that dies (killed by the OOM killer, say) is seen at once through its process
+    sentinel and raises :class:`HelperLostError`, instead of its task waiting for ever
+    (``multiprocessing.Pool`` replaces a dead worker but loses its task).
+
+    Use as a context manager: leaving it normally asks the helpers to exit (and kills any
+    that has not within a few seconds); leaving it with an exception (cancel, error) kills
+    them at once.
     """
 
     def __init__(self, processes: int, python: str, warm: Sequence[str] = ("groupml.fitting",)):
@@ -79,38 +126,93 @@ class HelperPool:
 
         ctx = multiprocessing.get_context("spawn")
         ctx.set_executable(python)
-        self._pool = ctx.Pool(processes, initializer=_init_helper, initargs=(tuple(warm),))
-        self._done: "queue.Queue[Tuple[Any, Any, Optional[BaseException]]]" = queue.Queue()
+        self._helpers = []
+        try:
+            for _ in range(processes):
+                parent, child = ctx.Pipe()
+                proc = ctx.Process(target=_helper_main, args=(child, tuple(warm)), daemon=True)
+                proc.start()
+                child.close()
+                self._helpers.append(_Helper(proc, parent))
+        except BaseException:
+            self.close(terminate=True)
+            raise
+        self._waiting: "collections.deque" = collections.deque()
         self._pending = 0
 
     def submit(self, key: Any, fn: Callable, *args: Any) -> None:
         """Run ``fn(*args)`` (a module-level function; arguments are pickled) in a helper."""
-        self._pool.apply_async(fn, args, callback=lambda r, k=key: self._done.put((k, r, None)),
-                               error_callback=lambda e, k=key: self._done.put((k, None, e)))
+        self._waiting.append((key, fn, args))
         self._pending += 1
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        for h in self._helpers:
+            if not self._waiting:
+                return
+            if h.key is None:
+                key, fn, args = self._waiting.popleft()
+                h.key = (key,)
+                try:
+                    h.conn.send((fn, args))
+                except (EOFError, OSError):
+                    self._lost(h)
+
+    def _lost(self, h: _Helper) -> None:
+        h.process.join(timeout=1.0)
+        code = h.process.exitcode
+        how = (f"killed by signal {-code}" if code is not None and code < 0 else
+               f"exit code {code}" if code is not None else "its pipe closed")
+        raise HelperLostError(
+            f"A helper process of this backend (pid {h.process.pid}) ended while it trained a group ({how}; "
+            f"SIGKILL usually means the kernel's OOM killer)",
+            hint="Nothing of that group was stored. Call train_groups again with the run's run_id to resume; "
+                 "with less memory per group, or option processes => 1 to train in the backend itself.")
 
     def results(self, poll: Callable[[], None], every: float = 0.25) -> Iterator[Tuple[Any, Any]]:
         """Yield ``(key, result)`` as tasks finish, calling ``poll()`` at least every
         ``every`` seconds while waiting (the backend's cancel check); a task's exception is
-        raised here."""
-        while self._pending:
-            try:
-                key, result, error = self._done.get(timeout=every)
-            except queue.Empty:
-                poll()
-                continue
-            self._pending -= 1
-            poll()
-            if error is not None:
-                raise error
-            yield key, result
+        raised here, and so is :class:`HelperLostError` for a helper that died."""
+        from multiprocessing.connection import wait
 
-    def close(self, terminate: bool = False) -> None:
-        if terminate:
-            self._pool.terminate()
-        else:
-            self._pool.close()
-        self._pool.join()
+        while self._pending:
+            busy = [h for h in self._helpers if h.key is not None]
+            watched = {h.conn: h for h in busy}
+            watched.update({h.process.sentinel: h for h in busy})
+            ready = wait(list(watched), timeout=every)
+            poll()
+            for h in {id(watched[r]): watched[r] for r in ready}.values():
+                if h.key is None:
+                    continue
+                try:
+                    if not h.conn.poll():        # only the sentinel: the process ended
+                        raise EOFError
+                    status, payload = h.conn.recv()
+                except (EOFError, OSError):
+                    self._lost(h)
+                key, h.key = h.key[0], None
+                self._pending -= 1
+                self._dispatch()
+                if status == "error":
+                    raise payload
+                yield key, payload
+
+    def close(self, terminate: bool = False, grace: float = 5.0) -> None:
+        """Stop the helpers: at once (``terminate``), else ask them to exit and kill those
+        still running after ``grace`` seconds; never blocks longer than that."""
+        for h in self._helpers:
+            if not terminate:
+                try:
+                    h.conn.send(None)
+                except (EOFError, OSError):
+                    pass
+        deadline = time.monotonic() + (0.0 if terminate else grace)
+        for h in self._helpers:
+            h.process.join(timeout=max(0.0, deadline - time.monotonic()))
+            if h.process.exitcode is None:
+                h.process.kill()
+                h.process.join(timeout=5.0)
+            h.conn.close()
 
     def __enter__(self) -> "HelperPool":
         return self

@@ -1,6 +1,8 @@
 """train_groups: the catalog-writing procedure."""
 
 import json
+import os
+import signal
 import threading
 import time
 
@@ -321,6 +323,80 @@ def test_commits_group_by_group(cluster, dsn, db, clicks, processes):
                                  "groupml.trials t WHERE t.run_id = r.run_id) FROM groupml.runs r WHERE "
                                  "r.run_id = %s", [run_id]).fetchone()
     assert trained == pytest.approx(trials, rel=0.05, abs=1e-3)
+
+
+def test_a_killed_helper_process_ends_the_call_and_the_run_resumes(cluster, dsn, db):
+    # multiprocessing.Pool replaced a killed helper but lost its group: the call waited for
+    # ever, and once could not even be cancelled (audit Y)
+    create_table(db, "helped", grouped_classification(30000, 3, 8, seed=34, exponent=0.2))
+    spec = json.dumps({"l2": [10 ** -k for k in range(1, 9)], "max_iter": 300, "tol": 1e-300})
+    feats = "ARRAY[" + ", ".join(f"'f{j + 1}'" for j in range(8)) + "]"
+    stmt = (f"CALL groupml.train_groups('helped', ARRAY['country'], {feats}, 'clicked', 'logistic', %s::jsonb, "
+            f"'{{\"processes\": 2}}', RUN)")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        pid = conn.info.backend_pid
+        killed = []
+
+        def kill_a_busy_helper():
+            deadline = time.time() + 60
+            with psycopg.connect(dsn, autocommit=True) as watcher:
+                while time.time() < deadline and not killed:
+                    counted = watcher.execute("SELECT n_groups IS NOT NULL FROM groupml.runs "
+                                              "WHERE source = 'public.helped'").fetchone()
+                    helpers = _helpers_of(pid)
+                    if counted and counted[0] and len(helpers) == 2:
+                        time.sleep(0.2)              # both helpers hold a group now
+                        os.kill(helpers[0], signal.SIGKILL)
+                        killed.append(helpers[0])
+                    time.sleep(0.01)
+
+        thread = threading.Thread(target=kill_a_busy_helper)
+        thread.start()
+        t0 = time.time()
+        with pytest.raises(psycopg.errors.SystemError) as info:
+            conn.execute(stmt.replace("RUN", "NULL"), [spec])
+        thread.join()
+        assert killed and time.time() - t0 < 60
+        assert info.value.diag.message_primary.startswith(
+            f"groupml: A helper process of this backend (pid {killed[0]}) ended while it trained a group (killed by "
+            f"signal 9;")
+        assert "run_id" in info.value.diag.message_hint
+        assert _helpers_of(pid) == []                  # the other helper is gone too
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+    run_id, status = db.execute("SELECT run_id, status FROM groupml.runs WHERE source = 'public.helped'").fetchone()
+    assert status == "failed"                          # and it resumes, as the hint says
+    db.execute(stmt.replace("RUN", str(run_id)), [spec])
+    assert db.execute("SELECT status, groups_done, n_groups, (SELECT count(*) FROM groupml.models m WHERE "
+                      "m.run_id = r.run_id) FROM groupml.runs r WHERE run_id = %s", [run_id]).fetchone() == \
+        ("done", 3, 3, 3)
+
+
+def test_a_run_deleted_while_one_backend_trains_it_stops_the_call_cleanly(cluster, dsn, db):
+    # the next group's insert met the foreign key: a raw 23503 (audit Y)
+    create_table(db, "doomed", grouped_classification(30000, 3, 8, seed=35, exponent=0.2))
+    spec = json.dumps({"l2": [10 ** -k for k in range(1, 9)], "max_iter": 300, "tol": 1e-300})
+    feats = "ARRAY[" + ", ".join(f"'f{j + 1}'" for j in range(8)) + "]"
+    deleted = threading.Event()
+
+    def delete_after_first_group():
+        with psycopg.connect(dsn, autocommit=True) as other:
+            deadline = time.time() + 60
+            while time.time() < deadline:
+                if other.execute("DELETE FROM groupml.runs WHERE source = 'public.doomed' AND groups_done >= 1 "
+                                 "RETURNING run_id").fetchall():
+                    deleted.set()
+                    return
+                time.sleep(0.01)
+
+    thread = threading.Thread(target=delete_after_first_group)
+    thread.start()
+    state, msg, hint = sql_error(db, f"CALL groupml.train_groups('doomed', ARRAY['country'], {feats}, 'clicked', "
+                                     f"'logistic', %s::jsonb, '{{\"processes\": 1}}')", [spec])
+    thread.join()
+    assert deleted.is_set()
+    assert state == "42704" and msg.startswith("groupml: Run ") and msg.endswith(
+        " was deleted while it was being trained; this call stops"), msg
+    assert db.execute("SELECT count(*) FROM groupml.runs WHERE source = 'public.doomed'").fetchone()[0] == 0
 
 
 def test_progress_shows_the_group_count_before_the_first_group_is_done(cluster, dsn, db):

@@ -98,3 +98,47 @@ def test_leaving_with_an_exception_terminates_busy_helpers_at_once():
             list(pool.results(poll, every=0.05))
     assert time.perf_counter() - t0 < 20
     assert not _children()
+
+
+def test_more_tasks_than_helpers_queue_and_all_finish():
+    with _pool(2) as pool:
+        for i in range(7):
+            pool.submit(i, pow, i, 2)
+        got = dict(pool.results(lambda: None))
+    assert got == {i: i * i for i in range(7)}
+    assert not _children()
+
+
+def _sleep_then_pid(seconds):
+    time.sleep(seconds)
+    return os.getpid()
+
+
+def test_a_killed_helper_ends_the_wait_with_its_own_error():
+    # multiprocessing.Pool replaced a killed worker and lost its task: results() waited for ever
+    from groupml.procpool import HelperLostError
+
+    with pytest.raises(HelperLostError) as err:
+        with _pool(2) as pool:
+            pool.submit("slow", _sleep_then_pid, 60)
+            pool.submit("quick", os.getpid)
+            for key, pid in pool.results(lambda: None, every=0.05):
+                assert key == "quick"
+                victim = [p for p in _children() if p != pid]
+                assert len(victim) == 1
+                os.kill(victim[0], signal.SIGKILL)
+    assert err.value.sqlstate == "58000"
+    assert "killed by signal 9" in err.value.message and "OOM killer" in err.value.message
+    assert "resume" in err.value.hint
+    assert not _children()
+
+
+def test_closing_never_waits_long_for_a_helper_that_does_not_exit():
+    pool = _pool(1)
+    pool.submit(0, os.getpid)
+    list(pool.results(lambda: None))
+    os.kill(pool._helpers[0].process.pid, signal.SIGSTOP)      # cannot read its exit request
+    t0 = time.perf_counter()
+    pool.close(grace=0.5)
+    assert time.perf_counter() - t0 < 10
+    assert not _children()

@@ -440,6 +440,13 @@ def _train_in_backend(session, run_id, done, source, group_by, features, label, 
                 stack.enter_context(helpers)
         finished = len(blocks) - len(jobs)
         for b, result in _fit_all(session, jobs, d, model, search_obj, options_obj, cost_model, helpers):
+            # a run deleted meanwhile would fail the insert on a foreign key; the row lock (until
+            # the group's commit) waits out a delete in progress and keeps one from starting
+            if not session.query("SELECT run_id FROM groupml.runs WHERE run_id = $1 FOR KEY SHARE",
+                                 [run_id], ["bigint"]):
+                raise UndefinedObjectError(
+                    f"Run {run_id} was deleted while it was being trained; this call stops",
+                    hint="Nothing of the run is left (its groups went with it); start a new run.")
             _store(session, run_id, b["gkey"], result)
             record_fit_cost(session, result, source="train_groups")
             # committed with the group, so a cancelled call's groups keep their times and the two
