@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import collections
 import os
+import signal
 import sys
 import time
 from typing import Any, Callable, Iterator, Optional, Sequence, Tuple
@@ -57,9 +58,11 @@ def helper_python() -> Optional[str]:
 
 def _init_helper(modules: Sequence[str]) -> None:
     import importlib
-    import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # born with SIGINT blocked (HelperPool), so a cancel that reached the process group while
+    # this interpreter started is pending, not fatal: ignored now, it is dropped on unblock
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     # BLAS reads these when it loads (numpy is not imported yet in a fresh helper);
     # threadpool_limits below covers a library that was loaded anyway
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -124,14 +127,28 @@ class HelperPool:
     def __init__(self, processes: int, python: str, warm: Sequence[str] = ("groupml.fitting",)):
         import multiprocessing
 
+        from multiprocessing import resource_tracker
+
         ctx = multiprocessing.get_context("spawn")
         ctx.set_executable(python)
+        # spawning starts multiprocessing's resource tracker first, and that UNBLOCKS SIGINT in
+        # this thread when it is done: start it before blocking SIGINT below (measured: else the
+        # first helper was born with SIGINT deliverable)
+        resource_tracker.ensure_running()
         self._helpers = []
         try:
             for _ in range(processes):
                 parent, child = ctx.Pipe()
                 proc = ctx.Process(target=_helper_main, args=(child, tuple(warm)), daemon=True)
-                proc.start()
+                # a cancel signals the backend's whole process group: a helper still starting
+                # (before _init_helper ignores SIGINT) died of it. The signal mask survives
+                # fork and exec, so the helper starts with SIGINT blocked; the backend's own
+                # mask is restored at once (a cancel meanwhile stays pending, never lost)
+                before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+                try:
+                    proc.start()
+                finally:
+                    signal.pthread_sigmask(signal.SIG_SETMASK, before)
                 child.close()
                 self._helpers.append(_Helper(proc, parent))
         except BaseException:

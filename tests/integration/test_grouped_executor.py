@@ -621,8 +621,9 @@ def test_internal_worker_functions_need_the_snapshot_rights(cluster, dbname, db)
             assert got[0] == "42501", (stmt, got)
             assert got[1] == (f"groupml: permission denied for table groupml.snapshot_blocks: {fn} needs SELECT "
                               "on it (it is the worker side of train_groups and reads its training snapshots)"), got
-            assert got[2].startswith("Run it as the extension's owner, or have an administrator grant the "
-                                     "calling role: GRANT SELECT ON groupml.snapshot_blocks"), got
+            assert got[2] == ("Run it as the extension's owner, or have an administrator grant the calling role what "
+                              "it needs: GRANT SELECT ON groupml.snapshot_blocks TO nobody_gt; GRANT USAGE ON ALL "
+                              "SEQUENCES IN SCHEMA groupml TO nobody_gt;"), got
 
 
 def dsn_for(cluster, dbname, user):

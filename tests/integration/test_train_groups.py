@@ -399,6 +399,23 @@ def test_a_run_deleted_while_one_backend_trains_it_stops_the_call_cleanly(cluste
     assert db.execute("SELECT count(*) FROM groupml.runs WHERE source = 'public.doomed'").fetchone()[0] == 0
 
 
+def test_a_run_of_worker_backends_resumes_only_on_worker_backends(db, clicks):
+    # resumed in one backend, it retrained every open group and left the executor's snapshot,
+    # checkpoints and schedule rows behind, though the run said done (audit Y)
+    run_id = call(db, "workers => 2")
+    state, msg, hint = sql_error(db, "CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'f2', 'f3'], "
+                                     "'clicked', 'logistic', %s::jsonb, run_id => %s)", [GRID, run_id])
+    assert (state, msg) == ("22023", f"groupml: Run {run_id} was trained by worker backends (workers => 2); it "
+                                     f"resumes only on worker backends, where its snapshot and epoch checkpoints are")
+    assert hint == (f"Call train_groups again with run_id => {run_id} and workers => 2 (any count from 2, or a "
+                    f"strategy, resumes it too).")
+    assert call(db, "workers => 3", f"run_id => {run_id}") == run_id
+    assert db.execute("SELECT status FROM groupml.runs WHERE run_id = %s", [run_id]).fetchone()[0] == "done"
+    # a one-backend run resumes either way
+    one = call(db)
+    assert call(db, "workers => 2", f"run_id => {one}") == one
+
+
 def test_progress_shows_the_group_count_before_the_first_group_is_done(cluster, dsn, db):
     # n_groups was written with the first committed group, so a run cancelled during its
     # first (largest) group showed no count at all

@@ -142,3 +142,33 @@ def test_closing_never_waits_long_for_a_helper_that_does_not_exit():
     pool.close(grace=0.5)
     assert time.perf_counter() - t0 < 10
     assert not _children()
+
+
+_STARTING_HELPERS = """
+import os, signal, sys
+sys.path.insert(0, sys.argv[1])
+from groupml.procpool import HelperPool, helper_python
+with HelperPool(2, helper_python()) as pool:
+    starting = [h.process.pid for h in pool._helpers]
+    for pid in starting:
+        os.kill(pid, signal.SIGINT)
+    for i in range(4):
+        pool.submit(i, os.getpid)
+    got = dict(pool.results(lambda: None))
+print(sorted(set(got.values())) == sorted(starting))
+"""
+
+
+def test_a_cancel_that_reaches_helpers_while_they_start_does_not_kill_them():
+    # pg_cancel_backend signals the backend's process group; a helper still importing (before
+    # it set SIGINT to ignored) died of it, and its group was lost. A fresh interpreter: the
+    # first pool of a process also starts multiprocessing's resource tracker, which unblocked
+    # SIGINT before the first helper was spawned
+    import subprocess
+    import sys
+
+    pyudf = os.path.join(os.path.dirname(__file__), "..", "..", "pyudf")
+    out = subprocess.run([sys.executable, "-c", _STARTING_HELPERS, pyudf], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True"

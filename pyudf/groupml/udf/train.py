@@ -342,6 +342,20 @@ def _check_key_settings(session, run_id: int, source: str, group_by) -> None:
             hint=f"{sets} Then call train_groups again with run_id => {run_id}.")
 
 
+def _check_not_an_executor_run(session, run_id: int) -> None:
+    """A run that worker backends trained resumes on worker backends: its snapshot, epoch
+    checkpoints and schedule belong to the executor, which a one-backend call would neither
+    use nor clean up (it retrained every open group and left them behind)."""
+    rows = session.query("SELECT workers FROM groupml.grouped_runs WHERE run_id = $1", [run_id], ["bigint"])
+    if rows:
+        w = rows[0]["workers"]
+        raise InvalidParameterError(
+            f"Run {run_id} was trained by worker backends (workers => {w}); it resumes only on worker backends, "
+            f"where its snapshot and epoch checkpoints are",
+            hint=f"Call train_groups again with run_id => {run_id} and workers => {w} (any count from 2, or a "
+                 f"strategy, resumes it too).")
+
+
 @contextlib.contextmanager
 def _attempt(session, run_id, source, group_by, features, label, model, search_obj, options_obj, grouped):
     """One call's attempt at a run: a new run's rows (``run_id`` None) or the checked and
@@ -391,6 +405,8 @@ def _attempt(session, run_id, source, group_by, features, label, model, search_o
                         hint=f"Pass the {what} stored in groupml.runs: SELECT search, options FROM groupml.runs "
                              f"WHERE run_id = {run_id};")
             _check_key_settings(session, run_id, source, group_by)
+            if grouped is None:
+                _check_not_an_executor_run(session, run_id)
             claimed = _claim_run(session, run_id)       # before anything of the run is changed
             done = {g["k"] for g in session.query(
                 "SELECT group_key::text AS k FROM groupml.models WHERE run_id = $1", [run_id], ["bigint"])}
