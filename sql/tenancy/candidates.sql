@@ -7,8 +7,9 @@ CREATE TABLE @extschema@.candidates (
     params          jsonb NOT NULL,
     estimated_cost  float8 NOT NULL CHECK (estimated_cost > 0 AND estimated_cost < 'Infinity'),
     status          text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'ok', 'failed')),
-    -- steps whose training of it a cancel or statement_timeout ended: after a few it is recorded
-    -- as failed (a statement_timeout shorter than its training retried it forever)
+    -- trainings of it started (each committed before it starts): a pending candidate's attempts
+    -- all ended without an outcome (cancel, statement_timeout, its backend ended); after a few it
+    -- is recorded as failed instead of being retried forever
     attempts        integer NOT NULL DEFAULT 0,
     UNIQUE (job_id, key)
 );

@@ -291,9 +291,51 @@ def test_a_candidate_cancelled_every_time_is_given_up(db):
     assert errors == ["groupml: canceling statement due to statement timeout"] * 3, errors
     rows = db.execute("SELECT c.family, c.status, c.attempts, o.error FROM groupml.candidates c LEFT JOIN "
                       "groupml.observations o USING (candidate_id) WHERE c.job_id = %s ORDER BY 1", [job]).fetchall()
-    assert rows == [("logistic", "ok", 0, None),
-                    ("mlp", "failed", 3, "its training was cancelled 3 times, by a cancel or a statement_timeout "
-                                         "(statement_timeout is 700ms here); given up")], rows
+    assert rows == [("logistic", "ok", 1, None),
+                    ("mlp", "failed", 3, "its training was interrupted 3 times (a cancel, a statement_timeout or "
+                                         "the end of its backend; statement_timeout is 700ms here); given up")], rows
+
+
+def test_a_candidate_whose_backend_ends_every_time_is_given_up(cluster, db, dbname):
+    # attempts were counted only when a cancel ended the step: a candidate that took its
+    # backend down (the OOM killer; here pg_terminate_backend) was retried on every call and
+    # every pg_cron tick, for ever. The attempt is now committed before the training starts
+    _make_table(db, "heavysrc", n_rows=20000, n_features=8, seed=5)
+    db.execute("SELECT groupml.create_tenant('heavy')")
+    job = db.execute("SELECT groupml.submit_job('heavy', 'heavysrc', ARRAY['f1','f2','f3','f4','f5','f6','f7','f8'], "
+                     "'y', %s)", [json.dumps([{"model": "mlp", "params": {"epochs": 400, "layers": [64, 64]}}])]
+                     ).fetchone()[0]
+    attempts = "SELECT attempts FROM groupml.candidates WHERE job_id = %s"
+    for i in range(1, 4):
+        with psycopg.connect(cluster.dsn(dbname), autocommit=True) as victim:
+            pid = victim.info.backend_pid
+            outcome = []
+
+            def call():
+                try:
+                    victim.execute("CALL groupml.run_scheduler()")
+                    outcome.append("returned")
+                except psycopg.Error as exc:
+                    outcome.append(type(exc).__name__)
+
+            thread = threading.Thread(target=call)
+            thread.start()
+            deadline = time.time() + 60
+            while db.execute(attempts, [job]).fetchone()[0] < i and time.time() < deadline:
+                time.sleep(0.02)
+            time.sleep(0.2)                       # well inside its training (400 epochs)
+            db.execute("SELECT pg_terminate_backend(%s)", [pid])
+            thread.join()
+        assert outcome and outcome[0] != "returned", outcome
+        assert db.execute(attempts, [job]).fetchone()[0] == i
+        assert db.execute("SELECT count(*) FROM groupml.observations WHERE job_id = %s", [job]).fetchone()[0] == 0
+    db.execute("CALL groupml.run_scheduler()")
+    assert db.execute("SELECT c.status, c.attempts, o.status, o.error FROM groupml.candidates c JOIN "
+                      "groupml.observations o USING (candidate_id) WHERE c.job_id = %s", [job]).fetchone() == \
+        ("failed", 3, "failed", "its training was interrupted 3 times (a cancel, a statement_timeout or the end of "
+                                "its backend); given up")
+    # the step lock went with each ended session: nothing waits on it
+    assert db.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").fetchone()[0] == 0
 
 
 def test_mlp_and_lightgbm_candidates(cluster, db, dbname, roles):

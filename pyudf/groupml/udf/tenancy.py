@@ -28,7 +28,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..db import backend_session, quote_ident, quote_literal, sqlstate_of
+from ..db import backend_session, quote_ident, quote_literal
 from ..errors import (DataError, DuplicateObjectError, FeatureNotSupportedError, GroupmlError,
                       InsufficientPrivilegeError, InvalidParameterError, PrerequisiteStateError, SearchSpecError,
                       InvalidCatalogNameError, PassedOnError, UndefinedObjectError, UndefinedTableError)
@@ -58,7 +58,8 @@ TASK_METRIC = {"classification": "accuracy", "regression": "r2"}
 #: (a tenant holding a perfect model has nothing left to gain).
 QUALITY_MAX = 1.0
 MAX_CANDIDATES = 1000
-#: Cancelled training attempts after which run_scheduler records a candidate as failed.
+#: Trainings started without an outcome (cancelled, timed out, backend ended) after which
+#: run_scheduler records a candidate as failed.
 MAX_ATTEMPTS = 3
 #: Longest schedule and job name schedule_with_cron passes to pg_cron (its messages echo them).
 MAX_CRON_TEXT = 256
@@ -694,95 +695,136 @@ def run_scheduler(max_steps, max_seconds, policy, cost_aware):
         if max_seconds is not None and time.time() - started >= max_seconds:
             break
         session.check_cancel()
-        sched, steps = _load_scheduler(session, policy, cost_aware, cached)
-        step = sched.next_step()
-        if step is None:
-            _save_scheduler(session, sched, steps)
-            session.commit()
-            session.notice(f"groupml: run_scheduler: every candidate of every job is done ({steps} steps)")
-            break
-        tenant, key = step
-        job_id = _job_of(tenant)
-        rows = session.query(
-            "SELECT c.candidate_id, c.family, c.params::text AS params, c.attempts, j.features, j.metric "
-            "FROM groupml.candidates c JOIN groupml.jobs j USING (job_id) WHERE c.job_id = $1 AND c.key = $2 "
-            "FOR KEY SHARE OF c, j",    # a tenant deleting them waits for this step's commit
-            [job_id, key], ["bigint", "text"])
-        if not rows:
-            # the job or candidate was deleted by its tenant: withdraw what is gone, without a
-            # step (it trains nothing, so it counts neither against max_steps nor as an outcome)
-            left = {r["key"] for r in session.query("SELECT key FROM groupml.candidates WHERE job_id = $1",
-                                                    [job_id], ["bigint"])}
-            gone = sched.retire(tenant, [k for k in sched.untried(tenant) if k not in left] or [key])
-            cached = _save_scheduler(session, sched, steps)
-            session.commit()
-            session.notice(f"groupml: job {job_id}: {len(gone)} deleted candidate(s) withdrawn")
-            continue
-        c = rows[0]
-        t0 = datetime.datetime.now(datetime.timezone.utc)
-        data, error = None, _interrupted_too_often(session, c["attempts"])
-        if error is None:
-            error = _source_problem(session, job_id)
-        if error is None:
-            if job_id not in cache:
-                cache[job_id] = _load_data(session, job_id, len(c["features"]))
-            data, error = cache[job_id]
-        if error is None:
-            load_library(c["family"])
-        clock = time.perf_counter()
-        quality = model = None
-        if error is None:
-            try:
-                quality, model, error = train_candidate(data, c["family"], json.loads(c["params"]), c["metric"],
-                                                        session.check_cancel)
-            except Exception as exc:
-                if (sqlstate_of(exc) or "").startswith("57"):
-                    # a cancel or statement_timeout: the step is undone, but its attempt counts
-                    session.query("UPDATE groupml.candidates SET attempts = attempts + 1 WHERE candidate_id = $1",
-                                  [c["candidate_id"]], ["bigint"])
-                    session.commit()
-                raise
-        seconds = time.perf_counter() - clock
-        t1 = datetime.datetime.now(datetime.timezone.utc)
-        status = "ok" if error is None else "failed"
-        session.query(
-            "INSERT INTO groupml.observations (job_id, candidate_id, owner_role, step, policy, status, quality, "
-            "cost_seconds, error, started_at, finished_at, model) SELECT $1, $2, j.owner_role, $3, $4, $5, $6, $7, "
-            "$8, $9::timestamptz, $10::timestamptz, $11 FROM groupml.jobs j WHERE j.job_id = $1",
-            [job_id, c["candidate_id"], steps + 1, policy, status, quality, seconds, error, t0.isoformat(),
-             t1.isoformat(), model],
-            ["bigint", "bigint", "bigint", "text", "text", "float8", "float8", "text", "text", "text", "bytea"])
-        session.query("UPDATE groupml.candidates SET status = $2 WHERE candidate_id = $1",
-                      [c["candidate_id"], status], ["bigint", "text"])
-        if error is None:
-            sched.observe(tenant, key, quality, seconds)
-        else:
-            sched.observe_failure(tenant, key, seconds)
-        # the job's best from the observations there are (a tenant may have deleted some);
-        # the first of equal qualities stays the best
-        session.query(
-            "UPDATE groupml.jobs j SET (best_observation_id, best_quality) = (SELECT o.observation_id, o.quality "
-            "FROM groupml.observations o WHERE o.job_id = j.job_id AND o.status = 'ok' "
-            "ORDER BY o.quality DESC, o.observation_id LIMIT 1) WHERE j.job_id = $1", [job_id], ["bigint"])
-        cached = _save_scheduler(session, sched, steps + 1)
-        session.commit()
-        done_steps += 1
-        session.notice(f"groupml: step {steps + 1}: job {job_id} {key}: "
-                       + (f"{c['metric']} {quality:.4f}" if error is None else f"failed ({error})")
-                       + f", {seconds:.3f} s")
+        # one coordinator step at a time, in every session: a step commits before it trains
+        # (its attempt), so the lock is session-level and held until the step's last commit
+        session.query("SELECT pg_catalog.pg_advisory_lock($1)", [SCHEDULER_LOCK], ["bigint"])
+        failed = False
+        try:
+            sched, steps = _load_scheduler(session, policy, cost_aware, cached)
+            step = sched.next_step()
+            if step is None:
+                _save_scheduler(session, sched, steps)
+                session.commit()
+                session.notice(f"groupml: run_scheduler: every candidate of every job is done ({steps} steps)")
+                break
+            tenant, key = step
+            job_id = _job_of(tenant)
+            c = _lock_candidate(session, job_id, key)
+            given_up = None if c is None else _interrupted_too_often(session, c["attempts"])
+            if c is not None and given_up is None:
+                # counted before it trains, and committed: a step that never ends (a cancel, a
+                # statement_timeout, a crash of the backend: the OOM killer) has counted its
+                # attempt, so such a candidate is not retried on every call for ever
+                session.query("UPDATE groupml.candidates SET attempts = attempts + 1 WHERE candidate_id = $1",
+                              [c["candidate_id"]], ["bigint"])
+                session.commit()
+                c = _lock_candidate(session, job_id, key)     # the commit ended the row locks
+            if c is None:
+                # the job or candidate was deleted by its tenant: withdraw what is gone, without a
+                # step (it trains nothing, so it counts neither against max_steps nor as an outcome)
+                left = {r["key"] for r in session.query("SELECT key FROM groupml.candidates WHERE job_id = $1",
+                                                        [job_id], ["bigint"])}
+                gone = sched.retire(tenant, [k for k in sched.untried(tenant) if k not in left] or [key])
+                cached = _save_scheduler(session, sched, steps)
+                session.commit()
+                session.notice(f"groupml: job {job_id}: {len(gone)} deleted candidate(s) withdrawn")
+                continue
+            cached = _train_step(session, sched, steps, policy, tenant, key, job_id, c, cache, given_up)
+            done_steps += 1
+        except BaseException:
+            failed = True
+            _release_step_lock(session, quiet=True)
+            raise
+        finally:
+            if not failed:
+                _release_step_lock(session, quiet=False)
+
+
+def _lock_candidate(session, job_id: int, key: str):
+    """The candidate ``key`` of job ``job_id`` with its job's features and metric, both rows
+    locked FOR KEY SHARE until the next commit (a tenant deleting them waits for it); None
+    when either is gone."""
+    rows = session.query(
+        "SELECT c.candidate_id, c.family, c.params::text AS params, c.attempts, j.features, j.metric "
+        "FROM groupml.candidates c JOIN groupml.jobs j USING (job_id) WHERE c.job_id = $1 AND c.key = $2 "
+        "FOR KEY SHARE OF c, j", [job_id, key], ["bigint", "text"])
+    return rows[0] if rows else None
+
+
+def _release_step_lock(session, *, quiet: bool) -> None:
+    """Release run_scheduler's step lock. ``quiet``: an error (a cancel included) is
+    propagating and is what the caller must see; the session then keeps the lock only if
+    even this statement fails, until it ends."""
+    try:
+        session.query("SELECT pg_catalog.pg_advisory_unlock($1)", [SCHEDULER_LOCK], ["bigint"])
+    except Exception:  # noqa: BLE001 - only while another error propagates, which is raised instead
+        if not quiet:
+            raise
+
+
+def _train_step(session, sched, steps: int, policy: str, tenant: str, key: str, job_id: int, c, cache,
+                given_up: Optional[str]):
+    """Train candidate ``c`` of ``job_id`` (or record why it cannot be: ``given_up``, the
+    source, the data), record the observation, the job's best and the scheduler's state, and
+    commit; returns the state's cache entry (see :func:`_save_scheduler`)."""
+    t0 = datetime.datetime.now(datetime.timezone.utc)
+    data, error = None, given_up
+    if error is None:
+        error = _source_problem(session, job_id)
+    if error is None:
+        if job_id not in cache:
+            cache[job_id] = _load_data(session, job_id, len(c["features"]))
+        data, error = cache[job_id]
+    if error is None:
+        load_library(c["family"])
+    clock = time.perf_counter()
+    quality = model = None
+    if error is None:
+        quality, model, error = train_candidate(data, c["family"], json.loads(c["params"]), c["metric"],
+                                                session.check_cancel)
+    seconds = time.perf_counter() - clock
+    t1 = datetime.datetime.now(datetime.timezone.utc)
+    status = "ok" if error is None else "failed"
+    session.query(
+        "INSERT INTO groupml.observations (job_id, candidate_id, owner_role, step, policy, status, quality, "
+        "cost_seconds, error, started_at, finished_at, model) SELECT $1, $2, j.owner_role, $3, $4, $5, $6, $7, "
+        "$8, $9::timestamptz, $10::timestamptz, $11 FROM groupml.jobs j WHERE j.job_id = $1",
+        [job_id, c["candidate_id"], steps + 1, policy, status, quality, seconds, error, t0.isoformat(),
+         t1.isoformat(), model],
+        ["bigint", "bigint", "bigint", "text", "text", "float8", "float8", "text", "text", "text", "bytea"])
+    session.query("UPDATE groupml.candidates SET status = $2 WHERE candidate_id = $1",
+                  [c["candidate_id"], status], ["bigint", "text"])
+    if error is None:
+        sched.observe(tenant, key, quality, seconds)
+    else:
+        sched.observe_failure(tenant, key, seconds)
+    # the job's best from the observations there are (a tenant may have deleted some);
+    # the first of equal qualities stays the best
+    session.query(
+        "UPDATE groupml.jobs j SET (best_observation_id, best_quality) = (SELECT o.observation_id, o.quality "
+        "FROM groupml.observations o WHERE o.job_id = j.job_id AND o.status = 'ok' "
+        "ORDER BY o.quality DESC, o.observation_id LIMIT 1) WHERE j.job_id = $1", [job_id], ["bigint"])
+    cached = _save_scheduler(session, sched, steps + 1)
+    session.commit()
+    session.notice(f"groupml: step {steps + 1}: job {job_id} {key}: "
+                   + (f"{c['metric']} {quality:.4f}" if error is None else f"failed ({error})")
+                   + f", {seconds:.3f} s")
+    return cached
 
 
 def _interrupted_too_often(session, attempts: int) -> Optional[str]:
-    """The reason to fail a candidate whose training was interrupted :data:`MAX_ATTEMPTS`
-    times (candidates.attempts, counted when a cancel or statement_timeout ends its step),
-    else None. Without it a candidate that trains longer than the database's
-    statement_timeout was cancelled and tried again on every call (and every pg_cron tick),
-    forever, and nothing after it in the schedule ever trained."""
+    """The reason to fail a pending candidate whose training was started :data:`MAX_ATTEMPTS`
+    times (candidates.attempts, counted and committed as each training starts: a pending
+    candidate's attempts all ended without an outcome), else None. Without it a candidate that
+    trains longer than the database's statement_timeout, or that crashes its backend, was
+    tried again on every call (and every pg_cron tick), for ever, and nothing after it in the
+    schedule ever trained."""
     if attempts < MAX_ATTEMPTS:
         return None
     timeout = session.query("SELECT pg_catalog.current_setting('statement_timeout') AS t")[0]["t"]
-    timeout = "" if timeout in ("0", "0ms") else f" (statement_timeout is {timeout} here)"
-    return f"its training was cancelled {attempts} times, by a cancel or a statement_timeout{timeout}; given up"
+    timeout = "" if timeout in ("0", "0ms") else f"; statement_timeout is {timeout} here"
+    return (f"its training was interrupted {attempts} times (a cancel, a statement_timeout or the end of its "
+            f"backend{timeout}); given up")
 
 
 # ---------------------------------------------------------------------------- pg_cron
