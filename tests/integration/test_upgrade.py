@@ -24,8 +24,9 @@ CHANGES_SINCE_0_1_0 = [
      "    train_seconds float8\n);", "\n);"),
     ("    estimated_seconds float8,                   -- the planner's estimate of the training (train_seconds)\n",
      "    estimated_seconds float8,                   -- the planner's estimate, beside it\n"),
-    ("    -- steps whose training of it a cancel or statement_timeout ended: after a few it is recorded\n"
-     "    -- as failed (a statement_timeout shorter than its training retried it forever)\n"
+    ("    -- trainings of it started (each committed before it starts): a pending candidate's attempts\n"
+     "    -- all ended without an outcome (cancel, statement_timeout, its backend ended); after a few it\n"
+     "    -- is recorded as failed instead of being retried forever\n"
      "    attempts        integer NOT NULL DEFAULT 0,\n", ""),
 ]
 
