@@ -13,7 +13,7 @@ CREATE TABLE @extschema@.runs (
     groups_done  integer NOT NULL DEFAULT 0,
     started_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
     finished_at  timestamptz,
-    seconds      float8,                        -- measured wall time of the run
+    seconds      float8,                        -- wall time of the run's calls, charged as each commits
     estimated_seconds float8,                   -- the planner's estimate of the training (train_seconds)
     created_by   name NOT NULL DEFAULT current_user,
     -- the settings the run's group keys were written in (TimeZone, IntervalStyle,

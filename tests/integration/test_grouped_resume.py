@@ -187,8 +187,14 @@ def test_glm_group_continues_after_its_last_committed_epoch_block(dsn, db):
     assert max(e["shard"] for e in log) >= 1                       # the group is split over both workers
 
     plan = db.execute("SELECT strategy, plan FROM groupml.grouped_runs WHERE run_id = %s", [run_id]).fetchone()
+    # the cancelled call's time up to its last commit is the run's (it was charged only by a
+    # call that finished, so a resumed run's seconds and train_seconds were the last call's)
+    first = db.execute("SELECT seconds, train_seconds FROM groupml.runs WHERE run_id = %s", [run_id]).fetchone()
+    assert first[0] > first[1] > 0
     again, notices = resume(dsn, *args, run_id)
     assert again == run_id
+    both = db.execute("SELECT seconds, train_seconds FROM groupml.runs WHERE run_id = %s", [run_id]).fetchone()
+    assert both[0] > first[0] and both[1] > first[1] and both[0] > both[1]
     assert any(f"group {gkey} resumes after its committed epoch block {block}" in n for n in notices), notices
     # the first attempt's plan (unit costs measured since, its own tasks included, do not re-plan it)
     assert any(f"resumes with the plan of its first attempt: {plan[0]}" in n for n in notices), notices

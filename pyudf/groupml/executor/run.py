@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
@@ -102,7 +102,7 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
                 family, spec, opts, store) -> Dict[str, Any]:
     """Snapshot, plan, train every pending group on the worker pool, finish the run."""
     d = len(features)
-    started = time.time()
+    clock = RunClock(time.time())
     seed, fraction = opts["seed"], opts["validation_fraction"]
     # schedule times are seconds since the run's first attempt started, so the entries of a
     # resumed group's attempts are on one clock
@@ -130,7 +130,7 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
     done, pending, fps, resume_states, group_logs = _pending_groups(
         session, run_id, groups, plan.tasks, model=model, search=search, fit_options=fit_options,
         pattern=plan.pattern, d=d)
-    training_from = time.time()         # what estimated_seconds (the makespan) estimates starts here
+    clock.training()                    # what estimated_seconds (the makespan) estimates starts here
     if pending and pool is None:
         pool = new_pool()
     elif not pending and pool is not None:
@@ -143,7 +143,7 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
                           abort=abort)
     all_log = _train_pending(session, run_id, driver, pending, fps=fps, resume_states=resume_states,
                              group_logs=group_logs, n_groups=len(groups), n_done=len(done), sid=sid,
-                             workers=workers, exec_options=exec_options, store=store)
+                             workers=workers, exec_options=exec_options, store=store, clock=clock)
     bad = schedule_violations(all_log, {g["gkey"]: int(g["n_train"]) for g in groups},
                               {g["gkey"]: plan.tasks[g["group_no"]]["mode"] for g in groups
                                if g["group_no"] in plan.tasks})
@@ -153,15 +153,37 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
     if not keep:
         drop_snapshot(session, sid)
         session.query("UPDATE groupml.grouped_runs SET snapshot_id = NULL WHERE run_id = $1", [run_id], ["bigint"])
-    session.query("UPDATE groupml.runs SET status = 'done', finished_at = clock_timestamp(), "
-                  "seconds = coalesce(seconds, 0) + $2, train_seconds = coalesce(train_seconds, 0) + $3 "
-                  "WHERE run_id = $1", [run_id, time.time() - started, time.time() - training_from],
-                  ["bigint", "float8", "float8"])
+    clock.charge(session, run_id)
+    session.query("UPDATE groupml.runs SET status = 'done', finished_at = clock_timestamp() WHERE run_id = $1",
+                  [run_id], ["bigint"])
     session.query("UPDATE groupml.grouped_runs SET last_event = 'done', updated_at = clock_timestamp() "
                   "WHERE run_id = $1", [run_id], ["bigint"])
     session.query("DELETE FROM groupml.run_checkpoints WHERE run_id = $1", [run_id], ["bigint"])
     session.commit()
     return {"run_id": run_id, "strategy": plan.chosen, "snapshot_id": sid if keep else None}
+
+
+class RunClock:
+    """Charges a call's time to its run as the call commits: ``runs.seconds`` (wall time) and,
+    once :meth:`training` was called, ``runs.train_seconds`` (what the planner's estimate
+    covers). A cancelled, crashed or failed call keeps what it charged up to its last commit,
+    so both columns cover every attempt of a resumed run."""
+
+    def __init__(self, started: float):
+        self.last = started
+        self.training_from: Optional[float] = None
+
+    def training(self) -> None:
+        self.training_from = time.time()
+
+    def charge(self, session, run_id: int) -> None:
+        """Add the time since the last charge (in the caller's transaction; commit follows)."""
+        now = time.time()
+        train = 0.0 if self.training_from is None else now - max(self.last, self.training_from)
+        session.query("UPDATE groupml.runs SET seconds = coalesce(seconds, 0) + $2, "
+                      "train_seconds = coalesce(train_seconds, 0) + $3 WHERE run_id = $1",
+                      [run_id, now - self.last, train], ["bigint", "float8", "float8"])
+        self.last = now
 
 
 @dataclass
@@ -290,7 +312,7 @@ class _GroupDriver:
 
 def _train_pending(session, run_id: int, driver: _GroupDriver, pending, *, fps, resume_states, group_logs,
                    n_groups: int, n_done: int, sid: int, workers: int, exec_options: dict,
-                   store) -> List[Dict[str, Any]]:
+                   store, clock: RunClock) -> List[Dict[str, Any]]:
     """Train the pending groups, a few at a time (main thread: catalog I/O, commits, cancel
     checks); every finished group is stored and committed. Returns the whole schedule log."""
     pool, tasks, events = driver.pool, driver.plan.tasks, driver.events
@@ -335,6 +357,7 @@ def _train_pending(session, run_id: int, driver: _GroupDriver, pending, *, fps, 
                 _store_finished_group(session, run_id, gkey, result, log, store, f"{n_done}/{n_groups}")
                 wrote = True
             if finished or (wrote and time.perf_counter() - last_commit >= exec_options["checkpoint_every_s"]):
+                clock.charge(session, run_id)
                 session.commit()
                 last_commit = time.perf_counter()
         _flush_events(session, run_id, events, group_logs, fps)
@@ -352,6 +375,7 @@ def _train_pending(session, run_id: int, driver: _GroupDriver, pending, *, fps, 
                 f"Run {run_id} was deleted while it was being trained; this call stops",
                 hint="Nothing of the run is left (its snapshot is dropped unless kept); start a new run.") from None
         if isinstance(exc, (WorkerLostError, ScheduleInvariantError)):
+            clock.charge(session, run_id)
             mark_run_failed(session, run_id)
             session.commit()
             raise _stopped(exc, f"run {run_id} stopped: {exc.message}; {n_done} of {n_groups} groups are committed",

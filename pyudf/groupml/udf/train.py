@@ -429,9 +429,10 @@ def _train_in_backend(session, run_id, done, source, group_by, features, label, 
                       options_obj, processes) -> None:
     """The groups of the run not in ``done``, trained by this backend (or its helper processes),
     largest first; each group's model and trials are stored and committed as it finishes."""
+    from ..executor.run import RunClock
     from .search import load_cost_model, record_fit_cost
 
-    started = time.time()
+    clock = RunClock(time.time())
     # the model as it was when the run was created, on every attempt: a resumed group gets the
     # batch size (and so the search) it would have had (rows this run records come later)
     cost_model = load_cost_model(session, model, before_run=run_id)
@@ -472,13 +473,14 @@ def _train_in_backend(session, run_id, done, source, group_by, features, label, 
                           "train_seconds = coalesce(train_seconds, 0) + $3 WHERE run_id = $1",
                           [run_id, result.estimated_seconds or 0.0, result.seconds or 0.0],
                           ["bigint", "float8", "float8"])
+            clock.charge(session, run_id)       # the wall time so far (train_seconds: the searches')
             finished += 1
             session.notice(f"groupml: group {finished}/{len(blocks)} {b['gkey']}: {result.status}"
                            + (f", {result.metric} {result.score:.4f}" if result.score is not None else ""))
             session.commit()
-    session.query("UPDATE groupml.runs SET status = 'done', finished_at = clock_timestamp(), "
-                  "seconds = coalesce(seconds, 0) + $2 WHERE run_id = $1", [run_id, time.time() - started],
-                  ["bigint", "float8"])
+    clock.charge(session, run_id)
+    session.query("UPDATE groupml.runs SET status = 'done', finished_at = clock_timestamp() WHERE run_id = $1",
+                  [run_id], ["bigint"])
     session.commit()
 
 
