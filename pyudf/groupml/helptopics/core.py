@@ -163,7 +163,8 @@ TOPICS["catalog"] = """groupml's catalog (tables written by train_groups; no gra
   trials            every configuration tried per (run, group): params, status, stop_reason, score,
                     epoch_scores, metrics (passes, seconds, iterations, is_best)
   grouped_runs      the executor's record of a run with workers: strategy, workers, snapshot_id, plan
-                    (placement, estimates, unit costs), epochs_done, passes_done, last_event
+                    (placement, estimates, unit costs), epochs_done (epoch blocks committed),
+                    passes_done (data passes of the groups finished), last_event
   run_schedule      the executor's visit log: every task (pass, worker, shard, rows, trials, started,
                     finished, kind)
   run_epochs        per (run, group, epoch block, trial): epoch, score and the search's decision
