@@ -91,6 +91,56 @@ def test_schedule_invariants_detect_violations():
     assert any("worker exclusivity" in v for v in schedule_violations(overlap, {"a": 10, "b": 3}, {}))
 
 
+
+def _task(worker, p, row_start, n_rows, started, finished, group="g", kind=None, trials=(1, 2), shard=0):
+    e = {"group_key": group, "pass": p, "worker": worker, "shard": shard, "row_start": row_start, "n_rows": n_rows,
+         "trials": list(trials), "started": started, "finished": finished}
+    if kind is not None:
+        e["kind"] = kind
+    return e
+
+
+def test_a_worker_overlapping_two_tasks_is_flagged_even_when_the_second_ends_later():
+    # worker exclusivity: a task that starts before the previous one ended is a clash, whatever its end
+    tasks = [_task(0, 0, 0, 100, 0, 10), _task(0, 0, 0, 50, 5, 20, group="h")]
+    assert schedule_violations(tasks, {"g": 100, "h": 50}, {}) == [
+        "worker exclusivity: worker 0 started h pass 0 at 5.000000 before g pass 0 finished at 10.000000"]
+
+
+def test_shards_reaching_past_the_group_are_flagged():
+    # a pass's shards must end exactly at n_train, not beyond it
+    tasks = [_task(0, 0, 0, 60, 0, 1), _task(1, 0, 60, 50, 0, 1)]
+    assert schedule_violations(tasks, {"g": 100}, {}) == ["data sharding: group g pass 0 covered rows [0, 110) of 100"]
+
+
+def test_overlapping_shards_are_flagged():
+    # rows 40..59 trained twice in one pass break the tiling even though [0, 100) is covered
+    tasks = [_task(0, 0, 0, 60, 0, 1), _task(1, 0, 40, 60, 0, 1)]
+    assert schedule_violations(tasks, {"g": 100}, {}) == [
+        "data sharding: group g pass 0 rows [60, 40) missing or overlapping"]
+
+
+def test_two_shards_of_one_pass_on_one_worker_are_flagged():
+    # one worker per shard of a pass, even when its two shards ran one after the other
+    tasks = [_task(0, 0, 0, 50, 0, 1), _task(0, 0, 50, 50, 1, 2)]
+    assert schedule_violations(tasks, {"g": 100}, {}) == ["data sharding: group g pass 0 put two shards on one worker"]
+
+
+def test_shard_statistics_past_the_group_are_flagged():
+    # the standardisation shards must tile [0, n) exactly, not run past it
+    stats = [_task(0, 0, 0, 60, 0, 1, kind="stats", trials=()), _task(1, 0, 60, 60, 0, 1, kind="stats", trials=())]
+    assert schedule_violations(stats, {"g": 100}, {}) == [
+        "data sharding: the shard statistics of group g do not tile [0, 100)"]
+
+
+def test_a_config_going_back_an_epoch_is_flagged():
+    # MLP visits: a config's epochs only move forward in time
+    visits = [_task(0, 0, 0, 50, 0, 1, kind="visit", trials=[1]), _task(1, 1, 50, 50, 1, 2, kind="visit", trials=[1]),
+              _task(1, 0, 50, 50, 2, 3, kind="visit", trials=[1]), _task(0, 1, 0, 50, 3, 4, kind="visit", trials=[1])]
+    assert schedule_violations(visits, {"g": 100}, {}) == [
+        "config isolation: config 1 of group g went back from epoch 1 to epoch 0"]
+
+
 def test_group_tasks_follow_the_strategy():
     groups = [{"group_no": 0, "n_train": 900, "train_rows": [300, 300, 300]},
               {"group_no": 1, "n_train": 100, "train_rows": [100]},
@@ -105,6 +155,37 @@ def test_group_tasks_follow_the_strategy():
     assert mtp[1]["mode"] == "configs" and [s[0] for s in mtp[1]["shards"]] == [0, 1, 2]
     grouped = group_tasks("grouped", placement_for("grouped", sizes, 3), groups, 3)
     assert len(grouped[0]["shards"]) >= 2
+
+
+
+def test_only_dp_on_the_sequential_pattern_runs_per_step_tasks():
+    # 'steps' (synchronous data parallelism) is dp's mode for MLPs alone; grouped and gtp MLP groups hop shards
+    groups = [{"group_no": 0, "n_train": 900, "train_rows": [300, 300, 300]},
+              {"group_no": 1, "n_train": 100, "train_rows": [100]}]
+    sizes = {0: 900, 1: 100}
+    seq = "sequential"
+    modes = {st: {g: t["mode"] for g, t in group_tasks(st, placement_for(st, sizes, 3, seq), groups, 3, seq).items()}
+             for st in ("grouped", "gtp", "dp")}
+    assert modes == {"grouped": {0: "shards", 1: "shards"}, "gtp": {0: "shards", 1: "shards"},
+                     "dp": {0: "steps", 1: "steps"}}
+    glm_dp = group_tasks("dp", placement_for("dp", sizes, 3), groups, 3, "algebraic")
+    assert {g: t["mode"] for g, t in glm_dp.items()} == {0: "shards", 1: "shards"}
+
+
+def test_workload_of_rounds_the_per_config_iterations_up():
+    # the budget's iterations spread over the configs in flight round up, never down
+    from groupml.executor.plan import workload_of
+    from groupml.learners import get_learner_family
+    from groupml.search import parse_search
+
+    logistic = get_learner_family("logistic")       # max_iter 100, epoch_iters 10
+    hyperband = parse_search({"method": "hyperband", "space": {"l2": {"loguniform": [1e-4, 1]}},
+                              "max_epochs": 9, "eta": 3})
+    # 78 epoch blocks x 10 iterations over 17 in flight = 45.9 -> 46
+    assert workload_of(hyperband, logistic) == {"n_configs": 17, "epochs": 46, "blocks": 5}
+    tpe = parse_search({"method": "tpe", "n_trials": 7, "space": {"l2": {"loguniform": [1e-4, 1]}}, "max_epochs": 5})
+    # 35 x 10 over 4 in flight = 87.5 -> 88
+    assert workload_of(tpe, logistic) == {"n_configs": 4, "epochs": 88, "blocks": 9}
 
 
 class _Cfg:

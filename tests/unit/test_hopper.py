@@ -92,6 +92,29 @@ def test_configs_with_fewer_visits_go_first():
     assert launched[0][0] == 3
 
 
+
+def test_three_configs_on_two_workers_take_turns():
+    # fewest visits first: with more configs than workers, the config left out last round goes next
+    sched = HopScheduler(["w0", "w1"], seed=1, flexible=True)
+    for tid in (0, 1, 2):
+        sched.start(tid, 0, 2)
+    rounds = []
+    for _ in range(6):
+        launched = sched.next_visits()
+        rounds.append([tid for tid, _, _ in launched])
+        for tid, _, _ in launched:
+            sched.finished(tid)
+    assert rounds == [[0, 1], [2, 0], [1, 2], [0, 1], [2, 0], [1, 2]]
+    assert not sched.pending()           # 3 configs x 2 epochs x 2 shards = 12 visits = 6 rounds of 2
+
+
+def test_hop_order_differs_between_configs():
+    # each config gets its own seeded order, not one order shared by every config of the epoch
+    orders = [hop_order(7, tid, 0, 5) for tid in (0, 1, 2)]
+    assert all(sorted(o) == list(range(5)) for o in orders)
+    assert len({tuple(o) for o in orders}) == 3
+
+
 def test_epochs_resume_from_done_and_stop_at_target():
     sched = HopScheduler([0, 1, 2], seed=5, flexible=False)
     sched.start(1, 2, 4)          # resumed after two epochs, two to go

@@ -126,6 +126,27 @@ def test_metrics_hand_computed():
     assert math.isnan(METRICS["accuracy"](np.empty(0), np.empty(0)))
 
 
+
+def test_logloss_stays_finite_for_huge_margins():
+    # margins past exp's range (|z| > 710) give the limit log(1 + e^z) - y z, not inf
+    from groupml.learners._metrics import logloss, validation_loss
+
+    assert logloss(np.array([1.0, 0.0]), np.array([800.0, -800.0])) == 0.0
+    y, z = np.array([1.0, 0.0, 1.0]), np.array([800.0, -5.0, 3.0])
+    want = (0.0 + math.log1p(math.exp(-5)) + math.log1p(math.exp(-3))) / 3
+    assert logloss(y, z) == pytest.approx(want) and validation_loss("logloss", y, z) == pytest.approx(want)
+    assert logloss(np.array([0.0]), np.array([800.0])) == pytest.approx(800.0)     # confidently wrong
+
+
+def test_r2_is_minimised_as_one_minus_r2():
+    # the search minimises 1 - r2: a perfect fit is loss 0, r2 = -1 is loss 2
+    from groupml.learners._metrics import validation_loss
+
+    t = np.array([1.0, 2.0, 3.0])
+    assert validation_loss("r2", t, np.array([1.0, 2.0, 5.0])) == pytest.approx(2.0)     # r2 = 1 - 4/2
+    assert validation_loss("r2", t, t) == 0.0
+
+
 def test_extreme_margins_are_stable():
     from groupml.learners._families import ColumnWeights
     fam = get_family("logistic")
@@ -292,6 +313,19 @@ def test_copies_of_a_row_are_split_one_by_one():
     i = np.arange(500)
     fit = fit_group(np.tile([1.0, 0.0], (500, 1)), (i % 5 != 0).astype(float), "logistic", {}, {})
     assert fit.status == "ok" and 60 < fit.n_validation < 140, (fit.status, fit.n_validation)
+
+
+
+def test_the_order_returned_with_the_hash_sorts_the_copy_numbered_hash():
+    # row_hash_and_order's order sorts the final hashes (copies renumbered), not the content hashes
+    from groupml.learners._holdout import row_hash, row_hash_and_order
+
+    X = np.array([[1.0], [1.0], [1.0], [2.0], [3.0], [1.0], [2.0], [4.0]])
+    y = np.array([0, 0, 0, 1, 1, 0, 1, 1.0])
+    h, order = row_hash_and_order(X, y, 0)
+    np.testing.assert_array_equal(h, row_hash(X, y, 0))
+    np.testing.assert_array_equal(order, np.argsort(row_hash(X, y, 0), kind="stable"))
+    assert np.all(h[order][1:] > h[order][:-1])        # every copy got a hash of its own, in sorted order
 
 
 def test_holdout_validation():

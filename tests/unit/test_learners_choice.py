@@ -92,6 +92,23 @@ def test_without_a_model_dimension_the_family_is_the_calls():
     assert family.name == "logistic" and opts["metric"] == "accuracy"
 
 
+
+def test_the_trainer_counts_the_passes_of_every_family():
+    # a family-choice search's passes are the sum of its families' passes, not the busiest one's
+    X, y = interaction(n=800)
+    t = FamilyChoiceTrainer("logistic", X[:600], y[:600], X[600:], y[600:], metric="accuracy")
+    t.add(1, {"l2": 0.1})
+    t.add(2, {"model": "svm", "l2": 0.1})
+    t.run(5)
+    alone = []
+    for family in ("logistic", "svm"):
+        one = make_trainer(family, X[:600], y[:600], X[600:], y[600:], metric="accuracy")
+        one.add(1, {"l2": 0.1})
+        one.run(5)
+        alone.append(one.passes)
+    assert alone == [6, 6] and t.passes == 12
+
+
 def test_the_trainer_routes_configurations_and_refuses_unknown_ones():
     X, y = interaction(n=800)
     t = FamilyChoiceTrainer("logistic", X[:600], y[:600], X[600:], y[600:], metric="accuracy")

@@ -27,6 +27,28 @@ def test_unread_parameters_are_reset_to_the_defaults():
     assert model_identity(mlp, mlp.validate_params({"optimizer": "sgd", "momentum": 0.9}))["momentum"] == 0.9
 
 
+
+def test_full_batch_gd_configs_differing_only_in_seed_are_one_model():
+    # full-batch gd draws no random numbers, so its seed is not part of the model
+    import numpy as np
+
+    from groupml.learners import GLMTrainer
+
+    fam = get_learner_family("logistic")
+    a = fam.validate_params({"solver": "gd", "lr": 0.5, "seed": 1})
+    b = fam.validate_params({"solver": "gd", "lr": 0.5, "seed": 2})
+    assert model_identity(fam, a) == model_identity(fam, b)
+    assert model_identity(fam, a)["seed"] == fam.defaults["seed"]
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    y = (X[:, 0] > 0).astype(float)
+    tr = GLMTrainer("logistic", X, y, X, y)
+    tr.add(1, a)
+    tr.add(2, b)
+    tr.run(5)
+    np.testing.assert_array_equal(tr.model(1).coef, tr.model(2).coef)      # and it trains the same
+
+
 @pytest.mark.parametrize("model, search, first, second", [
     ("logistic", {"lr": [0.1, 0.5], "solver": "lbfgs"}, '{"lr": 0.1, "solver": "lbfgs"}',
      '{"lr": 0.5, "solver": "lbfgs"}'),

@@ -217,6 +217,39 @@ def test_recovers_mlp_unit_costs_from_fit_and_visit_tasks():
     assert blind.kinds == {"visit": 24} and blind.n_dropped == 16
 
 
+
+def test_straggler_wait_comes_from_split_passes_only():
+    # sync_per_step is the spread between the shards of a split pass; a whole group's single
+    # task has no spread and must not pull the median to 0
+    tasks = glm_records()
+    ends = {}
+    for t in tasks:
+        if t["group_key"] == json.dumps({"g": 0}):            # the one group split over both workers
+            ends.setdefault((t["run_id"], t["pass"]), []).append(t["finished"])
+    spread = [abs(a - b) for a, b in ends.values()]
+    assert len(spread) == 3 * 12
+    kbar = np.mean([len(t["trials"]) for t in tasks])        # 2 configs per pass task on average
+    cal = calibrate_unit_costs(tasks, pattern="algebraic", d=5)
+    assert cal.costs.sync_per_step == pytest.approx(float(np.median(spread)) / kbar)
+    assert cal.costs.sync_per_step == pytest.approx(0.0326, rel=1e-2)
+
+
+def _step_rounds(rounds, period=0.1):
+    """DP step tasks of one MLP group on two workers, one round every ``period`` seconds."""
+    return [{"run_id": run, "group_key": '{"g":"dp"}', "kind": "step", "pass": r, "worker": w,
+             "row_start": 500 * w, "n_rows": 500, "trials": [0], "started": 100 + r * period,
+             "finished": 100 + r * period + 0.05} for run in (1, 2) for r in rounds for w in (0, 1)]
+
+
+def test_step_rounds_with_gaps_keep_the_default_sync_cost():
+    # a round's period is measured to the very next round only; rounds 0, 2, 4, ... say nothing
+    tasks, trials = mlp_records()
+    full = calibrate_unit_costs(tasks + _step_rounds(range(14)), trials, pattern="sequential")
+    assert full.costs.sync_per_step == pytest.approx(0.1) and full.sources["sync_per_step"].startswith("measured")
+    gaps = calibrate_unit_costs(tasks + _step_rounds(range(0, 14, 2)), trials, pattern="sequential")
+    assert gaps.costs.sync_per_step == UnitCosts().sync_per_step and gaps.sources["sync_per_step"] == "default"
+
+
 def test_recovers_lightgbm_costs_and_work_ratio():
     rng = np.random.default_rng(1)
     tasks, trials = [], []
@@ -259,6 +292,17 @@ def test_work_ratio_scales_the_planned_epochs():
     assert plain.workload.epochs == 40 and plain.makespan > plan.makespan
     # runs without a planned workload (other search, unfinished) give no ratio
     assert calibrate_unit_costs(tasks, runs=[{"run_id": 1}], pattern="algebraic").work_ratio is None
+
+
+
+def test_work_ratio_rounds_the_planned_epochs_to_the_nearest():
+    # scaled epochs are rounded, not truncated: 3 epochs x 0.9 = 2.7 plans 3
+    cal = Calibration(UnitCosts(), {f: "default" for f in UnitCosts().to_dict()}, "algebraic")
+    cal.work_ratio = 0.9
+    plan = make_plan({0: 1000, 1: 500}, 4, 3, 2, "auto", calibration=cal)
+    assert plan.workload.epochs == 3
+    cal.work_ratio = 0.8                     # 2.4 -> 2
+    assert make_plan({0: 1000, 1: 500}, 4, 3, 2, "auto", calibration=cal).workload.epochs == 2
 
 
 def test_worker_startup_is_paid_once_by_every_worker_of_every_strategy():

@@ -249,6 +249,16 @@ def test_violations_are_reported():
     assert any("is not the last shard" in m for m in v)
 
 
+
+def test_a_group_cut_over_three_workers_breaks_group_isolation():
+    # under group isolation a group may span two workers at most (tail of one, head of the next)
+    sizes = {"a": 4, "b": 6, "c": 4}                                  # capacity 6 per worker
+    bad = Placement(WRAP_AROUND, 3, 6, [[Shard("a", 0, 4), Shard("b", 0, 1)], [Shard("b", 1, 4)],
+                                        [Shard("b", 5, 1), Shard("c", 0, 4)]], params={"group_isolation": True})
+    assert check_placement(bad, sizes, raise_error=False) == [
+        "group 'b' spans 3 workers; at most 2 with group isolation"]
+
+
 def test_wrap_around_key_order():
     sizes = {"b": 2, "a": 1, "c": 5}
     pl = wrap_around(sizes, 2, order="key")  # capacity max(4, 5) = 5: a, b, c[0:2] | c[2:5]

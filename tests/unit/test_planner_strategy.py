@@ -169,6 +169,39 @@ def test_sequential_dp_pays_per_step_sync():
     assert "per-step synchronisation" in plan.explanation
 
 
+
+def test_estimate_ties_go_to_the_earlier_strategy_name():
+    # one worker, compute only: every strategy trains 2 configs x 3 epochs x 10 rows = 60 s; the order
+    # grouped, gtp, mtp, dp breaks the tie
+    pl = choose_strategy(SIZES, 2, 3, 1, costs(compute_per_row=1))
+    assert {n: e.makespan for n, e in pl.estimates.items()} == {"grouped": 60.0, "gtp": 60.0, "mtp": 60.0, "dp": 60.0}
+    assert pl.strategy == "grouped"
+    assert choose_strategy(SIZES, 2, 3, 1, costs(compute_per_row=1), candidates=("dp", "mtp", "gtp")).strategy == "gtp"
+
+
+def test_one_worker_pays_no_epoch_barrier():
+    # a barrier synchronises workers; alone, grouped costs the 60 s of compute and ties (so wins)
+    pl = choose_strategy(SIZES, 2, 3, 1, costs(compute_per_row=1, epoch_barrier=1))
+    grouped = pl.estimates["grouped"]
+    assert grouped.breakdown["sync"] == 0.0 and grouped.makespan == 60.0 and pl.strategy == "grouped"
+    # two workers: 3 epochs x 1 s barrier on each of them, on top of a's 2 x 3 x 6 = 36 s
+    two = choose_strategy(SIZES, 2, 3, 2, costs(compute_per_row=1, epoch_barrier=1)).estimates["grouped"]
+    assert two.breakdown["sync"] == 6.0 and two.makespan == 39.0
+
+
+def test_grouped_placement_ties_keep_the_first_option():
+    # four equal groups on four workers: every option keeps each group whole at 2 x 2 x 50 = 200 s per
+    # worker; grouped keeps its own placement (wrap-around in size order / constrained wrap-around)
+    eq = {"a": 50, "b": 50, "c": 50, "d": 50}
+    seq = estimate_grouped(Workload(eq, n_configs=2, epochs=2, pattern="sequential", batch_size=16), 4,
+                           costs(compute_per_row=1))
+    assert seq.per_worker == [200.0] * 4 and seq.details["split_groups"] == 0
+    assert (seq.placement.algorithm, seq.placement.params) == ("wrap_around", {"group_isolation": True,
+                                                                               "order": "size"})
+    smp = estimate_grouped(Workload(eq, n_configs=2, epochs=2, pattern="sampling"), 4, costs(compute_per_row=1))
+    assert smp.per_worker == [200.0] * 4 and smp.placement.algorithm == "constrained_wrap_around"
+
+
 def test_forced_strategy_and_plain_data():
     plan = choose_strategy(SIZES, 2, 3, 2, strategy="mtp", candidates=("gtp",))
     assert plan.strategy == "mtp" and set(plan.estimates) == {"gtp", "mtp"}

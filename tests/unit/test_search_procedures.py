@@ -612,6 +612,75 @@ def test_driver_marks_diverged_trials_failed(raw, fail_at):
     json.dumps(result.procedure_state, allow_nan=False)
 
 
+
+def test_best_trial_never_picks_a_failed_trial():
+    # a diverged trial is out of the ranking even when its last finite score was the lowest
+    from groupml.engine import Trial
+    from groupml.search import best_trial
+
+    ok = Trial(1, {"l2": 1.0}, 3, [0.30, 0.25, 0.20], "converged", "converged")
+    bad = Trial(2, {"l2": 0.0}, 3, [0.10, 0.05], "failed", "diverged (validation loss nan) after 3 epochs")
+    assert best_trial([ok, bad]) is ok
+    assert best_trial([bad]) is None
+
+
+def test_driver_counts_an_infinite_loss_as_diverged():
+    # +inf is as non-finite as NaN: the trial fails, inf is never stored, the state stays strict JSON
+    from groupml.search import search_state
+
+    def curve(params, epoch):
+        return math.inf if params["lr"] > 5 and epoch >= 2 else quad_loss(params, epoch)
+
+    states = []
+    result = run_search(make_procedure(parse_search({"lr": [0.1, 10], "max_epochs": 3})), FakeTrainer(curve),
+                        slots=2, epoch_iters=10, on_epoch=lambda e: states.append(search_state(e)))
+    good, bad = result.trials
+    assert (bad.status, bad.stop_reason, bad.epochs) == ("failed", "diverged (validation loss inf) after 2 epochs", 2)
+    assert bad.scores == [quad_loss({"lr": 10}, 1)]
+    assert (good.status, good.epochs) == ("stopped", 3) and result.best is good
+    assert states[1]["trials"][1]["status"] == "failed"
+    json.dumps(states, allow_nan=False)
+
+
+def test_driver_drops_a_diverged_trial_from_the_trainer():
+    # once a trial diverges the trainer stops training it: no later block includes it
+    def curve(params, epoch):
+        return float("nan") if params["lr"] > 5 and epoch >= 2 else quad_loss(params, epoch)
+
+    trainer = FakeTrainer(curve)
+    run_search(make_procedure(parse_search({"lr": [0.1, 10], "max_epochs": 3})), trainer, slots=2, epoch_iters=10)
+    assert [e[1] for e in trainer.log if e[0] == "run"] == [(0, 1), (0, 1), (0,)]
+    assert trainer.log[:6] == [("add", 0), ("add", 1), ("run", (0, 1)), ("run", (0, 1)), ("remove", 1),
+                               ("run", (0,))]
+    assert trainer.active() == []
+
+
+def test_resumed_search_continues_block_and_pass_numbering():
+    # a search resumed from its saved state numbers blocks and counts passes from where it stopped
+    from groupml.search import search_state
+
+    class Stop(Exception):
+        pass
+
+    spec = parse_search({"x": [0, 1], "max_epochs": 3})
+    trainer, saved = FakeTrainer(), []
+
+    def stop_after_first(event):
+        saved.append(search_state(event))
+        if event.block == 1:
+            raise Stop
+
+    with pytest.raises(Stop):
+        run_search(make_procedure(spec), trainer, slots=2, epoch_iters=5, on_epoch=stop_after_first)
+    assert (saved[-1]["blocks"], saved[-1]["passes"], trainer.passes) == (1, 5, 5)
+    events = []
+    result = run_search(SearchProcedure.from_state(saved[-1]["procedure"]), trainer, slots=2, epoch_iters=5,
+                        resume=saved[-1], on_epoch=lambda e: events.append((e.block, e.passes)))
+    assert events == [(2, 10), (3, 15)]
+    assert (result.blocks, result.passes) == (3, 15)
+    assert [t.epochs for t in result.trials] == [3, 3]
+
+
 def test_tpe_without_optuna_is_a_clear_error(monkeypatch):
     # it was a bare ModuleNotFoundError (PL/Python: no SQLSTATE of ours, no hint)
     import sys
