@@ -537,32 +537,50 @@ def test_sources_under_row_security_and_canonical_candidates(cluster, db, dbname
                                       'logistic:{"l2":1.0} twice')
     assert db.execute("SELECT n_rows, octet_length(block) FROM groupml.job_data WHERE job_id = %s",
                       [jobs[0]]).fetchone() == (visible, visible * 4 * 8)
-    for source, what in (("guarded", "has row-level security"), ("guarded_invoker", "is a security_invoker view")):
-        st, msg, hint = sql_error(db, "SELECT groupml.submit_job('ta', %s, ARRAY['f1','f2','f3'], 'y', %s)",
-                                  [source, cands])
-        assert (st, msg) == ("0A000", f"groupml: The source {source} of submit_job {what}: the job's rows would be "
-                                      f"read with the policies of the calling role 'postgres', not of the tenant's "
-                                      f"role '{roles['ta']}'")
-        assert hint == f'Submit the job as the tenant\'s role: SET ROLE "{roles["ta"]}";'
-    # the tenant's own table under row-level security: its owner is exempt from the policies,
-    # an administrator who is not the owner is not, so the administrator would read other rows
+    # a role that may read as the tenant (here a superuser) submits with the tenant's reading:
+    # the tenant's policies, on its table and through its views (it was refused, or read with
+    # the submitter's own policies)
+    for source in ("guarded", "guarded_invoker", "guarded_view"):
+        job = db.execute("SELECT groupml.submit_job('ta', %s, ARRAY['f1','f2','f3'], 'y', %s)",
+                         [source, cands]).fetchone()[0]
+        assert db.execute("SELECT n_rows, submitted_by FROM groupml.jobs WHERE job_id = %s", [job]).fetchone() \
+            == (visible, "postgres"), source
+        db.execute("DELETE FROM groupml.jobs WHERE job_id = %s", [job])
+    assert db.execute("SELECT current_user").fetchone()[0] == "postgres"     # its own role again
+    # an administrator that may not read as the tenant is refused whatever could read otherwise:
+    # the tenant's own table under row-level security (the owner is exempt, the administrator
+    # not), a view (its filters and its tables' policies see current_user; its functions would
+    # run with the administrator's rights)
     db.execute("CREATE TABLE ta_owned AS SELECT * FROM guarded WHERE f1 > 0")
     db.execute(sql.SQL("ALTER TABLE ta_owned OWNER TO {}").format(sql.Identifier(roles["ta"])))
+    db.execute("CREATE VIEW mine_only AS SELECT f1, f2, f3, y FROM guarded WHERE current_user = 'postgres' "
+               "OR f1 > 0")
+    db.execute(sql.SQL("GRANT SELECT ON mine_only TO {}, {}").format(sql.Identifier(roles["ta"]),
+                                                                     sql.Identifier(roles["adm"])))
     with _connect(cluster, dbname, roles["ta"]) as a:
         a.execute("ALTER TABLE ta_owned ENABLE ROW LEVEL SECURITY")
         a.execute("CREATE POLICY positive_only ON ta_owned USING (f1 > 0)")
         a.execute(sql.SQL("GRANT SELECT ON ta_owned TO {}").format(sql.Identifier(roles["adm"])))
     with _connect(cluster, dbname, roles["adm"]) as adm:
-        st, msg, _ = sql_error(adm, "SELECT groupml.submit_job('ta', 'ta_owned', ARRAY['f1','f2','f3'], 'y', %s)",
-                               [cands])
-        assert (st, msg) == ("0A000", f"groupml: The source ta_owned of submit_job has row-level security: the job's "
-                                      f"rows would be read with the policies of the calling role '{roles['adm']}', "
-                                      f"not of the tenant's role '{roles['ta']}'")
-    # a superuser reads what the owner reads (both exempt): accepted, with every row
-    job = db.execute("SELECT groupml.submit_job('ta', 'ta_owned', ARRAY['f1','f2','f3'], 'y', %s)",
-                     [cands]).fetchone()[0]
-    assert db.execute("SELECT n_rows FROM groupml.jobs WHERE job_id = %s", [job]).fetchone()[0] == visible
-    db.execute("DELETE FROM groupml.jobs WHERE job_id = %s", [job])
+        for source, what in (("ta_owned", "has row-level security"), ("mine_only", "is a view")):
+            st, msg, hint = sql_error(adm, "SELECT groupml.submit_job('ta', %s, ARRAY['f1','f2','f3'], 'y', %s)",
+                                      [source, cands])
+            assert (st, msg) == ("0A000", f"groupml: The source {source} of submit_job {what}: its rows can depend on "
+                                          f"who reads them, and the calling role '{roles['adm']}' cannot read as the "
+                                          f"tenant's role '{roles['ta']}'")
+            assert hint == (f'Submit the job as the tenant\'s role (SET ROLE "{roles["ta"]}";), or let this role read '
+                            f'as the tenant: GRANT "{roles["ta"]}" TO "{roles["adm"]}";')
+    # granted the tenant's role, the administrator reads as the tenant: the view's current_user
+    # is the tenant, so the job holds the tenant's rows, not the administrator's
+    db.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(roles["ta"]), sql.Identifier(roles["adm"])))
+    with _connect(cluster, dbname, roles["adm"]) as adm:
+        for source in ("ta_owned", "mine_only"):
+            job = adm.execute("SELECT groupml.submit_job('ta', %s, ARRAY['f1','f2','f3'], 'y', %s)",
+                              [source, cands]).fetchone()[0]
+            assert db.execute("SELECT n_rows, submitted_by FROM groupml.jobs WHERE job_id = %s",
+                              [job]).fetchone() == (visible, roles["adm"]), source
+            db.execute("DELETE FROM groupml.jobs WHERE job_id = %s", [job])
+    db.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(roles["ta"]), sql.Identifier(roles["adm"])))
     # the job trains on the rows read at submission, whatever happens to the table afterwards
     db.execute("DELETE FROM guarded")
     db.execute("CALL groupml.run_scheduler()")

@@ -20,6 +20,7 @@ exactly the decision the interrupted one was working on.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import math
@@ -315,20 +316,25 @@ def _submit_job(session, tenant, oid, shown, features, label, candidates):
         raise InsufficientPrivilegeError(
             f"permission denied for table {rel['name']}: the role '{t['role']}' of tenant '{tenant}' cannot SELECT it",
             hint=f"GRANT SELECT ON {rel['name']} TO {quote_ident(t['role'])};")
-    if not rel["caller_reads"]:
+    # the job's rows are the tenant's: another role (an administrator) reads them as the tenant
+    # when it may (SET ROLE), so the tenant's policies, current_user and the rights its view's
+    # functions run with are the tenant's; else only a source that reads alike for every role
+    as_tenant = int(rel["me"]) != int(t["role_oid"]) and bool(session.query(
+        "SELECT pg_catalog.pg_has_role($1::oid, 'MEMBER') AS m", [t["role_oid"]], ["bigint"])[0]["m"])
+    if not as_tenant and not rel["caller_reads"]:
         raise InsufficientPrivilegeError(
             f"permission denied for table {rel['name']}: submit_job reads the job's rows as the calling role "
             f"'{rel['me_name']}', which cannot SELECT it",
             hint=f"Submit the job as the tenant's role '{t['role']}' (SET ROLE {quote_ident(t['role'])};), or "
                  f"GRANT SELECT ON {rel['name']} TO {quote_ident(rel['me_name'])};")
-    if int(rel["me"]) != int(t["role_oid"]):
-        # the rows are read with the caller's policies, which are not necessarily the tenant's
-        problem = row_security_problem(session, int(rel["oid"]), int(t["role_oid"]), int(rel["me"]))
+    if int(rel["me"]) != int(t["role_oid"]) and not as_tenant:
+        problem = reader_dependent(session, int(rel["oid"]), int(t["role_oid"]), int(rel["me"]))
         if problem:
             raise FeatureNotSupportedError(
-                f"The source {rel['name']} of submit_job {problem}: the job's rows would be read with the "
-                f"policies of the calling role '{rel['me_name']}', not of the tenant's role '{t['role']}'",
-                hint=f"Submit the job as the tenant's role: SET ROLE {quote_ident(t['role'])};")
+                f"The source {rel['name']} of submit_job {problem}: its rows can depend on who reads them, and the "
+                f"calling role '{rel['me_name']}' cannot read as the tenant's role '{t['role']}'",
+                hint=f"Submit the job as the tenant's role (SET ROLE {quote_ident(t['role'])};), or let this role "
+                     f"read as the tenant: GRANT {quote_ident(t['role'])} TO {quote_ident(rel['me_name'])};")
     cols = columns(session, int(rel["oid"]))
     if features is None or len(features) == 0:
         raise InvalidParameterError(f"The 'features' value of submit_job must name at least one column; got "
@@ -340,7 +346,8 @@ def _submit_job(session, tenant, oid, shown, features, label, candidates):
     # the rows are read here, as the calling role: whatever the source runs (a view's functions,
     # policies, casts) runs with that role's rights, and the coordinator trains on these rows
     packed = packed_row_expr(cols, features + [label])
-    with reading_source(session, rel["name"], "submit_job"):    # its views may name their tables bare
+    with reading_source(session, rel["name"], "submit_job"), \
+            _reading_as(session, t["role"] if as_tenant else None):   # its views may name their tables bare
         got = session.query(f"SELECT pg_catalog.count(*) AS n_rows, pg_catalog.string_agg("
                             f"{packed}, ''::bytea) AS block FROM {rel['qname']}")
     n_rows, block = int(got[0]["n_rows"]), bytes(got[0]["block"] or b"")
@@ -358,18 +365,33 @@ def _submit_job(session, tenant, oid, shown, features, label, candidates):
     return job_id
 
 
-def row_security_problem(session, relid: int, role_oid: int, caller_oid: int):
-    """Why role ``caller_oid`` may not read ``relid``'s rows on behalf of role ``role_oid``, or None.
+@contextlib.contextmanager
+def _reading_as(session, role: Optional[str]):
+    """Run the enclosed statements as ``role`` (``SET LOCAL ROLE``; None: as the caller), then
+    go back to the caller's role setting."""
+    if role is None:
+        yield
+        return
+    before = session.query("SELECT pg_catalog.current_setting('role') AS r")[0]["r"]
+    session.query("SELECT pg_catalog.set_config('role', $1, true)", [role], ["text"])
+    try:
+        yield
+    finally:
+        session.query("SELECT pg_catalog.set_config('role', $1, true)", [before], ["text"])
 
-    submit_job reads a job's rows as the calling role. When that is not the job's role (an
-    administrator submitting for a tenant), the rows would be filtered by the caller's
-    policies, not the tenant's: a table whose policies apply to either role (the tenant's
-    own table, with the administrator not its owner, included), and a ``security_invoker``
-    view (which checks the reader's rights), are refused then. A plain view reads its tables
-    with its owner's rights and policies, whoever reads it."""
+
+def reader_dependent(session, relid: int, role_oid: int, caller_oid: int):
+    """Why ``relid``'s rows may differ for role ``caller_oid`` and role ``role_oid``, or None.
+
+    Used when an administrator who cannot read as the tenant submits for it: the rows are
+    then read as the administrator, which is the tenant's reading only for a table whose
+    policies spare both roles (a superuser, a BYPASSRLS role, or the owner without FORCE) and
+    whose rows are stored in this database. A view can filter on current_user (directly or
+    through its tables' policies) and run functions, a foreign table reads with a per-role
+    user mapping."""
     # a role is exempt from the policies: a superuser, a BYPASSRLS role, or the owner unless FORCE
     r = session.query(
-        "SELECT c.relrowsecurity AS rls, COALESCE(c.reloptions, '{}') AS opts, "
+        "SELECT c.relkind::text AS kind, c.relrowsecurity AS rls, "
         "(SELECT pg_catalog.count(*) FILTER (WHERE ro.rolsuper OR ro.rolbypassrls OR "
         "        (ro.oid = c.relowner AND NOT c.relforcerowsecurity)) "
         "   FROM pg_catalog.pg_roles ro WHERE ro.oid IN ($2::oid, $3::oid)) AS exempt "
@@ -378,12 +400,12 @@ def row_security_problem(session, relid: int, role_oid: int, caller_oid: int):
     if not r:
         return "does not exist"
     r = r[0]
+    if r["kind"] == "v":
+        return "is a view"
+    if r["kind"] == "f":
+        return "is a foreign table"
     if r["rls"] and int(r["exempt"]) < 2:
         return "has row-level security"
-    for opt in r["opts"] or []:
-        key, _, value = str(opt).partition("=")
-        if key == "security_invoker" and value.lower() in ("true", "on", "yes", "1"):
-            return "is a security_invoker view"
     return None
 
 
