@@ -31,6 +31,7 @@ import collections
 import os
 import signal
 import sys
+import threading
 import time
 from typing import Any, Callable, Iterator, Optional, Sequence, Tuple
 
@@ -104,10 +105,21 @@ def _helper_main(conn, warm: Sequence[str]) -> None:
 
 
 class _Helper:
-    __slots__ = ("process", "conn", "key")
+    __slots__ = ("process", "conn", "key", "sender")
 
     def __init__(self, process, conn):
-        self.process, self.conn, self.key = process, conn, None
+        self.process, self.conn, self.key, self.sender = process, conn, None, None
+
+
+def _send(conn, payload) -> None:
+    """A sender thread's work: a group's bytes fill the pipe until the helper reads them, and a
+    helper still starting (or stopped) reads nothing, so the backend's own thread must not wait
+    in this write (it could not check for cancel). A dead helper's pipe fails here; its
+    sentinel tells the backend."""
+    try:
+        conn.send(payload)
+    except (EOFError, OSError):
+        pass
 
 
 class HelperPool:
@@ -170,10 +182,9 @@ class HelperPool:
             if h.key is None:
                 key, fn, args = self._waiting.popleft()
                 h.key = (key,)
-                try:
-                    h.conn.send((fn, args))
-                except (EOFError, OSError):
-                    self._lost(h)
+                h.sender = threading.Thread(target=_send, args=(h.conn, (fn, args)), daemon=True,
+                                            name="groupml-helper-send")
+                h.sender.start()
 
     def _lost(self, h: _Helper) -> None:
         h.process.join(timeout=1.0)
@@ -229,6 +240,8 @@ class HelperPool:
             if h.process.exitcode is None:
                 h.process.kill()
                 h.process.join(timeout=5.0)
+            if h.sender is not None:
+                h.sender.join(timeout=5.0)      # its write fails once the helper is gone
             h.conn.close()
 
     def __enter__(self) -> "HelperPool":

@@ -172,3 +172,24 @@ def test_a_cancel_that_reaches_helpers_while_they_start_does_not_kill_them():
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "True"
+
+
+def test_a_helper_that_reads_nothing_never_blocks_the_backend():
+    # a group's bytes fill the pipe until the helper reads them: sent from the backend's own
+    # thread, a stopped or still-starting helper kept the backend in that write, deaf to cancel
+    polls = []
+
+    def poll():
+        polls.append(1)
+        if len(polls) >= 3:
+            raise KeyboardInterrupt("cancel")
+
+    t0 = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        with _pool(1) as pool:
+            os.kill(pool._helpers[0].process.pid, signal.SIGSTOP)
+            pool.submit(0, len, b"x" * (8 << 20))           # far beyond a pipe's buffer
+            assert time.perf_counter() - t0 < 5
+            list(pool.results(poll, every=0.05))
+    assert time.perf_counter() - t0 < 15
+    assert not _children()
