@@ -203,6 +203,8 @@ def test_a_cancelled_parallel_build_is_rebuilt_on_resume(dsn, db, clicks):
         thread.join()
     assert fired.is_set() and got[0] == "57014", got
     run_id, status = db.execute("SELECT run_id, status FROM groupml.runs").fetchone()
+    # the hint resumes it on worker backends (a plain run_id => N is refused for such a run)
+    assert got[2] == f"Call train_groups again with run_id => {run_id}, workers => 2 to resume it.", got
     sid = db.execute("SELECT snapshot_id FROM groupml.grouped_runs WHERE run_id = %s", [run_id]).fetchone()[0]
     assert db.execute("SELECT status FROM groupml.snapshots WHERE snapshot_id = %s", [sid]).fetchone() == ("building",)
     notices = []

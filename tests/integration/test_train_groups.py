@@ -402,15 +402,24 @@ def test_a_run_deleted_while_one_backend_trains_it_stops_the_call_cleanly(cluste
 def test_a_run_of_worker_backends_resumes_only_on_worker_backends(db, clicks):
     # resumed in one backend, it retrained every open group and left the executor's snapshot,
     # checkpoints and schedule rows behind, though the run said done (audit Y)
-    run_id = call(db, "workers => 2")
-    state, msg, hint = sql_error(db, "CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'f2', 'f3'], "
-                                     "'clicked', 'logistic', %s::jsonb, run_id => %s)", [GRID, run_id])
-    assert (state, msg) == ("22023", f"groupml: Run {run_id} was trained by worker backends (workers => 2); it "
-                                     f"resumes only on worker backends, where its snapshot and epoch checkpoints are")
-    assert hint == (f"Call train_groups again with run_id => {run_id} and workers => 2 (any count from 2, or a "
-                    f"strategy, resumes it too).")
+    resume = ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'f2', 'f3'], 'clicked', "
+              "'logistic', %s::jsonb, run_id => %s)")
+    for extra, args in (("workers => 2", "workers => 2"), ("workers => 1, strategy => 'gtp'",
+                                                          "workers => 1, strategy => 'gtp'")):
+        run_id = call(db, extra)
+        db.execute("UPDATE groupml.runs SET status = 'running' WHERE run_id = %s", [run_id])   # as a cancel left it
+        state, msg, hint = sql_error(db, resume, [GRID, run_id])
+        assert (state, msg) == ("22023", f"groupml: Run {run_id} was trained by worker backends ({args}); it resumes "
+                                         f"only on worker backends, where its snapshot and epoch checkpoints are")
+        assert hint == (f"Call train_groups again with run_id => {run_id}, {args} (another worker count from 2, or "
+                        f"a strategy with 1, resumes it too).")
+        assert call(db, extra, f"run_id => {run_id}") == run_id
+        assert db.execute("SELECT status FROM groupml.runs WHERE run_id = %s", [run_id]).fetchone()[0] == "done"
+        # a finished run has nothing left to resume: the call passes and changes nothing
+        db.execute(resume, [GRID, run_id])
+        assert db.execute("SELECT status, groups_done FROM groupml.runs WHERE run_id = %s", [run_id]).fetchone() \
+            == ("done", 4)
     assert call(db, "workers => 3", f"run_id => {run_id}") == run_id
-    assert db.execute("SELECT status FROM groupml.runs WHERE run_id = %s", [run_id]).fetchone()[0] == "done"
     # a one-backend run resumes either way
     one = call(db)
     assert call(db, "workers => 2", f"run_id => {one}") == one

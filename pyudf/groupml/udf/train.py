@@ -16,7 +16,7 @@ import contextlib
 import json
 import os
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
@@ -262,7 +262,7 @@ def _train_groups(session, oid, group_by, features, label, model, search, option
 
     with _attempt(session, run_id, source, group_by, features, label, model, search_obj, options_obj,
                   (strategy, workers) if executor else None) as (run_id, done), \
-            _failed_run_on_error(session, run_id):
+            _failed_run_on_error(session, run_id, _executor_args(workers, strategy) if executor else None):
         if executor:
             from ..executor.run import run_grouped
 
@@ -342,18 +342,27 @@ def _check_key_settings(session, run_id: int, source: str, group_by) -> None:
             hint=f"{sets} Then call train_groups again with run_id => {run_id}.")
 
 
+def _executor_args(workers: int, strategy: Optional[str]) -> str:
+    """The arguments that send a resumed call to worker backends again, as a hint writes them."""
+    if workers > 1 or not strategy or strategy == "auto":
+        return f"workers => {workers}"
+    return f"workers => {workers}, strategy => '{strategy}'"
+
+
 def _check_not_an_executor_run(session, run_id: int) -> None:
     """A run that worker backends trained resumes on worker backends: its snapshot, epoch
     checkpoints and schedule belong to the executor, which a one-backend call would neither
-    use nor clean up (it retrained every open group and left them behind)."""
-    rows = session.query("SELECT workers FROM groupml.grouped_runs WHERE run_id = $1", [run_id], ["bigint"])
-    if rows:
-        w = rows[0]["workers"]
+    use nor clean up (it retrained every open group and left them behind). A finished run has
+    nothing left to resume and passes."""
+    rows = session.query("SELECT g.workers, g.strategy, r.status FROM groupml.grouped_runs g JOIN groupml.runs r "
+                         "USING (run_id) WHERE run_id = $1", [run_id], ["bigint"])
+    if rows and rows[0]["status"] != "done":
+        args = _executor_args(int(rows[0]["workers"]), rows[0]["strategy"])
         raise InvalidParameterError(
-            f"Run {run_id} was trained by worker backends (workers => {w}); it resumes only on worker backends, "
+            f"Run {run_id} was trained by worker backends ({args}); it resumes only on worker backends, "
             f"where its snapshot and epoch checkpoints are",
-            hint=f"Call train_groups again with run_id => {run_id} and workers => {w} (any count from 2, or a "
-                 f"strategy, resumes it too).")
+            hint=f"Call train_groups again with run_id => {run_id}, {args} (another worker count from 2, or a "
+                 f"strategy with 1, resumes it too).")
 
 
 @contextlib.contextmanager
@@ -578,7 +587,7 @@ def drop_snapshot(snapshot_id) -> bool:
 
 
 @contextlib.contextmanager
-def _failed_run_on_error(session, run_id: int):
+def _failed_run_on_error(session, run_id: int, executor_args: Optional[str] = None):
     """A groupml error after the run's row was committed marks the run failed (it used to stay
     'running' in groupml.progress for good). A data or parameter problem cannot be resumed past
     -- the same rows fail again -- so the run's snapshot is dropped too (unless kept); other
@@ -594,8 +603,9 @@ def _failed_run_on_error(session, run_id: int):
             # passed on with the same SQLSTATE, naming the run to resume (the INOUT run_id of a
             # cancelled CALL never reaches the caller)
             from ..errors import PassedOnError
+            again = f"run_id => {run_id}" + (f", {executor_args}" if executor_args else "")
             raise PassedOnError(state, f"{first}; run {run_id} keeps the groups it committed",
-                                hint=f"Call train_groups again with run_id => {run_id} to resume it.") from None
+                                hint=f"Call train_groups again with {again} to resume it.") from None
         try:
             from ..executor.run import mark_run_failed
             mark_run_failed(session, run_id)
