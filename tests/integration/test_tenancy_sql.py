@@ -537,20 +537,10 @@ def test_sources_under_row_security_and_canonical_candidates(cluster, db, dbname
                                       'logistic:{"l2":1.0} twice')
     assert db.execute("SELECT n_rows, octet_length(block) FROM groupml.job_data WHERE job_id = %s",
                       [jobs[0]]).fetchone() == (visible, visible * 4 * 8)
-    # a role that may read as the tenant (here a superuser) submits with the tenant's reading:
-    # the tenant's policies, on its table and through its views (it was refused, or read with
-    # the submitter's own policies)
-    for source in ("guarded", "guarded_invoker", "guarded_view"):
-        job = db.execute("SELECT groupml.submit_job('ta', %s, ARRAY['f1','f2','f3'], 'y', %s)",
-                         [source, cands]).fetchone()[0]
-        assert db.execute("SELECT n_rows, submitted_by FROM groupml.jobs WHERE job_id = %s", [job]).fetchone() \
-            == (visible, "postgres"), source
-        db.execute("DELETE FROM groupml.jobs WHERE job_id = %s", [job])
-    assert db.execute("SELECT current_user").fetchone()[0] == "postgres"     # its own role again
-    # an administrator that may not read as the tenant is refused whatever could read otherwise:
-    # the tenant's own table under row-level security (the owner is exempt, the administrator
-    # not), a view (its filters and its tables' policies see current_user; its functions would
-    # run with the administrator's rights)
+    # another role -- a superuser here, an administrator below -- reads with its own rights, so
+    # only a source that reads alike for every role and runs none of the tenant's code is taken:
+    # a table whose policies apply to the tenant, a view (its filters see current_user, its
+    # functions and its tables' policy functions run as the reader) are refused
     db.execute("CREATE TABLE ta_owned AS SELECT * FROM guarded WHERE f1 > 0")
     db.execute(sql.SQL("ALTER TABLE ta_owned OWNER TO {}").format(sql.Identifier(roles["ta"])))
     db.execute("CREATE VIEW mine_only AS SELECT f1, f2, f3, y FROM guarded WHERE current_user = 'postgres' "
@@ -561,25 +551,35 @@ def test_sources_under_row_security_and_canonical_candidates(cluster, db, dbname
         a.execute("ALTER TABLE ta_owned ENABLE ROW LEVEL SECURITY")
         a.execute("CREATE POLICY positive_only ON ta_owned USING (f1 > 0)")
         a.execute(sql.SQL("GRANT SELECT ON ta_owned TO {}").format(sql.Identifier(roles["adm"])))
-    with _connect(cluster, dbname, roles["adm"]) as adm:
-        for source, what in (("ta_owned", "has row-level security"), ("mine_only", "is a view")):
-            st, msg, hint = sql_error(adm, "SELECT groupml.submit_job('ta', %s, ARRAY['f1','f2','f3'], 'y', %s)",
-                                      [source, cands])
-            assert (st, msg) == ("0A000", f"groupml: The source {source} of submit_job {what}: its rows can depend on "
-                                          f"who reads them, and the calling role '{roles['adm']}' cannot read as the "
-                                          f"tenant's role '{roles['ta']}'")
-            assert hint == (f'Submit the job as the tenant\'s role (SET ROLE "{roles["ta"]}";), or let this role read '
-                            f'as the tenant: GRANT "{roles["ta"]}" TO "{roles["adm"]}";')
-    # granted the tenant's role, the administrator reads as the tenant: the view's current_user
-    # is the tenant, so the job holds the tenant's rows, not the administrator's
+
+    def refused(conn, caller, source, what):
+        st, msg, hint = sql_error(conn, "SELECT groupml.submit_job('ta', %s, ARRAY['f1','f2','f3'], 'y', %s)",
+                                  [source, cands])
+        assert (st, msg) == ("0A000", f"groupml: The source {source} of submit_job {what}: read by the calling role "
+                                      f"'{caller}' its rows can differ from the tenant's, and code of the source "
+                                      f"would run with the calling role's rights"), (source, msg)
+        assert hint == f'Submit the job as the tenant\'s role (SET ROLE "{roles["ta"]}";), or submit a plain table ' \
+                       f'of the rows.'
+
+    for source, what in (("guarded", "has row-level security"), ("guarded_invoker", "is a view"),
+                         ("guarded_view", "is a view"), ("mine_only", "is a view")):
+        refused(db, "postgres", source, what)
+    # a superuser and the owner are both exempt from the owner's policies: no policy runs
+    job = db.execute("SELECT groupml.submit_job('ta', 'ta_owned', ARRAY['f1','f2','f3'], 'y', %s)",
+                     [cands]).fetchone()[0]
+    assert db.execute("SELECT n_rows FROM groupml.jobs WHERE job_id = %s", [job]).fetchone()[0] == visible
+    db.execute("DELETE FROM groupml.jobs WHERE job_id = %s", [job])
     db.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(roles["ta"]), sql.Identifier(roles["adm"])))
     with _connect(cluster, dbname, roles["adm"]) as adm:
-        for source in ("ta_owned", "mine_only"):
-            job = adm.execute("SELECT groupml.submit_job('ta', %s, ARRAY['f1','f2','f3'], 'y', %s)",
-                              [source, cands]).fetchone()[0]
-            assert db.execute("SELECT n_rows, submitted_by FROM groupml.jobs WHERE job_id = %s",
-                              [job]).fetchone() == (visible, roles["adm"]), source
-            db.execute("DELETE FROM groupml.jobs WHERE job_id = %s", [job])
+        for source, what in (("ta_owned", "has row-level security"), ("mine_only", "is a view")):
+            refused(adm, roles["adm"], source, what)      # membership alone changes nothing
+        # as the tenant's role (the hint's SET ROLE) it is the tenant's own submission
+        adm.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(roles["ta"])))
+        job = adm.execute("SELECT groupml.submit_job('ta', 'mine_only', ARRAY['f1','f2','f3'], 'y', %s)",
+                          [cands]).fetchone()[0]
+        assert db.execute("SELECT n_rows, submitted_by FROM groupml.jobs WHERE job_id = %s",
+                          [job]).fetchone() == (visible, roles["ta"])
+        db.execute("DELETE FROM groupml.jobs WHERE job_id = %s", [job])
     db.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(roles["ta"]), sql.Identifier(roles["adm"])))
     # the job trains on the rows read at submission, whatever happens to the table afterwards
     db.execute("DELETE FROM guarded")

@@ -20,7 +20,6 @@ exactly the decision the interrupted one was working on.
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import json
 import math
@@ -316,25 +315,22 @@ def _submit_job(session, tenant, oid, shown, features, label, candidates):
         raise InsufficientPrivilegeError(
             f"permission denied for table {rel['name']}: the role '{t['role']}' of tenant '{tenant}' cannot SELECT it",
             hint=f"GRANT SELECT ON {rel['name']} TO {quote_ident(t['role'])};")
-    # the job's rows are the tenant's: another role (an administrator) reads them as the tenant
-    # when it may (SET ROLE), so the tenant's policies, current_user and the rights its view's
-    # functions run with are the tenant's; else only a source that reads alike for every role
-    as_tenant = int(rel["me"]) != int(t["role_oid"]) and bool(session.query(
-        "SELECT pg_catalog.pg_has_role($1::oid, 'MEMBER') AS m", [t["role_oid"]], ["bigint"])[0]["m"])
-    if not as_tenant and not rel["caller_reads"]:
+    if not rel["caller_reads"]:
         raise InsufficientPrivilegeError(
             f"permission denied for table {rel['name']}: submit_job reads the job's rows as the calling role "
             f"'{rel['me_name']}', which cannot SELECT it",
             hint=f"Submit the job as the tenant's role '{t['role']}' (SET ROLE {quote_ident(t['role'])};), or "
                  f"GRANT SELECT ON {rel['name']} TO {quote_ident(rel['me_name'])};")
-    if int(rel["me"]) != int(t["role_oid"]) and not as_tenant:
+    if int(rel["me"]) != int(t["role_oid"]):
+        # another role (an administrator) reads the rows with its own rights: only a source that
+        # reads alike for every role and runs none of the tenant's code is taken then
         problem = reader_dependent(session, int(rel["oid"]), int(t["role_oid"]), int(rel["me"]))
         if problem:
             raise FeatureNotSupportedError(
-                f"The source {rel['name']} of submit_job {problem}: its rows can depend on who reads them, and the "
-                f"calling role '{rel['me_name']}' cannot read as the tenant's role '{t['role']}'",
-                hint=f"Submit the job as the tenant's role (SET ROLE {quote_ident(t['role'])};), or let this role "
-                     f"read as the tenant: GRANT {quote_ident(t['role'])} TO {quote_ident(rel['me_name'])};")
+                f"The source {rel['name']} of submit_job {problem}: read by the calling role '{rel['me_name']}' its "
+                f"rows can differ from the tenant's, and code of the source would run with the calling role's rights",
+                hint=f"Submit the job as the tenant's role (SET ROLE {quote_ident(t['role'])};), or submit a plain "
+                     f"table of the rows.")
     cols = columns(session, int(rel["oid"]))
     if features is None or len(features) == 0:
         raise InvalidParameterError(f"The 'features' value of submit_job must name at least one column; got "
@@ -346,8 +342,7 @@ def _submit_job(session, tenant, oid, shown, features, label, candidates):
     # the rows are read here, as the calling role: whatever the source runs (a view's functions,
     # policies, casts) runs with that role's rights, and the coordinator trains on these rows
     packed = packed_row_expr(cols, features + [label])
-    with reading_source(session, rel["name"], "submit_job"), \
-            _reading_as(session, t["role"] if as_tenant else None):   # its views may name their tables bare
+    with reading_source(session, rel["name"], "submit_job"):    # its views may name their tables bare
         got = session.query(f"SELECT pg_catalog.count(*) AS n_rows, pg_catalog.string_agg("
                             f"{packed}, ''::bytea) AS block FROM {rel['qname']}")
     n_rows, block = int(got[0]["n_rows"]), bytes(got[0]["block"] or b"")
@@ -365,36 +360,25 @@ def _submit_job(session, tenant, oid, shown, features, label, candidates):
     return job_id
 
 
-@contextlib.contextmanager
-def _reading_as(session, role: Optional[str]):
-    """Run the enclosed statements as ``role`` (``SET LOCAL ROLE``; None: as the caller), then
-    go back to the caller's role setting."""
-    if role is None:
-        yield
-        return
-    before = session.query("SELECT pg_catalog.current_setting('role') AS r")[0]["r"]
-    session.query("SELECT pg_catalog.set_config('role', $1, true)", [role], ["text"])
-    try:
-        yield
-    finally:
-        session.query("SELECT pg_catalog.set_config('role', $1, true)", [before], ["text"])
-
-
 def reader_dependent(session, relid: int, role_oid: int, caller_oid: int):
-    """Why ``relid``'s rows may differ for role ``caller_oid`` and role ``role_oid``, or None.
+    """Why reading ``relid`` as role ``caller_oid`` may not give role ``role_oid``'s rows, or may
+    run code the source's owner wrote, with the reader's rights; None when it may not.
 
-    Used when an administrator who cannot read as the tenant submits for it: the rows are
-    then read as the administrator, which is the tenant's reading only for a table whose
-    policies spare both roles (a superuser, a BYPASSRLS role, or the owner without FORCE) and
-    whose rows are stored in this database. A view can filter on current_user (directly or
-    through its tables' policies) and run functions, a foreign table reads with a per-role
-    user mapping."""
-    # a role is exempt from the policies: a superuser, a BYPASSRLS role, or the owner unless FORCE
+    Used when another role (an administrator) submits for a tenant. A view can filter on
+    current_user and call functions (which run as the reader); a foreign table, or a
+    partition or inheritance child that is one, reads through a per-role user mapping; a
+    table's row-level security policies run (their functions included) for every role they
+    do not exempt -- a superuser, a BYPASSRLS role, the owner without FORCE -- so such a
+    table is taken only when they exempt both roles. A materialized view or a plain table
+    reads its stored rows alike for everyone."""
     r = session.query(
         "SELECT c.relkind::text AS kind, c.relrowsecurity AS rls, "
         "(SELECT pg_catalog.count(*) FILTER (WHERE ro.rolsuper OR ro.rolbypassrls OR "
         "        (ro.oid = c.relowner AND NOT c.relforcerowsecurity)) "
-        "   FROM pg_catalog.pg_roles ro WHERE ro.oid IN ($2::oid, $3::oid)) AS exempt "
+        "   FROM pg_catalog.pg_roles ro WHERE ro.oid IN ($2::oid, $3::oid)) AS exempt, "
+        "EXISTS (WITH RECURSIVE d(oid) AS (SELECT i.inhrelid FROM pg_catalog.pg_inherits i WHERE i.inhparent = c.oid "
+        "        UNION SELECT i.inhrelid FROM pg_catalog.pg_inherits i JOIN d ON i.inhparent = d.oid) "
+        "        SELECT 1 FROM d JOIN pg_catalog.pg_class k ON k.oid = d.oid WHERE k.relkind = 'f') AS foreign_part "
         "FROM pg_catalog.pg_class c WHERE c.oid = $1::oid", [relid, role_oid, caller_oid],
         ["bigint", "bigint", "bigint"])
     if not r:
@@ -404,6 +388,8 @@ def reader_dependent(session, relid: int, role_oid: int, caller_oid: int):
         return "is a view"
     if r["kind"] == "f":
         return "is a foreign table"
+    if r["foreign_part"]:
+        return "has a foreign table among its partitions or children"
     if r["rls"] and int(r["exempt"]) < 2:
         return "has row-level security"
     return None
