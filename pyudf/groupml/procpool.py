@@ -105,21 +105,24 @@ def _helper_main(conn, warm: Sequence[str]) -> None:
 
 
 class _Helper:
-    __slots__ = ("process", "conn", "key", "sender")
+    __slots__ = ("process", "conn", "key", "sender", "send_error")
 
     def __init__(self, process, conn):
-        self.process, self.conn, self.key, self.sender = process, conn, None, None
+        self.process, self.conn, self.key, self.sender, self.send_error = process, conn, None, None, None
 
 
-def _send(conn, payload) -> None:
+def _send(h: _Helper, payload) -> None:
     """A sender thread's work: a group's bytes fill the pipe until the helper reads them, and a
     helper still starting (or stopped) reads nothing, so the backend's own thread must not wait
     in this write (it could not check for cancel). A dead helper's pipe fails here; its
-    sentinel tells the backend."""
+    sentinel tells the backend. Any other failure (the task does not pickle, memory) is kept
+    for :meth:`HelperPool.results` to raise: the helper never gets the task."""
     try:
-        conn.send(payload)
+        h.conn.send(payload)
     except (EOFError, OSError):
         pass
+    except BaseException as exc:  # noqa: BLE001 - handed to the backend's thread, which raises it
+        h.send_error = exc
 
 
 class HelperPool:
@@ -182,7 +185,8 @@ class HelperPool:
             if h.key is None:
                 key, fn, args = self._waiting.popleft()
                 h.key = (key,)
-                h.sender = threading.Thread(target=_send, args=(h.conn, (fn, args)), daemon=True,
+                h.send_error = None
+                h.sender = threading.Thread(target=_send, args=(h, (fn, args)), daemon=True,
                                             name="groupml-helper-send")
                 h.sender.start()
 
@@ -205,6 +209,9 @@ class HelperPool:
 
         while self._pending:
             busy = [h for h in self._helpers if h.key is not None]
+            for h in busy:
+                if h.send_error is not None and not h.sender.is_alive():
+                    raise h.send_error
             watched = {h.conn: h for h in busy}
             watched.update({h.process.sentinel: h for h in busy})
             ready = wait(list(watched), timeout=every)

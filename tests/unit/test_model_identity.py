@@ -79,3 +79,4 @@ def test_tenancy_keys_ignore_unread_parameters():
     assert candidate_key("mlp", {"momentum": 0.5}) == candidate_key("mlp", {})
     assert candidate_key("mlp", {"optimizer": "sgd", "momentum": 0.5}) == \
         'mlp:{"momentum":0.5,"optimizer":"sgd"}'
+

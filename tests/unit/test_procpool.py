@@ -193,3 +193,19 @@ def test_a_helper_that_reads_nothing_never_blocks_the_backend():
             list(pool.results(poll, every=0.05))
     assert time.perf_counter() - t0 < 15
     assert not _children()
+
+
+class _Unpicklable:
+    def __reduce__(self):
+        raise MemoryError("simulated: the task does not fit")
+
+
+def test_a_task_that_cannot_be_sent_fails_the_call():
+    # the sender thread lost such an error, and the call waited for a result until cancelled
+    t0 = time.perf_counter()
+    with pytest.raises(MemoryError, match="simulated"):
+        with _pool(1) as pool:
+            pool.submit(0, len, _Unpicklable())
+            list(pool.results(lambda: None, every=0.05))
+    assert time.perf_counter() - t0 < 15
+    assert not _children()

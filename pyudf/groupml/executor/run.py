@@ -122,6 +122,7 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
     sid, pool = _snapshot_for_run(session, run_id, source, group_by, features, label, cols, seed, fraction,
                                   exec_options, new_pool if workers > 1 else None)
     _record_snapshot(session, run_id, sid)
+    clock.charge(session, run_id)               # the snapshot
     session.commit()
 
     groups = snapshot_groups(session, sid)

@@ -343,20 +343,33 @@ def _check_key_settings(session, run_id: int, source: str, group_by) -> None:
 
 
 def _executor_args(workers: int, strategy: Optional[str]) -> str:
-    """The arguments that send a resumed call to worker backends again, as a hint writes them."""
-    if workers > 1 or not strategy or strategy == "auto":
+    """The arguments that send a resumed call to worker backends again, as a hint writes them
+    (one worker needs a strategy, else the call trains in one backend)."""
+    if workers > 1:
         return f"workers => {workers}"
-    return f"workers => {workers}, strategy => '{strategy}'"
+    return f"workers => {workers}, strategy => '{strategy if strategy and strategy != 'auto' else 'grouped'}'"
+
+
+def _stored_executor_args(session, run_id: int) -> Optional[str]:
+    """:func:`_executor_args` of the run as recorded (the strategy the planner chose; with
+    ``workers => 0`` the count it chose), or None when it cannot be read now."""
+    try:
+        rows = session.query("SELECT workers, strategy FROM groupml.grouped_runs WHERE run_id = $1",
+                             [run_id], ["bigint"])
+    except Exception:  # noqa: BLE001 - only while another error propagates; the caller's text is used
+        return None
+    return _executor_args(int(rows[0]["workers"]), rows[0]["strategy"]) if rows else None
 
 
 def _check_not_an_executor_run(session, run_id: int) -> None:
     """A run that worker backends trained resumes on worker backends: its snapshot, epoch
     checkpoints and schedule belong to the executor, which a one-backend call would neither
-    use nor clean up (it retrained every open group and left them behind). A finished run has
-    nothing left to resume and passes."""
-    rows = session.query("SELECT g.workers, g.strategy, r.status FROM groupml.grouped_runs g JOIN groupml.runs r "
-                         "USING (run_id) WHERE run_id = $1", [run_id], ["bigint"])
-    if rows and rows[0]["status"] != "done":
+    use nor clean up (it retrained every open group and left them behind). A finished one is
+    refused too: a one-backend call reads the live source, and would add groups that appeared
+    since to a run whose record is the executor's."""
+    rows = session.query("SELECT workers, strategy FROM groupml.grouped_runs WHERE run_id = $1",
+                         [run_id], ["bigint"])
+    if rows:
         args = _executor_args(int(rows[0]["workers"]), rows[0]["strategy"])
         raise InvalidParameterError(
             f"Run {run_id} was trained by worker backends ({args}); it resumes only on worker backends, "
@@ -456,6 +469,7 @@ def _train_in_backend(session, run_id, done, source, group_by, features, label, 
         check_distinct_group_keys(session, [b["gkey"] for b in blocks], OWNER)
         session.query("UPDATE groupml.runs SET n_groups = $2 WHERE run_id = $1", [run_id, len(blocks)],
                       ["bigint", "integer"])
+        clock.charge(session, run_id)           # the loading
         session.commit()        # progress shows the count while the first group trains
         d = len(features)
         jobs = [b for b in blocks if b["gkey"] not in done and json.dumps(json.loads(b["gkey"])) not in done]
@@ -603,6 +617,8 @@ def _failed_run_on_error(session, run_id: int, executor_args: Optional[str] = No
             # passed on with the same SQLSTATE, naming the run to resume (the INOUT run_id of a
             # cancelled CALL never reaches the caller)
             from ..errors import PassedOnError
+            if executor_args:
+                executor_args = _stored_executor_args(session, run_id) or executor_args
             again = f"run_id => {run_id}" + (f", {executor_args}" if executor_args else "")
             raise PassedOnError(state, f"{first}; run {run_id} keeps the groups it committed",
                                 hint=f"Call train_groups again with {again} to resume it.") from None
