@@ -274,14 +274,19 @@ def _helpers_of(pid):
     return children_of(pid, b"spawn_main")
 
 
+def _three_slow_groups(db, table, seed):
+    """A table of 3 groups of about 10,000 rows x 8 features whose 8-configuration search runs
+    long enough (about a second a group) to be interrupted; (search spec, features array)."""
+    create_table(db, table, grouped_classification(30000, 3, 8, seed=seed, exponent=0.2))
+    spec = json.dumps({"l2": [10 ** -k for k in range(1, 9)], "max_iter": 300, "tol": 1e-300})
+    return spec, "ARRAY[" + ", ".join(f"'f{j + 1}'" for j in range(8)) + "]"
+
+
 @pytest.mark.parametrize("processes", [1, 2])
 def test_commits_group_by_group(cluster, dsn, db, clicks, processes):
     """A run cancelled after its first group keeps that group; the same run id resumes it.
     With helper processes, the cancel also ends the helpers."""
-    big = grouped_classification(30000, 3, 8, seed=32, exponent=0.2)
-    create_table(db, "big", big)
-    spec = json.dumps({"l2": [10 ** -k for k in range(1, 9)], "max_iter": 300, "tol": 1e-300})
-    feats = "ARRAY[" + ", ".join(f"'f{j + 1}'" for j in range(8)) + "]"
+    spec, feats = _three_slow_groups(db, "big", 32)
     stmt = (f"CALL groupml.train_groups('big', ARRAY['country'], {feats}, 'clicked', 'logistic', %s::jsonb, "
             f"'{{\"processes\": {processes}}}', RUN)")
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -328,9 +333,7 @@ def test_commits_group_by_group(cluster, dsn, db, clicks, processes):
 def test_a_killed_helper_process_ends_the_call_and_the_run_resumes(cluster, dsn, db):
     # multiprocessing.Pool replaced a killed helper but lost its group: the call waited for
     # ever, and once could not even be cancelled (audit Y)
-    create_table(db, "helped", grouped_classification(30000, 3, 8, seed=34, exponent=0.2))
-    spec = json.dumps({"l2": [10 ** -k for k in range(1, 9)], "max_iter": 300, "tol": 1e-300})
-    feats = "ARRAY[" + ", ".join(f"'f{j + 1}'" for j in range(8)) + "]"
+    spec, feats = _three_slow_groups(db, "helped", 34)
     stmt = (f"CALL groupml.train_groups('helped', ARRAY['country'], {feats}, 'clicked', 'logistic', %s::jsonb, "
             f"'{{\"processes\": 2}}', RUN)")
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -373,9 +376,7 @@ def test_a_killed_helper_process_ends_the_call_and_the_run_resumes(cluster, dsn,
 
 def test_a_run_deleted_while_one_backend_trains_it_stops_the_call_cleanly(cluster, dsn, db):
     # the next group's insert met the foreign key: a raw 23503 (audit Y)
-    create_table(db, "doomed", grouped_classification(30000, 3, 8, seed=35, exponent=0.2))
-    spec = json.dumps({"l2": [10 ** -k for k in range(1, 9)], "max_iter": 300, "tol": 1e-300})
-    feats = "ARRAY[" + ", ".join(f"'f{j + 1}'" for j in range(8)) + "]"
+    spec, feats = _three_slow_groups(db, "doomed", 35)
     deleted = threading.Event()
 
     def delete_after_first_group():
@@ -426,9 +427,7 @@ def test_a_run_of_worker_backends_resumes_only_on_worker_backends(db, clicks):
 def test_progress_shows_the_group_count_before_the_first_group_is_done(cluster, dsn, db):
     # n_groups was written with the first committed group, so a run cancelled during its
     # first (largest) group showed no count at all
-    create_table(db, "counted", grouped_classification(30000, 3, 8, seed=33, exponent=0.2))
-    spec = json.dumps({"l2": [10 ** -k for k in range(1, 9)], "max_iter": 300, "tol": 1e-300})
-    feats = "ARRAY[" + ", ".join(f"'f{j + 1}'" for j in range(8)) + "]"
+    spec, feats = _three_slow_groups(db, "counted", 33)
     with psycopg.connect(dsn, autocommit=True) as conn:
         thread, fired = cancel_when(dsn, conn.info.backend_pid,
                                     "SELECT n_groups IS NOT NULL FROM groupml.runs WHERE source = 'public.counted'")
