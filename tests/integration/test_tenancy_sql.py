@@ -569,13 +569,20 @@ def test_sources_under_row_security_and_canonical_candidates(cluster, db, dbname
                      [cands]).fetchone()[0]
     assert db.execute("SELECT n_rows FROM groupml.jobs WHERE job_id = %s", [job]).fetchone()[0] == visible
     db.execute("DELETE FROM groupml.jobs WHERE job_id = %s", [job])
-    db.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(roles["ta"]), sql.Identifier(roles["adm"])))
     with _connect(cluster, dbname, roles["adm"]) as adm:
         for source, what in (("ta_owned", "has row-level security"), ("mine_only", "is a view")):
-            refused(adm, roles["adm"], source, what)      # membership alone changes nothing
-        # as the tenant's role (the hint's SET ROLE) it is the tenant's own submission
-        adm.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(roles["ta"])))
+            refused(adm, roles["adm"], source, what)
+    # a member of the tenant's role (a team member's login) submits as part of the tenant, as
+    # the tenant's role does; so does the tenant's role itself (the hint's SET ROLE)
+    db.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(roles["ta"]), sql.Identifier(roles["adm"])))
+    with _connect(cluster, dbname, roles["adm"]) as adm:
         job = adm.execute("SELECT groupml.submit_job('ta', 'mine_only', ARRAY['f1','f2','f3'], 'y', %s)",
+                          [cands]).fetchone()[0]
+        assert db.execute("SELECT n_rows, submitted_by FROM groupml.jobs WHERE job_id = %s",
+                          [job]).fetchone() == (visible, roles["adm"])
+        db.execute("DELETE FROM groupml.jobs WHERE job_id = %s", [job])
+        adm.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(roles["ta"])))
+        job = adm.execute("SELECT groupml.submit_job('ta', 'ta_owned', ARRAY['f1','f2','f3'], 'y', %s)",
                           [cands]).fetchone()[0]
         assert db.execute("SELECT n_rows, submitted_by FROM groupml.jobs WHERE job_id = %s",
                           [job]).fetchone() == (visible, roles["ta"])

@@ -321,9 +321,11 @@ def _submit_job(session, tenant, oid, shown, features, label, candidates):
             f"'{rel['me_name']}', which cannot SELECT it",
             hint=f"Submit the job as the tenant's role '{t['role']}' (SET ROLE {quote_ident(t['role'])};), or "
                  f"GRANT SELECT ON {rel['name']} TO {quote_ident(rel['me_name'])};")
-    if int(rel["me"]) != int(t["role_oid"]):
-        # another role (an administrator) reads the rows with its own rights: only a source that
-        # reads alike for every role and runs none of the tenant's code is taken then
+    if int(rel["me"]) != int(t["role_oid"]) and not _member_of(session, int(t["role_oid"])):
+        # a role outside the tenant (an administrator, a superuser) reads the rows with its own
+        # rights: only a source that reads alike for every role and runs none of the source
+        # owner's code is taken then. A member of the tenant's role (a team member) submits as
+        # part of the tenant, as the tenant's role itself does.
         problem = reader_dependent(session, int(rel["oid"]), int(t["role_oid"]), int(rel["me"]))
         if problem:
             raise FeatureNotSupportedError(
@@ -358,6 +360,14 @@ def _submit_job(session, tenant, oid, shown, features, label, candidates):
                   [job_id, json.dumps([{"model": c["family"], "params": c["params"]} for c in cands]), n_rows, block],
                   ["bigint", "text", "bigint", "bytea"])
     return job_id
+
+
+def _member_of(session, role_oid: int) -> bool:
+    """Whether the calling role is a member of role ``role_oid``, not merely a superuser (for
+    whom pg_has_role is always true)."""
+    return bool(session.query(
+        "SELECT pg_catalog.pg_has_role($1::oid, 'MEMBER') AND NOT r.rolsuper AS m FROM pg_catalog.pg_roles r "
+        "WHERE r.rolname = current_user", [role_oid], ["bigint"])[0]["m"])
 
 
 def reader_dependent(session, relid: int, role_oid: int, caller_oid: int):
