@@ -558,8 +558,8 @@ def test_sources_under_row_security_and_canonical_candidates(cluster, db, dbname
         assert (st, msg) == ("0A000", f"groupml: The source {source} of submit_job {what}: read by the calling role "
                                       f"'{caller}' its rows can differ from the tenant's, and code of the source "
                                       f"would run with the calling role's rights"), (source, msg)
-        assert hint == f'Submit the job as the tenant\'s role (SET ROLE "{roles["ta"]}";), or submit a plain table ' \
-                       f'of the rows.'
+        assert hint == f'Submit the job as the tenant\'s role or one of its members (SET ROLE "{roles["ta"]}"; ' \
+                       f'needs membership), or submit a plain table of the rows.'
 
     for source, what in (("guarded", "has row-level security"), ("guarded_invoker", "is a view"),
                          ("guarded_view", "is a view"), ("mine_only", "is a view")):
@@ -568,6 +568,21 @@ def test_sources_under_row_security_and_canonical_candidates(cluster, db, dbname
     job = db.execute("SELECT groupml.submit_job('ta', 'ta_owned', ARRAY['f1','f2','f3'], 'y', %s)",
                      [cands]).fetchone()[0]
     assert db.execute("SELECT n_rows FROM groupml.jobs WHERE job_id = %s", [job]).fetchone()[0] == visible
+    db.execute("DELETE FROM groupml.jobs WHERE job_id = %s", [job])
+    # user-defined code attached to a table: the planner folds an index expression as it plans
+    # the read, running the function with the reader's rights (a tenant made itself superuser)
+    db.execute("CREATE FUNCTION plus0(float8) RETURNS float8 LANGUAGE sql IMMUTABLE AS 'SELECT $1'")
+    db.execute("CREATE TABLE ta_indexed AS SELECT * FROM ta_owned")
+    db.execute("CREATE INDEX ON ta_indexed ((f1 + plus0(0)))")
+    db.execute("CREATE TABLE ta_checked AS SELECT * FROM ta_owned")
+    db.execute("ALTER TABLE ta_checked ADD CHECK (abs(f1) >= 0)")          # built-in code only
+    for t_ in ("ta_indexed", "ta_checked"):
+        db.execute(sql.SQL("ALTER TABLE {} OWNER TO {}").format(sql.Identifier(t_), sql.Identifier(roles["ta"])))
+    refused(db, "postgres", "ta_indexed", "has code of its own (function public.plus0(double precision), in an index, "
+                                          "partition key, statistics object, constraint or default of it or of a "
+                                          "partition or child), which PostgreSQL can run while it plans the read")
+    job = db.execute("SELECT groupml.submit_job('ta', 'ta_checked', ARRAY['f1','f2','f3'], 'y', %s)",
+                     [cands]).fetchone()[0]
     db.execute("DELETE FROM groupml.jobs WHERE job_id = %s", [job])
     with _connect(cluster, dbname, roles["adm"]) as adm:
         for source, what in (("ta_owned", "has row-level security"), ("mine_only", "is a view")):

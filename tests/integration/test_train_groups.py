@@ -417,7 +417,10 @@ def test_a_run_of_worker_backends_resumes_only_on_worker_backends(db, clicks):
         assert call(db, extra, f"run_id => {run_id}") == run_id
         assert db.execute("SELECT status FROM groupml.runs WHERE run_id = %s", [run_id]).fetchone()[0] == "done"
         # a finished one too: a one-backend call reads the live source and would add new groups
-        assert sql_error(db, resume, [GRID, run_id])[0] == "22023"
+        assert sql_error(db, resume, [GRID, run_id])[:2] == (
+            "22023", f"groupml: Run {run_id} was trained by worker backends ({args}); it is done, and a call in one "
+                     f"backend would read the live source and add the groups that appeared since to a run the "
+                     f"executor recorded")
     assert call(db, "workers => 3", f"run_id => {run_id}") == run_id
     # a one-backend run resumes either way
     one = call(db)

@@ -331,8 +331,8 @@ def _submit_job(session, tenant, oid, shown, features, label, candidates):
             raise FeatureNotSupportedError(
                 f"The source {rel['name']} of submit_job {problem}: read by the calling role '{rel['me_name']}' its "
                 f"rows can differ from the tenant's, and code of the source would run with the calling role's rights",
-                hint=f"Submit the job as the tenant's role (SET ROLE {quote_ident(t['role'])};), or submit a plain "
-                     f"table of the rows.")
+                hint=f"Submit the job as the tenant's role or one of its members (SET ROLE {quote_ident(t['role'])}; "
+                     f"needs membership), or submit a plain table of the rows.")
     cols = columns(session, int(rel["oid"]))
     if features is None or len(features) == 0:
         raise InvalidParameterError(f"The 'features' value of submit_job must name at least one column; got "
@@ -380,7 +380,9 @@ def reader_dependent(session, relid: int, role_oid: int, caller_oid: int):
     table's row-level security policies run (their functions included) for every role they
     do not exempt -- a superuser, a BYPASSRLS role, the owner without FORCE -- so such a
     table is taken only when they exempt both roles. A materialized view or a plain table
-    reads its stored rows alike for everyone."""
+    reads its stored rows alike for everyone, unless user-defined functions or operators are
+    attached to it (:data:`_ATTACHED_CODE`): the planner can run those as it plans the read
+    (audit R4: an index expression made a tenant a superuser)."""
     r = session.query(
         "SELECT c.relkind::text AS kind, c.relrowsecurity AS rls, "
         "(SELECT pg_catalog.count(*) FILTER (WHERE ro.rolsuper OR ro.rolbypassrls OR "
@@ -402,7 +404,37 @@ def reader_dependent(session, relid: int, role_oid: int, caller_oid: int):
         return "has a foreign table among its partitions or children"
     if r["rls"] and int(r["exempt"]) < 2:
         return "has row-level security"
+    code = session.query(_ATTACHED_CODE, [relid], ["bigint"])
+    if code:
+        return (f"has code of its own ({code[0]['what']}, in an index, partition key, statistics object, "
+                f"constraint or default of it or of a partition or child), which PostgreSQL can run while it "
+                f"plans the read")
     return None
+
+
+#: The first user-defined function or operator (not built in: oid >= 16384) that an index
+#: expression or predicate, a partition key, an extended-statistics expression, a constraint or
+#: a column default of a relation or its partitions and children depends on. The planner
+#: folds such expressions as it plans a read (an IMMUTABLE-labelled function with constant
+#: arguments runs then), with the reader's rights.
+_ATTACHED_CODE = (
+    "WITH RECURSIVE rels(oid) AS (SELECT $1::oid UNION SELECT i.inhrelid FROM pg_catalog.pg_inherits i "
+    "    JOIN rels ON i.inhparent = rels.oid), "
+    "objs(classid, objid) AS ("
+    "    SELECT 'pg_catalog.pg_class'::regclass::oid, oid FROM rels "
+    "    UNION ALL SELECT 'pg_catalog.pg_class'::regclass::oid, x.indexrelid FROM pg_catalog.pg_index x "
+    "        JOIN rels ON x.indrelid = rels.oid "
+    "    UNION ALL SELECT 'pg_catalog.pg_statistic_ext'::regclass::oid, s.oid FROM pg_catalog.pg_statistic_ext s "
+    "        JOIN rels ON s.stxrelid = rels.oid "
+    "    UNION ALL SELECT 'pg_catalog.pg_constraint'::regclass::oid, c.oid FROM pg_catalog.pg_constraint c "
+    "        JOIN rels ON c.conrelid = rels.oid "
+    "    UNION ALL SELECT 'pg_catalog.pg_attrdef'::regclass::oid, a.oid FROM pg_catalog.pg_attrdef a "
+    "        JOIN rels ON a.adrelid = rels.oid) "
+    "SELECT CASE WHEN d.refclassid = 'pg_catalog.pg_proc'::regclass THEN 'function ' || d.refobjid::regprocedure::text "
+    "            ELSE 'operator ' || d.refobjid::regoperator::text END AS what "
+    "FROM pg_catalog.pg_depend d JOIN objs o ON d.classid = o.classid AND d.objid = o.objid "
+    "WHERE d.refclassid IN ('pg_catalog.pg_proc'::regclass, 'pg_catalog.pg_operator'::regclass) "
+    "AND d.refobjid >= 16384 ORDER BY 1 LIMIT 1")
 
 
 # ---------------------------------------------------------------------------- candidates (SECURITY DEFINER)

@@ -367,13 +367,15 @@ def _check_not_an_executor_run(session, run_id: int) -> None:
     use nor clean up (it retrained every open group and left them behind). A finished one is
     refused too: a one-backend call reads the live source, and would add groups that appeared
     since to a run whose record is the executor's."""
-    rows = session.query("SELECT workers, strategy FROM groupml.grouped_runs WHERE run_id = $1",
-                         [run_id], ["bigint"])
+    rows = session.query("SELECT g.workers, g.strategy, r.status FROM groupml.grouped_runs g JOIN groupml.runs r "
+                         "USING (run_id) WHERE run_id = $1", [run_id], ["bigint"])
     if rows:
         args = _executor_args(int(rows[0]["workers"]), rows[0]["strategy"])
+        why = ("it is done, and a call in one backend would read the live source and add the groups that appeared "
+               "since to a run the executor recorded") if rows[0]["status"] == "done" else \
+            "it resumes only on worker backends, where its snapshot and epoch checkpoints are"
         raise InvalidParameterError(
-            f"Run {run_id} was trained by worker backends ({args}); it resumes only on worker backends, "
-            f"where its snapshot and epoch checkpoints are",
+            f"Run {run_id} was trained by worker backends ({args}); {why}",
             hint=f"Call train_groups again with run_id => {run_id}, {args} (another worker count from 2, or a "
                  f"strategy with 1, resumes it too).")
 
