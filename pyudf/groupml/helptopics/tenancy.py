@@ -62,9 +62,12 @@ groupml.submit_job(tenant text, source regclass, features text[], label text, ca
   column (42804), empty or malformed candidates (22023), rows that cannot be read (the reading
   error's SQLSTATE, e.g. 22003 for a value beyond float8), no usable row, a classification
   label other than 0/1, or one label value in every row (22000: such a job could only fail
-  in run_scheduler), and -- when an administrator submits
-  for a tenant -- a source under row-level security or a security_invoker view (0A000: submit as
-  the tenant's role). One configuration has one key however it is written ({} and {"l2": 0} alike).
+  in run_scheduler), and -- when a role outside the tenant (an administrator, a superuser that
+  is not the tenant's role; members of the tenant's role submit as the tenant) submits for it --
+  a view, a foreign table, a table whose row-level security applies to either role, or a source
+  with user-defined functions attached to its indexes, partition key, statistics, constraints or
+  defaults (0A000: submit as the tenant's role or a member). One configuration has one key
+  however it is written ({} and {"l2": 0} alike; parameters training does not read left out).
 """
 
 TOPICS["run_scheduler"] = """\
