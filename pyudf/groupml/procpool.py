@@ -170,12 +170,15 @@ class HelperPool:
             self.close(terminate=True)
             raise
         self._waiting: "collections.deque" = collections.deque()
-        self._pending = 0
+
+    @property
+    def _pending(self) -> int:
+        """Tasks submitted and not yet collected: waiting for a helper, or held by one."""
+        return len(self._waiting) + sum(h.key is not None for h in self._helpers)
 
     def submit(self, key: Any, fn: Callable, *args: Any) -> None:
         """Run ``fn(*args)`` (a module-level function; arguments are pickled) in a helper."""
         self._waiting.append((key, fn, args))
-        self._pending += 1
         self._dispatch()
 
     def _dispatch(self) -> None:
@@ -226,7 +229,6 @@ class HelperPool:
                 except (EOFError, OSError):
                     self._lost(h)
                 key, h.key = h.key[0], None
-                self._pending -= 1
                 self._dispatch()
                 if status == "error":
                     raise payload

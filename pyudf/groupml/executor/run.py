@@ -154,9 +154,7 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
     if not keep:
         drop_snapshot(session, sid)
         session.query("UPDATE groupml.grouped_runs SET snapshot_id = NULL WHERE run_id = $1", [run_id], ["bigint"])
-    clock.charge(session, run_id)
-    session.query("UPDATE groupml.runs SET status = 'done', finished_at = clock_timestamp() WHERE run_id = $1",
-                  [run_id], ["bigint"])
+    clock.charge(session, run_id, done=True)
     session.query("UPDATE groupml.grouped_runs SET last_event = 'done', updated_at = clock_timestamp() "
                   "WHERE run_id = $1", [run_id], ["bigint"])
     session.query("DELETE FROM groupml.run_checkpoints WHERE run_id = $1", [run_id], ["bigint"])
@@ -177,14 +175,22 @@ class RunClock:
     def training(self) -> None:
         self.training_from = time.time()
 
-    def charge(self, session, run_id: int) -> None:
-        """Add the time since the last charge (in the caller's transaction; commit follows)."""
+    def take(self):
+        """(wall seconds, training seconds) since the last charge, now charged: for a caller
+        that adds them to ``runs`` in an UPDATE of its own."""
         now = time.time()
         train = 0.0 if self.training_from is None else now - max(self.last, self.training_from)
+        wall, self.last = now - self.last, now
+        return wall, train
+
+    def charge(self, session, run_id: int, *, done: bool = False) -> None:
+        """Add the time since the last charge (in the caller's transaction; commit follows);
+        ``done`` also marks the run done."""
+        wall, train = self.take()
         session.query("UPDATE groupml.runs SET seconds = coalesce(seconds, 0) + $2, "
-                      "train_seconds = coalesce(train_seconds, 0) + $3 WHERE run_id = $1",
-                      [run_id, now - self.last, train], ["bigint", "float8", "float8"])
-        self.last = now
+                      "train_seconds = coalesce(train_seconds, 0) + $3"
+                      + (", status = 'done', finished_at = clock_timestamp()" if done else "")
+                      + " WHERE run_id = $1", [run_id, wall, train], ["bigint", "float8", "float8"])
 
 
 @dataclass

@@ -20,6 +20,7 @@ exactly the decision the interrupted one was working on.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import math
@@ -745,11 +746,7 @@ def run_scheduler(max_steps, max_seconds, policy, cost_aware):
         if max_seconds is not None and time.time() - started >= max_seconds:
             break
         session.check_cancel()
-        # one coordinator step at a time, in every session: a step commits before it trains
-        # (its attempt), so the lock is session-level and held until the step's last commit
-        session.query("SELECT pg_catalog.pg_advisory_lock($1)", [SCHEDULER_LOCK], ["bigint"])
-        failed = False
-        try:
+        with _step_lock(session):
             sched, steps = _load_scheduler(session, policy, cost_aware, cached)
             step = sched.next_step()
             if step is None:
@@ -781,13 +778,6 @@ def run_scheduler(max_steps, max_seconds, policy, cost_aware):
                 continue
             cached = _train_step(session, sched, steps, policy, tenant, key, job_id, c, cache, given_up)
             done_steps += 1
-        except BaseException:
-            failed = True
-            _release_step_lock(session, quiet=True)
-            raise
-        finally:
-            if not failed:
-                _release_step_lock(session, quiet=False)
 
 
 def _lock_candidate(session, job_id: int, key: str):
@@ -799,6 +789,20 @@ def _lock_candidate(session, job_id: int, key: str):
         "FROM groupml.candidates c JOIN groupml.jobs j USING (job_id) WHERE c.job_id = $1 AND c.key = $2 "
         "FOR KEY SHARE OF c, j", [job_id, key], ["bigint", "text"])
     return rows[0] if rows else None
+
+
+@contextlib.contextmanager
+def _step_lock(session):
+    """One coordinator step at a time, in every session: a step commits before it trains (its
+    attempt), so the lock is session-level, held until the step's last commit and released
+    however the step ends (break and continue included)."""
+    session.query("SELECT pg_catalog.pg_advisory_lock($1)", [SCHEDULER_LOCK], ["bigint"])
+    try:
+        yield
+    except BaseException:
+        _release_step_lock(session, quiet=True)
+        raise
+    _release_step_lock(session, quiet=False)
 
 
 def _release_step_lock(session, *, quiet: bool) -> None:

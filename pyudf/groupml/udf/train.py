@@ -350,15 +350,22 @@ def _executor_args(workers: int, strategy: Optional[str]) -> str:
     return f"workers => {workers}, strategy => '{strategy if strategy and strategy != 'auto' else 'grouped'}'"
 
 
+def _recorded_executor(session, run_id: int):
+    """(the :func:`_executor_args` the run was recorded with -- the strategy the planner chose,
+    with ``workers => 0`` the count it chose --, the run's status), or None for a run no
+    worker backend trained."""
+    rows = session.query("SELECT g.workers, g.strategy, r.status FROM groupml.grouped_runs g JOIN groupml.runs r "
+                         "USING (run_id) WHERE run_id = $1", [run_id], ["bigint"])
+    return (_executor_args(int(rows[0]["workers"]), rows[0]["strategy"]), rows[0]["status"]) if rows else None
+
+
 def _stored_executor_args(session, run_id: int) -> Optional[str]:
-    """:func:`_executor_args` of the run as recorded (the strategy the planner chose; with
-    ``workers => 0`` the count it chose), or None when it cannot be read now."""
+    """:func:`_recorded_executor`'s arguments, or None when they cannot be read now."""
     try:
-        rows = session.query("SELECT workers, strategy FROM groupml.grouped_runs WHERE run_id = $1",
-                             [run_id], ["bigint"])
+        recorded = _recorded_executor(session, run_id)
     except Exception:  # noqa: BLE001 - only while another error propagates; the caller's text is used
         return None
-    return _executor_args(int(rows[0]["workers"]), rows[0]["strategy"]) if rows else None
+    return recorded[0] if recorded else None
 
 
 def _check_not_an_executor_run(session, run_id: int) -> None:
@@ -367,12 +374,11 @@ def _check_not_an_executor_run(session, run_id: int) -> None:
     use nor clean up (it retrained every open group and left them behind). A finished one is
     refused too: a one-backend call reads the live source, and would add groups that appeared
     since to a run whose record is the executor's."""
-    rows = session.query("SELECT g.workers, g.strategy, r.status FROM groupml.grouped_runs g JOIN groupml.runs r "
-                         "USING (run_id) WHERE run_id = $1", [run_id], ["bigint"])
-    if rows:
-        args = _executor_args(int(rows[0]["workers"]), rows[0]["strategy"])
+    recorded = _recorded_executor(session, run_id)
+    if recorded:
+        args, status = recorded
         why = ("it is done, and a call in one backend would read the live source and add the groups that appeared "
-               "since to a run the executor recorded") if rows[0]["status"] == "done" else \
+               "since to a run the executor recorded") if status == "done" else \
             "it resumes only on worker backends, where its snapshot and epoch checkpoints are"
         raise InvalidParameterError(
             f"Run {run_id} was trained by worker backends ({args}); {why}",
@@ -493,19 +499,18 @@ def _train_in_backend(session, run_id, done, source, group_by, features, label, 
             record_fit_cost(session, result, source="train_groups")
             # committed with the group, so a cancelled call's groups keep their times and the two
             # columns cover the same groups (every group of the run) however often it resumed
+            # train_seconds: the searches' own time; seconds: the call's wall time so far
             session.query("UPDATE groupml.runs SET groups_done = groups_done + 1, "
                           "estimated_seconds = coalesce(estimated_seconds, 0) + $2, "
-                          "train_seconds = coalesce(train_seconds, 0) + $3 WHERE run_id = $1",
-                          [run_id, result.estimated_seconds or 0.0, result.seconds or 0.0],
-                          ["bigint", "float8", "float8"])
-            clock.charge(session, run_id)       # the wall time so far (train_seconds: the searches')
+                          "train_seconds = coalesce(train_seconds, 0) + $3, seconds = coalesce(seconds, 0) + $4 "
+                          "WHERE run_id = $1",
+                          [run_id, result.estimated_seconds or 0.0, result.seconds or 0.0, clock.take()[0]],
+                          ["bigint", "float8", "float8", "float8"])
             finished += 1
             session.notice(f"groupml: group {finished}/{len(blocks)} {b['gkey']}: {result.status}"
                            + (f", {result.metric} {result.score:.4f}" if result.score is not None else ""))
             session.commit()
-    clock.charge(session, run_id)
-    session.query("UPDATE groupml.runs SET status = 'done', finished_at = clock_timestamp() WHERE run_id = $1",
-                  [run_id], ["bigint"])
+    clock.charge(session, run_id, done=True)
     session.commit()
 
 
