@@ -32,7 +32,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SQL_DIR = os.path.join(REPO, "sql")
