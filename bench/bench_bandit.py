@@ -22,7 +22,7 @@ configurations, eliminated configurations' passes included.
 
     python bench/bench_bandit.py [--quick] [--space tupaq|gd|mixed] [--metric accuracy|logloss]
                                  [--trials 625] [--slots 10] [--check every|once]
-                                 [--epsilon 0.5[,1,...]] [--seed 7]
+                                 [--epsilon 0.5[,1,...]] [--seed 7 | --seeds 1-10 [--jobs 2]]
 """
 import argparse
 import math
@@ -44,6 +44,9 @@ ap.add_argument("--quick", action="store_true", help="smaller generated data, no
 ap.add_argument("--trials", type=int, default=625, help="configurations (TuPAQ 4.3: 625)")
 ap.add_argument("--slots", type=int, default=10, help="configurations in flight (TuPAQ 4.4: O(10))")
 ap.add_argument("--seed", type=int, default=7)
+ap.add_argument("--seeds", default=None,
+                help="several random searches, e.g. 1-10 or 1,3,7: a table per seed, then a summary over them")
+ap.add_argument("--jobs", type=int, default=1, help="with --seeds: searches run in this many processes")
 ap.add_argument("--epsilon", default="0.5",
                 help="bandit slack; a comma-separated list runs one bandit arm per value (the first in the "
                      "main table, all in the trade-off summary)")
@@ -190,6 +193,9 @@ class RandomFeatureTrainer:
     def converged(self, trial_id):
         return self._live[trial_id].converged(trial_id)
 
+    def status(self, trial_id):
+        return self._live[trial_id].status(trial_id)
+
     def score(self, trial_id):
         return self._live[trial_id].score(trial_id)
 
@@ -264,51 +270,124 @@ def sklearn_loop(trials, Xtr, ytr, Xte, yte):
     return time.perf_counter() - t0, best[1]
 
 
-def main():
+def run_seed(seed):
+    """Every dataset's arms for the random search of ``seed``: a list of per-dataset dicts."""
+    a.seed = seed                     # read by search_spec and the random-feature trainer
     trials = a.trials
     run_arm = run_tupaq_arm if a.space == "tupaq" else run_fit_group_arm
+    out = []
+    for name, Xtr, ytr, Xte, yte in datasets(a.quick):
+        rows = {arm: run_arm(arm, Xtr, ytr, Xte, yte, trials) for arm in ("off", "budget")}
+        for e in EPSILONS:
+            rows[e] = run_arm("on", Xtr, ytr, Xte, yte, trials, e)
+        sk = ""
+        if a.space != "tupaq" and not a.skip_sklearn:
+            sk = "{:.2f} s, {:.3f}".format(*sklearn_loop(trials, Xtr, ytr, Xte, yte))
+        out.append(dict(name=name, n=len(ytr), d=Xtr.shape[1], rows=rows, sk=sk,
+                        n_val=int(holdout_mask(Xtr, ytr, 0.2, 0).sum())))
+    return out
+
+
+def within(dv):
+    """Validation error with the bandit at most 1 pt above the error without it."""
+    return dv <= 0.01 + 1e-12
+
+
+def print_seed(seed, results):
     what = {"tupaq": "lr 1e-3..10, l2 1e-4..1e2, random features 1..10 x d with noise 1e-4..1e2",
             "gd": "gd, lr 1e-3..10, l2 1e-4..1e2",
             "mixed": "l2 1e-6..1, class_weight, solver lbfgs|gd|sgd, lr 1e-3..3"}[a.space]
     eps0 = EPSILONS[0]
-    print(f"random search, {trials} configs ({what}); {ITERS} iterations per model, {a.slots} in flight; "
+    print(f"random search, {a.trials} configs ({what}); {ITERS} iterations per model, {a.slots} in flight; "
           f"bandit epsilon {eps0:g}, every {a.partial_iters} iterations"
           f"{' (first checkpoint only)' if a.check == 'once' and a.space == 'tupaq' else ''}; "
-          f"metric {a.metric}; seed {a.seed}; budget arm: {EPOCH} iterations per model")
+          f"metric {a.metric}; seed {seed}; budget arm: {EPOCH} iterations per model")
     print(f"{'dataset':<15} {'n':>5} {'d':>3} | {'cfg-passes off':>14} {'on':>6} {'saved':>6} "
           f"{'elim':>4} | {'budget':>6} {'saved':>6} | {'val err off':>11} {'on':>6} {'budget':>6} "
           f"{'base':>6} {'n val':>5} | {'test err off':>12} {'on':>6} | {'sec off':>7} {'on':>6} | "
           f"sklearn s, test err")
     tot = {"off": 0, "budget": 0}
     tot.update({e: 0 for e in EPSILONS})
-    delta = {e: [] for e in EPSILONS}
-    for name, Xtr, ytr, Xte, yte in datasets(a.quick):
-        rows = {arm: run_arm(arm, Xtr, ytr, Xte, yte, trials) for arm in ("off", "budget")}
-        for e in EPSILONS:
-            rows[e] = run_arm("on", Xtr, ytr, Xte, yte, trials, e)
+    for r in results:
+        rows = r["rows"]
         for arm in tot:
             tot[arm] += rows[arm]["cfg"]
         off, on, bud = rows["off"], rows[eps0], rows["budget"]
-        for e in EPSILONS:
-            delta[e].append((name, rows[e]["cfg"] / off["cfg"], rows[e]["val"] - off["val"]))
-        sk = ""
-        if a.space != "tupaq" and not a.skip_sklearn:
-            sk = "{:.2f} s, {:.3f}".format(*sklearn_loop(trials, Xtr, ytr, Xte, yte))
-        n_val = int(holdout_mask(Xtr, ytr, 0.2, 0).sum())
-        print(f"{name:<15} {len(ytr):>5} {Xtr.shape[1]:>3} | {off['cfg']:>14} {on['cfg']:>6} "
+        print(f"{r['name']:<15} {r['n']:>5} {r['d']:>3} | {off['cfg']:>14} {on['cfg']:>6} "
               f"{1 - on['cfg'] / off['cfg']:>6.1%} {on['eliminated']:>4} | {bud['cfg']:>6} "
               f"{1 - bud['cfg'] / off['cfg']:>6.1%} | {off['val']:>11.4f} {on['val']:>6.4f} "
-              f"{bud['val']:>6.4f} {off['baseline']:>6.4f} {n_val:>5} | {off['test']:>12.4f} "
-              f"{on['test']:>6.4f} | {off['secs']:>7.1f} {on['secs']:>6.1f} | {sk}", flush=True)
+              f"{bud['val']:>6.4f} {off['baseline']:>6.4f} {r['n_val']:>5} | {off['test']:>12.4f} "
+              f"{on['test']:>6.4f} | {off['secs']:>7.1f} {on['secs']:>6.1f} | {r['sk']}", flush=True)
     print(f"total configuration-passes: off {tot['off']}, bandit {tot[eps0]} "
           f"(saved {1 - tot[eps0] / tot['off']:.1%}), budget {tot['budget']} "
           f"(saved {1 - tot['budget'] / tot['off']:.1%})")
     print("trade-off (saved configuration-passes; validation error with the bandit minus without, pt):")
     for e in EPSILONS:
-        per = ", ".join(f"{name} {100 * dv:+.2f}" for name, _, dv in delta[e])
-        ok = sum(1 for _, _, dv in delta[e] if dv <= 0.01 + 1e-12)
+        dvs = [(r["name"], r["rows"][e]["val"] - r["rows"]["off"]["val"]) for r in results]
+        per = ", ".join(f"{name} {100 * dv:+.2f}" for name, dv in dvs)
+        ok = sum(1 for _, dv in dvs if within(dv))
         print(f"  epsilon {e:g}: saved {1 - tot[e] / tot['off']:.1%}; {per}; within 1 pt on {ok} of "
-              f"{len(delta[e])} datasets")
+              f"{len(dvs)} datasets")
+
+
+def print_summary(by_seed):
+    """Over several random searches: per dataset the mean validation errors and how many
+    searches kept the bandit within 1 pt; passes saved over all of them."""
+    seeds = sorted(by_seed)
+    names = [r["name"] for r in by_seed[seeds[0]]]
+    print(f"\nover {len(seeds)} random searches (seeds {', '.join(map(str, seeds))}):")
+    for e in EPSILONS:
+        print(f"  epsilon {e:g}")
+        print(f"  {'dataset':<15} | {'mean val err off':>16} {'on':>7} {'diff pt':>8} | {'searches within 1 pt':>20} "
+              f"| {'passes saved':>12}")
+        off_all = on_all = 0
+        all_ok = 0
+        for i, name in enumerate(names):
+            rs = [by_seed[s][i]["rows"] for s in seeds]
+            off = float(np.mean([r["off"]["val"] for r in rs]))
+            on = float(np.mean([r[e]["val"] for r in rs]))
+            ok = sum(1 for r in rs if within(r[e]["val"] - r["off"]["val"]))
+            c_off, c_on = sum(r["off"]["cfg"] for r in rs), sum(r[e]["cfg"] for r in rs)
+            off_all, on_all = off_all + c_off, on_all + c_on
+            print(f"  {name:<15} | {off:>16.4f} {on:>7.4f} {100 * (on - off):>+8.2f} | {ok:>14} of {len(rs):<3} "
+                  f"| {1 - c_on / c_off:>12.1%}")
+        for s in seeds:
+            all_ok += all(within(r["rows"][e]["val"] - r["rows"]["off"]["val"]) for r in by_seed[s])
+        means_ok = sum(
+            1 for i in range(len(names))
+            if within(np.mean([by_seed[s][i]["rows"][e]["val"] - by_seed[s][i]["rows"]["off"]["val"]
+                               for s in seeds])))
+        print(f"  all: {1 - on_all / off_all:.1%} fewer configuration-passes; mean validation error within 1 pt "
+              f"on {means_ok} of {len(names)} datasets; searches within 1 pt on every dataset: {all_ok} of "
+              f"{len(seeds)}")
+
+
+def parse_seeds(text):
+    """'7' or '1,2,5' or '1-10' (or a mix) -> sorted list of seeds."""
+    out = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return sorted(out)
+
+
+def main():
+    seeds = parse_seeds(a.seeds) if a.seeds else [a.seed]
+    if a.jobs > 1 and len(seeds) > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(min(a.jobs, len(seeds)), mp_context=multiprocessing.get_context("fork")) as ex:
+            results = dict(zip(seeds, ex.map(run_seed, seeds)))
+        for s in seeds:
+            print_seed(s, results[s])
+    else:
+        results = {}
+        for s in seeds:
+            results[s] = run_seed(s)
+            print_seed(s, results[s])
+    if len(seeds) > 1:
+        print_summary(results)
 
 
 if __name__ == "__main__":
