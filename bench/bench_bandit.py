@@ -288,6 +288,11 @@ def run_seed(seed):
     return out
 
 
+def error_diff(rows, e):
+    """Validation error with the bandit (slack ``e``) minus the error without it."""
+    return rows[e]["val"] - rows["off"]["val"]
+
+
 def within(dv):
     """Validation error with the bandit at most 1 pt above the error without it."""
     return dv <= 0.01 + 1e-12
@@ -323,7 +328,7 @@ def print_seed(seed, results):
           f"(saved {1 - tot['budget'] / tot['off']:.1%})")
     print("trade-off (saved configuration-passes; validation error with the bandit minus without, pt):")
     for e in EPSILONS:
-        dvs = [(r["name"], r["rows"][e]["val"] - r["rows"]["off"]["val"]) for r in results]
+        dvs = [(r["name"], error_diff(r["rows"], e)) for r in results]
         per = ", ".join(f"{name} {100 * dv:+.2f}" for name, dv in dvs)
         ok = sum(1 for _, dv in dvs if within(dv))
         print(f"  epsilon {e:g}: saved {1 - tot[e] / tot['off']:.1%}; {per}; within 1 pt on {ok} of "
@@ -340,23 +345,18 @@ def print_summary(by_seed):
         print(f"  epsilon {e:g}")
         print(f"  {'dataset':<15} | {'mean val err off':>16} {'on':>7} {'diff pt':>8} | {'searches within 1 pt':>20} "
               f"| {'passes saved':>12}")
-        off_all = on_all = 0
-        all_ok = 0
+        off_all = on_all = means_ok = 0
         for i, name in enumerate(names):
             rs = [by_seed[s][i]["rows"] for s in seeds]
             off = float(np.mean([r["off"]["val"] for r in rs]))
             on = float(np.mean([r[e]["val"] for r in rs]))
-            ok = sum(1 for r in rs if within(r[e]["val"] - r["off"]["val"]))
+            ok = sum(1 for r in rs if within(error_diff(r, e)))
+            means_ok += within(on - off)
             c_off, c_on = sum(r["off"]["cfg"] for r in rs), sum(r[e]["cfg"] for r in rs)
             off_all, on_all = off_all + c_off, on_all + c_on
             print(f"  {name:<15} | {off:>16.4f} {on:>7.4f} {100 * (on - off):>+8.2f} | {ok:>14} of {len(rs):<3} "
                   f"| {1 - c_on / c_off:>12.1%}")
-        for s in seeds:
-            all_ok += all(within(r["rows"][e]["val"] - r["rows"]["off"]["val"]) for r in by_seed[s])
-        means_ok = sum(
-            1 for i in range(len(names))
-            if within(np.mean([by_seed[s][i]["rows"][e]["val"] - by_seed[s][i]["rows"]["off"]["val"]
-                               for s in seeds])))
+        all_ok = sum(all(within(error_diff(r["rows"], e)) for r in by_seed[s]) for s in seeds)
         print(f"  all: {1 - on_all / off_all:.1%} fewer configuration-passes; mean validation error within 1 pt "
               f"on {means_ok} of {len(names)} datasets; searches within 1 pt on every dataset: {all_ok} of "
               f"{len(seeds)}")
@@ -379,13 +379,10 @@ def main():
 
         with ProcessPoolExecutor(min(a.jobs, len(seeds)), mp_context=multiprocessing.get_context("fork")) as ex:
             results = dict(zip(seeds, ex.map(run_seed, seeds)))
-        for s in seeds:
-            print_seed(s, results[s])
     else:
-        results = {}
-        for s in seeds:
-            results[s] = run_seed(s)
-            print_seed(s, results[s])
+        results = {s: run_seed(s) for s in seeds}
+    for s in seeds:
+        print_seed(s, results[s])
     if len(seeds) > 1:
         print_summary(results)
 
