@@ -6,9 +6,10 @@ TOPICS = {}
 
 TOPICS["learn_over_groups"] = """\
 groupml.learn_over_groups(features float8[], label float8|boolean, model text, search jsonb [, options jsonb])
-  Aggregate. Trains every configuration of `search` on the rows of each GROUP BY group,
-  all configurations together (one data pass per solver iteration serves all of them),
-  selects the best on a deterministic validation holdout and returns a groupml.fit.
+  Aggregate. Trains every configuration of `search` on the rows of each GROUP BY group and
+  selects the best on a deterministic validation holdout; returns a groupml.fit. GLM
+  configurations (logistic, linear, svm) train together: one data pass per solver iteration
+  serves all of them. MLP and LightGBM configurations train one after another.
 
   model    'logistic' (binary label 0/1), 'linear' (least squares / ridge), 'svm' (linear, label 0/1),
            'mlp' / 'mlp_regressor' (PyTorch), 'lightgbm' / 'lightgbm_regressor'  (see groupml.help('models'))
@@ -118,7 +119,8 @@ groupml.predict_proba_batch(fit groupml.fit, features float8[][]) -> float8[]
 
 TOPICS["train_groups"] = """\
 CALL groupml.train_groups(source regclass, group_by text[], features text[], label text, model text,
-                          search jsonb DEFAULT '{}', options jsonb DEFAULT '{}', INOUT run_id bigint DEFAULT NULL)
+                          search jsonb DEFAULT '{}', options jsonb DEFAULT '{}', INOUT run_id bigint DEFAULT NULL,
+                          workers integer DEFAULT 1, strategy text DEFAULT 'auto')
   Trains and selects one model per group of a table and stores them in the catalog
   (groupml.models, groupml.trials, groupml.runs). Each group is committed when done, so a
   crash or cancel loses at most the groups in flight; CALL again with the same run_id to resume.
@@ -137,7 +139,10 @@ CALL groupml.train_groups(source regclass, group_by text[], features text[], lab
   same time by helper processes of this backend (plain Python processes it spawns and ends; they
   never connect to the database; BLAS one thread each). Default min(CPUs, 4) for tables of
   20,000 rows or more, else 1 (= in the backend, one after another). Cancel ends the helpers.
-  workers => p and strategy => ... run the planner-driven executor: see groupml.help('grouped').
+  workers   1 (default): this backend and its helper processes. p > 1, 0 (the planner picks the
+            count) or a strategy other than 'auto' run the planner-driven executor over worker
+            backends: see groupml.help('grouped').
+  strategy  auto | grouped | gtp | mtp | dp (help('grouped')).
   Example:
     CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'f2', 'f3'], 'clicked', 'logistic',
                               '{"l2": [0, 0.001, 0.01]}');
