@@ -208,3 +208,10 @@ def test_train_groups_options_are_in_help_and_docs(key):
     helped = TOPICS["train_groups"] + TOPICS["grouped"] + TOPICS["snapshots"]
     assert re.search(rf"\b{key}\b", helped), f"help('train_groups') / help('grouped') lacks option {key!r}"
     assert _in_docs(key), f"no doc names the train_groups option {key!r}"
+
+
+def test_the_readme_indexes_every_doc():
+    readme = DOCS["README.md"]
+    for path in sorted(DOCS):
+        if path.startswith("docs/"):
+            assert f"`{path}`" in readme, f"README.md's documentation table lacks {path}"
