@@ -458,7 +458,7 @@ def test_quality_max_is_validated_and_kept_in_the_state():
 
 
 def test_estimated_cost_of_candidates_is_finite_or_refused():
-    from groupml.udf.tenancy import estimated_cost
+    from groupml.tenancy import estimated_cost
 
     assert estimated_cost("logistic", {}, 1000, 3) == pytest.approx(1000 * 4 * 100 / 100)
     assert estimated_cost("lightgbm", {"num_boost_round": 10}, 1000, 3) > 0

@@ -31,34 +31,19 @@ import numpy as np
 
 from ..db import backend_session, quote_ident, quote_literal
 from ..errors import (DataError, DuplicateObjectError, FeatureNotSupportedError, GroupmlError,
-                      InsufficientPrivilegeError, InvalidParameterError, PrerequisiteStateError, SearchSpecError,
+                      InsufficientPrivilegeError, InvalidParameterError, PrerequisiteStateError,
                       InvalidCatalogNameError, PassedOnError, UndefinedObjectError, UndefinedTableError)
 from ..fitting import unpack_rows
-from ..validation import SHOWN_CHARS, check_bool, check_choice, check_keys, check_number, clipped, shown
+from ..tenancy import (POLICIES, TASK_METRIC, Scheduler, aggregate, estimated_cost, expand_candidates, simulate,
+                       synthetic_dataset)
+from ..validation import SHOWN_CHARS, check_bool, check_choice, check_number, clipped, shown
 from ._source import (check_columns, check_label_not_a_feature, check_source_kind, columns, packed_row_expr,
                       reading_source, source_oid)
 from . import parse_jsonb, pinned, sql_entry
 
-#: Relative cost of one solver iteration over one row-feature, per GLM family (estimated cost unit).
-FAMILY_COST = {"logistic": 1.0, "svm": 1.0, "linear": 0.5}
-# The other families in the same unit, measured with fit_group on one thread (2,000-16,000
-# rows, 10-60 features; docs/multitenant.md): a GLM unit took 55-90 ns (gradient descent,
-# 1500 iterations), a LightGBM row x (features + 1) x round 10-26 ns at 31 leaves, an MLP optimizer step
-# about 0.5 ms whatever the layer widths at these sizes (PyTorch's per-step overhead); the MLP
-# constants were then scaled by 1/1.56, the measured speed-up of fit_group's MLP when its steps
-# stopped using autograd (six sizes, 1.2-2.2x).
-#: LightGBM: cost units per row x (features + 1) x boosting round of a 31-leaf tree (a round
-#: costs in proportion to its leaves, at least 8: 7, 15, 31 and 63 leaves measured).
-LGBM_ROUND_COST = 0.35
-#: MLP: cost units per row x weight x epoch, and per optimizer step (rows x epochs / batch_size).
-MLP_WEIGHT_COST = 0.013
-MLP_STEP_COST = 4900.0
-#: Validation metric per task: the job's quality, higher is better.
-TASK_METRIC = {"classification": "accuracy", "regression": "r2"}
 #: Both metrics are at most 1: EIRATE's expected improvement is of the quality clipped there
 #: (a tenant holding a perfect model has nothing left to gain).
 QUALITY_MAX = 1.0
-MAX_CANDIDATES = 1000
 #: Trainings started without an outcome (cancelled, timed out, backend ended) after which
 #: run_scheduler records a candidate as failed.
 MAX_ATTEMPTS = 3
@@ -74,8 +59,6 @@ PRIOR_REFRESH = 10
 ADMIN_HINT = "Run it as a member of groupml_admin: GRANT groupml_admin TO <role>; (or as a superuser)."
 
 
-
-
 # ---------------------------------------------------------------------------- helpers
 def _is_admin(session) -> bool:
     return bool(session.query("SELECT pg_catalog.pg_has_role('groupml_admin', 'MEMBER') AS ok")[0]["ok"])
@@ -85,142 +68,6 @@ def _require_admin(session, what: str) -> None:
     if not _is_admin(session):
         raise InsufficientPrivilegeError(f"permission denied: {what} needs membership in groupml_admin",
                                          hint=ADMIN_HINT)
-
-
-def canonical_params(family: str, params: Dict[str, Any]) -> Dict[str, Any]:
-    """The params that differ from the family's defaults, validated and normalised (``1`` and
-    ``1.0`` alike, ``"64,32"`` and ``[64, 32]`` alike, a parameter training does not read
-    dropped: :func:`groupml.learners.model_identity`), so one configuration has one form."""
-    from ..learners import get_learner_family, model_identity
-
-    fam = get_learner_family(family)
-    full, defaults = model_identity(fam, fam.validate_params(params)), fam.validate_params({})
-    return {k: full[k] for k in sorted(full) if k not in defaults or full[k] != defaults[k]}
-
-
-def candidate_key(family: str, params: Dict[str, Any]) -> str:
-    """Stable key of a candidate: one configuration gives the same key in every job, however
-    its params were written (:func:`canonical_params`)."""
-    return f"{family}:{json.dumps(canonical_params(family, params), sort_keys=True, separators=(',', ':'))}"
-
-
-def estimated_cost(family: str, params: Dict[str, Any], n_rows: int, n_features: int) -> float:
-    """Estimated training cost in one unit for every family (docs/multitenant.md).
-
-    GLMs: rows x (features + 1) x family factor x max_iter / 100.  LightGBM: rows x
-    (features + 1) x rounds x max(8, leaves) / 31 x LGBM_ROUND_COST.  MLP: rows x epochs x (weights x
-    MLP_WEIGHT_COST + MLP_STEP_COST / batch_size).  The constants were measured against
-    the GLM unit on this project's training code (one thread).
-    """
-    from ..learners import get_learner_family
-
-    fam = get_learner_family(family)
-    p = fam.validate_params(params)
-    rows = max(1.0, float(n_rows))
-    try:
-        if family in FAMILY_COST:
-            cost = rows * (n_features + 1) * FAMILY_COST[family] * float(p["max_iter"]) / 100.0
-        elif fam.pattern == "sampling":
-            leaves = max(8.0, float(p["num_leaves"])) / 31.0
-            cost = rows * (n_features + 1) * float(p["num_boost_round"]) * leaves * LGBM_ROUND_COST
-        else:
-            widths = [n_features] + list(p["layers"]) + [1]
-            weights = sum((a + 1) * b for a, b in zip(widths[:-1], widths[1:]))
-            cost = rows * float(p["epochs"]) * (weights * MLP_WEIGHT_COST + MLP_STEP_COST / float(p["batch_size"]))
-    except OverflowError:
-        cost = math.inf
-    if not math.isfinite(cost):
-        raise InvalidParameterError(
-            f"The estimated cost of a {family} candidate must be a finite number; got {cost}",
-            hint="Lower its iterations (max_iter, num_boost_round or epochs).")
-    return cost
-
-
-def _family_names(kind: str) -> List[str]:
-    from ..learners import LEARNER_FAMILIES
-
-    return [name for name, fam in LEARNER_FAMILIES.items() if fam.kind == kind]
-
-
-def expand_candidates(raw: Any, owner: str = "submit_job") -> Tuple[str, List[Dict[str, Any]]]:
-    """Turn the candidates jsonb into (task, [{family, params, key}]), validating everything.
-
-    Each entry is a family name (its defaults), ``{"model": f, "params": {...}}`` (one
-    candidate) or ``{"model": f, "search": <grid or random search spec>}`` (one candidate
-    per configuration of the search).
-    """
-    from ..fitting import plan_search
-    from ..learners import get_learner_family
-    from ..search import make_procedure
-
-    hint = ('Pass a JSON array such as \'[{"model": "logistic", "search": {"l2": [0, 0.01, 0.1]}}, '
-            '{"model": "svm", "params": {"l2": 0.1}}]\'.')
-    if not isinstance(raw, list):
-        raise InvalidParameterError(f"The 'candidates' value of {owner} must be a JSON array; got {json.dumps(raw)}",
-                                    hint=hint)
-    if not raw:
-        raise InvalidParameterError(f"The 'candidates' value of {owner} must list at least one model; got []",
-                                    hint=hint)
-    out: List[Dict[str, Any]] = []
-    tasks = set()
-    for i, entry in enumerate(raw):
-        where = f"{owner} candidates[{i}]"
-        if isinstance(entry, str):
-            entry = {"model": entry}
-        if not isinstance(entry, dict):
-            raise InvalidParameterError(f"The 'candidates[{i}]' value of {owner} must be a model name or an "
-                                        f"object; got {json.dumps(entry)}", hint=hint)
-        check_keys(entry, where, ["model", "params", "search"], cls=InvalidParameterError, hint=hint)
-        if "model" not in entry:
-            raise InvalidParameterError(f"The 'model' value of {where} is missing", hint=hint)
-        if "params" in entry and "search" in entry:
-            raise InvalidParameterError(f"{where} gives both 'params' and 'search'; give one of them",
-                                        hint="'params' is one configuration, 'search' expands into many.")
-        family = get_learner_family(entry["model"], where)
-        tasks.add(family.kind)
-        if "search" in entry:
-            search = entry["search"]
-            if not isinstance(search, dict):
-                raise SearchSpecError(f"The 'search' value of {where} must be a JSON object; got {json.dumps(search)}",
-                                      hint=hint)
-            spec = plan_search(family, search)
-            if spec.method not in ("grid", "random"):
-                raise SearchSpecError(
-                    f"The 'method' value of {where} search must be 'grid' or 'random'; got {spec.method!r}",
-                    hint="Candidates are fixed configurations; the scheduler's GP decides which to train. "
-                         "Use a grid or a random sample of the space.")
-            configs = [t.params for t in make_procedure(spec).ask(MAX_CANDIDATES + 1)]
-        else:
-            params = entry.get("params")
-            params = {} if params is None else params       # null as if omitted; [] or 0 are not objects
-            if not isinstance(params, dict):
-                raise InvalidParameterError(f"The 'params' value of {where} must be a JSON object; got "
-                                            f"{json.dumps(params)}", hint=hint)
-            family.validate_params(params)
-            configs = [params]
-        drawn = set()
-        for params in configs:
-            params = canonical_params(family.name, params)
-            key = candidate_key(family.name, params)
-            if key in drawn:        # a random search may draw one configuration of a discrete space twice
-                continue
-            drawn.add(key)
-            out.append({"family": family.name, "params": params, "key": key})
-        if len(out) > MAX_CANDIDATES:
-            raise InvalidParameterError(f"The 'candidates' value of {owner} must expand into at most "
-                                        f"{MAX_CANDIDATES} configurations; got more",
-                                        hint="Submit a smaller grid, or a random search with fewer n_trials.")
-    if len(tasks) > 1:
-        raise InvalidParameterError(
-            f"The 'candidates' value of {owner} must be all classifiers ({', '.join(_family_names('classification'))}) "
-            f"or all regressors ({', '.join(_family_names('regression'))}); got a mix", hint="Submit one job per task.")
-    seen = set()
-    for c in out:
-        if c["key"] in seen:
-            raise InvalidParameterError(f"The 'candidates' value of {owner} lists the configuration "
-                                        f"{c['key']} twice", hint="Give each configuration once.")
-        seen.add(c["key"])
-    return tasks.pop(), out
 
 
 # ---------------------------------------------------------------------------- create_tenant
@@ -559,8 +406,6 @@ def _load_scheduler(session, policy: str, cost_aware: bool, cached=None):
     is unchanged since, the in-memory scheduler is reused (it equals from_state of the saved
     state; rebuilding costs ~0.5 s at 50 jobs x 100 candidates and 2000 outcomes).
     """
-    from ..tenancy import Scheduler
-
     # one coordinator step at a time, also before the state row exists (a first run)
     session.query("SELECT pg_catalog.pg_advisory_xact_lock($1)", [SCHEDULER_LOCK], ["bigint"])
     rows = session.query("SELECT steps, policy, cost_aware, updated_at::text AS updated_at "
@@ -711,8 +556,6 @@ def train_candidate(data, family: str, params: Dict[str, Any], metric: str, chec
 @sql_entry
 @pinned
 def run_scheduler(max_steps, max_seconds, policy, cost_aware):
-    from ..tenancy import POLICIES
-
     session = backend_session()
     owner = "run_scheduler"
     check_choice(policy, "policy", owner, sorted(POLICIES),
@@ -885,8 +728,6 @@ def _interrupted_too_often(session, attempts: int) -> Optional[str]:
 @sql_entry
 @pinned
 def schedule_with_cron(schedule, max_seconds, policy, cost_aware, database, job_name):
-    from ..tenancy import POLICIES
-
     session = backend_session()
     owner = "schedule_with_cron"
     if schedule is None or not str(schedule).strip() or len(str(schedule)) > MAX_CRON_TEXT:
@@ -1032,8 +873,6 @@ def infer(job_id, features):
 @sql_entry
 def simulate_scheduler(policy, sigma_m, alpha, seeds, cost_aware, n_users, n_models, n_tenants,
                        budget_fraction, grid_points):
-    from ..tenancy import POLICIES, aggregate, simulate, synthetic_dataset
-
     owner = "simulate_scheduler"
     check_choice(policy, "policy", owner, sorted(POLICIES), hint="hybrid, greedy, eirate, roundrobin, random or fcfs.")
     seeds = check_number(seeds, "seeds", owner, ge=1, le=1000, integer=True, hint="Average over e.g. 5 seeds.")
