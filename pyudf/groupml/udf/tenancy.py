@@ -150,7 +150,7 @@ def _submit_job(session, tenant, oid, shown, features, label, candidates):
     if rel["persistence"] == "t":
         what = "view" if rel["kind"] == "v" else "table"
         # its rows are stored with the job, but every training step checks that the source is
-        # still there and readable by the job's role: once the session ended, all failed
+        # still there and readable by the job's role: once the session ends, every step would fail
         raise PrerequisiteStateError(
             f"submit_job cannot take the temporary {what} {shown}: the scheduler trains the job later, from other "
             f"sessions, and checks the source each time; the {what} ends with this session",
@@ -230,7 +230,7 @@ def reader_dependent(session, relid: int, role_oid: int, caller_oid: int):
     table is taken only when they exempt both roles. A materialized view or a plain table
     reads its stored rows alike for everyone, unless user-defined functions or operators are
     attached to it (:data:`_ATTACHED_CODE`): the planner can run those as it plans the read
-    (audit R4: an index expression made a tenant a superuser)."""
+    (an index expression calling such a function would run it with an administrator's rights)."""
     r = session.query(
         "SELECT c.relkind::text AS kind, c.relrowsecurity AS rls, "
         "(SELECT pg_catalog.count(*) FILTER (WHERE ro.rolsuper OR ro.rolbypassrls OR "
@@ -294,7 +294,7 @@ def usable_rows(block: bytes, d: int) -> int:
 def _check_job_rows(block: bytes, d: int, n_rows: int, name: str, label: str, task: str) -> int:
     """A job whose rows can only fail later is refused at submission: no usable row (each has
     a NULL), a classification label other than 0/1, or one label value only (run_scheduler
-    recorded every candidate as failed). Returns the usable rows' count (:func:`usable_rows`)."""
+    would record every candidate as failed). Returns the usable rows' count (:func:`usable_rows`)."""
     rows = unpack_rows(block, d + 1)
     usable = rows[np.isfinite(rows).all(axis=1)]
     if usable.shape[0] == 0:
@@ -452,7 +452,7 @@ def _load_scheduler(session, policy: str, cost_aware: bool, cached=None):
                     sched.observe(name, o["key"], o["quality"], o["cost_seconds"])
             steps = max(steps, int(o["step"]))
         # candidates trained (or failed) whose observation a tenant deleted stay done: rebuilt
-        # from the observations alone, they were trained again
+        # from the observations alone, they would be trained again
         done = session.query("SELECT job_id, key FROM groupml.candidates WHERE status <> 'pending' "
                              "ORDER BY job_id, candidate_id")
         for c in done:
@@ -556,7 +556,31 @@ def train_candidate(data, family: str, params: Dict[str, Any], metric: str, chec
 @sql_entry
 @pinned
 def run_scheduler(max_steps, max_seconds, policy, cost_aware):
+    """The coordinator: validate, bring every job's best up to date, then step until
+    ``max_steps`` trainings, ``max_seconds`` or every candidate of every job is done."""
     session = backend_session()
+    _check_scheduler_args(max_steps, max_seconds, policy, cost_aware)
+    _require_admin(session, "run_scheduler")
+    _refresh_best(session)
+    session.commit()
+
+    started = time.time()
+    cache: Dict[int, Any] = {}
+    cached = None
+    done_steps = 0
+    while max_steps is None or done_steps < max_steps:
+        if max_seconds is not None and time.time() - started >= max_seconds:
+            break
+        session.check_cancel()
+        outcome, cached = _scheduler_step(session, policy, cost_aware, cached, cache)
+        if outcome == STEP_DONE:
+            break
+        if outcome == STEP_TRAINED:
+            done_steps += 1
+
+
+def _check_scheduler_args(max_steps, max_seconds, policy, cost_aware) -> None:
+    """run_scheduler's argument checks (before anything is read or written)."""
     owner = "run_scheduler"
     check_choice(policy, "policy", owner, sorted(POLICIES),
                  hint="hybrid (default) and greedy are the ease.ml policies; eirate is ours (expected improvement "
@@ -569,58 +593,69 @@ def run_scheduler(max_steps, max_seconds, policy, cost_aware):
         check_number(max_steps, "max_steps", owner, ge=1, integer=True, hint="Omit it to run until done.")
     if max_seconds is not None:
         check_number(max_seconds, "max_seconds", owner, gt=0, hint="Omit it to run until done.")
-    _require_admin(session, owner)
-    # the best of every job from the observations there are: a tenant deleting the best one of
-    # a finished job left best_* naming a deleted row (its job gets no further step)
+
+
+def _refresh_best(session) -> None:
+    """Set every job's best from the observations there are: a tenant may have deleted the best
+    one of a finished job, and best_* would name a deleted row (its job gets no further step)."""
     session.query(
         "UPDATE groupml.jobs j SET (best_observation_id, best_quality) = (b.observation_id, b.quality) "
         "FROM groupml.jobs j2 LEFT JOIN LATERAL (SELECT o.observation_id, o.quality FROM groupml.observations o "
         "WHERE o.job_id = j2.job_id AND o.status = 'ok' ORDER BY o.quality DESC, o.observation_id LIMIT 1) b "
         "ON true WHERE j.job_id = j2.job_id AND j.best_observation_id IS DISTINCT FROM b.observation_id")
-    session.commit()
 
-    started = time.time()
-    cache: Dict[int, Any] = {}
-    cached = None
-    done_steps = 0
-    while True:
-        if max_steps is not None and done_steps >= max_steps:
-            break
-        if max_seconds is not None and time.time() - started >= max_seconds:
-            break
-        session.check_cancel()
-        with _step_lock(session):
-            sched, steps = _load_scheduler(session, policy, cost_aware, cached)
-            step = sched.next_step()
-            if step is None:
-                _save_scheduler(session, sched, steps)
-                session.commit()
-                session.notice(f"groupml: run_scheduler: every candidate of every job is done ({steps} steps)")
-                break
-            tenant, key = step
-            job_id = _job_of(tenant)
-            c = _lock_candidate(session, job_id, key)
-            given_up = None if c is None else _interrupted_too_often(session, c["attempts"])
-            if c is not None and given_up is None:
-                # counted before it trains, and committed: a step that never ends (a cancel, a
-                # statement_timeout, a crash of the backend: the OOM killer) has counted its
-                # attempt, so such a candidate is not retried on every call for ever
-                session.query("UPDATE groupml.candidates SET attempts = attempts + 1 WHERE candidate_id = $1",
-                              [c["candidate_id"]], ["bigint"])
-                session.commit()
-                c = _lock_candidate(session, job_id, key)     # the commit ended the row locks
-            if c is None:
-                # the job or candidate was deleted by its tenant: withdraw what is gone, without a
-                # step (it trains nothing, so it counts neither against max_steps nor as an outcome)
-                left = {r["key"] for r in session.query("SELECT key FROM groupml.candidates WHERE job_id = $1",
-                                                        [job_id], ["bigint"])}
-                gone = sched.retire(tenant, [k for k in sched.untried(tenant) if k not in left] or [key])
-                cached = _save_scheduler(session, sched, steps)
-                session.commit()
-                session.notice(f"groupml: job {job_id}: {len(gone)} deleted candidate(s) withdrawn")
-                continue
-            cached = _train_step(session, sched, steps, policy, tenant, key, job_id, c, cache, given_up)
-            done_steps += 1
+
+#: What one coordinator step did (:func:`_scheduler_step`).
+STEP_DONE, STEP_WITHDRAWN, STEP_TRAINED = "done", "withdrawn", "trained"
+
+
+def _scheduler_step(session, policy: str, cost_aware: bool, cached, cache: Dict[int, Any]):
+    """One coordinator step under the step lock, committed; returns (outcome, cached).
+
+    The outcome is :data:`STEP_DONE` (no candidate of any job is left), :data:`STEP_WITHDRAWN`
+    (the candidate picked, or its job, was deleted by its tenant: what is gone is withdrawn,
+    nothing trains, and the step counts neither against max_steps nor as an outcome) or
+    :data:`STEP_TRAINED` (an observation was recorded, a failure included). ``cached`` is the
+    state's cache entry (:func:`_save_scheduler`); ``cache`` holds each job's rows, by job id.
+    """
+    with _step_lock(session):
+        sched, steps = _load_scheduler(session, policy, cost_aware, cached)
+        step = sched.next_step()
+        if step is None:
+            _save_scheduler(session, sched, steps)
+            session.commit()
+            session.notice(f"groupml: run_scheduler: every candidate of every job is done ({steps} steps)")
+            return STEP_DONE, cached
+        tenant, key = step
+        job_id = _job_of(tenant)
+        c, given_up = _claim_candidate(session, job_id, key)
+        if c is None:
+            left = {r["key"] for r in session.query("SELECT key FROM groupml.candidates WHERE job_id = $1",
+                                                    [job_id], ["bigint"])}
+            gone = sched.retire(tenant, [k for k in sched.untried(tenant) if k not in left] or [key])
+            cached = _save_scheduler(session, sched, steps)
+            session.commit()
+            session.notice(f"groupml: job {job_id}: {len(gone)} deleted candidate(s) withdrawn")
+            return STEP_WITHDRAWN, cached
+        return STEP_TRAINED, _train_step(session, sched, steps, policy, tenant, key, job_id, c, cache, given_up)
+
+
+def _claim_candidate(session, job_id: int, key: str):
+    """(candidate, given_up) for the step that trains ``key`` of job ``job_id``: the candidate
+    row locked (:func:`_lock_candidate`; None when it or its job is gone), and the reason to
+    fail it without training (:func:`_interrupted_too_often`) or None.
+
+    An attempt that will train is counted before it trains, and committed: a step that never
+    ends (a cancel, a statement_timeout, a crash of the backend: the OOM killer) has counted
+    its attempt, so such a candidate is not retried on every call for ever."""
+    c = _lock_candidate(session, job_id, key)
+    given_up = None if c is None else _interrupted_too_often(session, c["attempts"])
+    if c is not None and given_up is None:
+        session.query("UPDATE groupml.candidates SET attempts = attempts + 1 WHERE candidate_id = $1",
+                      [c["candidate_id"]], ["bigint"])
+        session.commit()
+        c = _lock_candidate(session, job_id, key)     # the commit ended the row locks
+    return c, given_up
 
 
 def _lock_candidate(session, job_id: int, key: str):
@@ -713,9 +748,9 @@ def _interrupted_too_often(session, attempts: int) -> Optional[str]:
     """The reason to fail a pending candidate whose training was started :data:`MAX_ATTEMPTS`
     times (candidates.attempts, counted and committed as each training starts: a pending
     candidate's attempts all ended without an outcome), else None. Without it a candidate that
-    trains longer than the database's statement_timeout, or that crashes its backend, was
+    trains longer than the database's statement_timeout, or that crashes its backend, would be
     tried again on every call (and every pg_cron tick), for ever, and nothing after it in the
-    schedule ever trained."""
+    schedule would ever train."""
     if attempts < MAX_ATTEMPTS:
         return None
     timeout = session.query("SELECT pg_catalog.current_setting('statement_timeout') AS t")[0]["t"]
@@ -729,6 +764,31 @@ def _interrupted_too_often(session, attempts: int) -> Optional[str]:
 @pinned
 def schedule_with_cron(schedule, max_seconds, policy, cost_aware, database, job_name):
     session = backend_session()
+    owner = "schedule_with_cron"
+    _check_cron_args(schedule, max_seconds, policy, cost_aware, database, job_name)
+    _require_admin(session, owner)
+    here = _cron_prerequisites(session, database, job_name)
+    command = (f"CALL groupml.run_scheduler(max_seconds => {float(max_seconds)!r}, policy => {quote_literal(policy)}, "
+               f"cost_aware => {'true' if cost_aware else 'false'})")
+    if here:
+        got, failed = session.query_or_error("SELECT cron.schedule($1, $2, $3) AS jobid", [job_name, schedule, command],
+                                             ["text", "text", "text"])
+    else:
+        got, failed = session.query_or_error("SELECT cron.schedule_in_database($1, $2, $3, $4) AS jobid",
+                                             [job_name, schedule, command, database], ["text", "text", "text", "text"])
+    if failed is not None:      # pg_cron's own refusal, e.g. 'invalid schedule: ...' (22023)
+        if failed[0] == "22023":
+            raise InvalidParameterError(
+                f"The 'schedule' value of {owner} is not a schedule pg_cron accepts; got {shown(schedule)} "
+                f"(pg_cron: {failed[1]})",
+                hint="Five cron fields (minute hour day month weekday), e.g. '*/5 * * * *', or '[1-59] seconds'.")
+        raise PassedOnError(failed[0], f"{owner}: pg_cron refused the job: {failed[1]}",
+                            hint="See pg_cron's documentation for cron.schedule.")
+    return got[0]["jobid"]
+
+
+def _check_cron_args(schedule, max_seconds, policy, cost_aware, database, job_name) -> None:
+    """schedule_with_cron's argument checks (before anything is read)."""
     owner = "schedule_with_cron"
     if schedule is None or not str(schedule).strip() or len(str(schedule)) > MAX_CRON_TEXT:
         raise InvalidParameterError(f"The 'schedule' value of {owner} must be a cron schedule of at most "
@@ -745,7 +805,13 @@ def schedule_with_cron(schedule, max_seconds, policy, cost_aware, database, job_
     if not database:
         raise InvalidParameterError(f"The 'database' value of {owner} must name a database; got {shown(database)}",
                                     hint="Omit it for the current database.")
-    _require_admin(session, owner)
+
+
+def _cron_prerequisites(session, database: str, job_name: str) -> bool:
+    """Check what schedule_with_cron needs before it asks pg_cron: the database exists, pg_cron
+    is installed in this one, the calling role may schedule there, and no job of that name
+    of the role runs in another database. Returns whether the job runs in this database."""
+    owner = "schedule_with_cron"
     if not session.query("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1) AS ok",
                          [database], ["text"])[0]["ok"]:
         raise InvalidCatalogNameError(f"The 'database' value of {owner} names no database: {shown(database)} does "
@@ -758,20 +824,8 @@ def schedule_with_cron(schedule, max_seconds, policy, cost_aware, database, job_
         "'shared_preload_libraries') AS preload, "
         "(SELECT setting FROM pg_catalog.pg_settings WHERE name = 'cron.database_name') AS cron_db")[0]
     if not info["installed"]:
-        if info["preload"] is None:         # a role that may not read the setting (not a superuser)
-            hint = ("CREATE EXTENSION pg_cron; in the database pg_cron runs in (its cron.database_name setting; a "
-                    "superuser can see it, and must add pg_cron to shared_preload_libraries if it is missing), "
-                    f"install groupml there, and call groupml.schedule_with_cron(..., database => '{info['db']}') "
-                    f"from it.")
-        elif "pg_cron" not in info["preload"]:
-            hint = ("Add pg_cron to shared_preload_libraries in postgresql.conf (and set cron.database_name), "
-                    "restart the server, then CREATE EXTENSION pg_cron; in that database (Debian/Ubuntu: "
-                    "apt-get install postgresql-15-cron).")
-        else:
-            hint = (f"pg_cron runs in database '{info['cron_db']}' (cron.database_name): CREATE EXTENSION pg_cron; "
-                    f"there, install groupml there too and call groupml.schedule_with_cron(..., database => "
-                    f"'{info['db']}') from it.")
-        raise PrerequisiteStateError(f"pg_cron is not installed in database '{info['db']}'", hint=hint)
+        raise PrerequisiteStateError(f"pg_cron is not installed in database '{info['db']}'",
+                                     hint=_cron_missing_hint(info["db"], info["preload"], info["cron_db"]))
     # pg_cron lets a non-superuser schedule in its own database once granted USAGE on its
     # schema; schedule_in_database (another database) it gives to superusers only
     here = database == info["db"]
@@ -802,23 +856,23 @@ def schedule_with_cron(schedule, max_seconds, policy, cost_aware, database, job_
             f"to database '{database}'",
             hint=f"Give this database's job its own name, e.g. job_name => {quote_literal(job_name + '_' + database)}, "
                  f"or remove the other with SELECT cron.unschedule({other[0]['jobid']});")
-    command = (f"CALL groupml.run_scheduler(max_seconds => {float(max_seconds)!r}, policy => {quote_literal(policy)}, "
-               f"cost_aware => {'true' if cost_aware else 'false'})")
-    if here:
-        got, failed = session.query_or_error("SELECT cron.schedule($1, $2, $3) AS jobid", [job_name, schedule, command],
-                                             ["text", "text", "text"])
-    else:
-        got, failed = session.query_or_error("SELECT cron.schedule_in_database($1, $2, $3, $4) AS jobid",
-                                             [job_name, schedule, command, database], ["text", "text", "text", "text"])
-    if failed is not None:      # pg_cron's own refusal, e.g. 'invalid schedule: ...' (22023)
-        if failed[0] == "22023":
-            raise InvalidParameterError(
-                f"The 'schedule' value of {owner} is not a schedule pg_cron accepts; got {shown(schedule)} "
-                f"(pg_cron: {failed[1]})",
-                hint="Five cron fields (minute hour day month weekday), e.g. '*/5 * * * *', or '[1-59] seconds'.")
-        raise PassedOnError(failed[0], f"{owner}: pg_cron refused the job: {failed[1]}",
-                            hint="See pg_cron's documentation for cron.schedule.")
-    return got[0]["jobid"]
+    return here
+
+
+def _cron_missing_hint(db: str, preload: Optional[str], cron_db: Optional[str]) -> str:
+    """What to do when pg_cron is not installed in database ``db``, given the server's
+    shared_preload_libraries (None: the role may not read it) and cron.database_name."""
+    if preload is None:         # a role that may not read the setting (not a superuser)
+        return ("CREATE EXTENSION pg_cron; in the database pg_cron runs in (its cron.database_name setting; a "
+                "superuser can see it, and must add pg_cron to shared_preload_libraries if it is missing), "
+                f"install groupml there, and call groupml.schedule_with_cron(..., database => '{db}') from it.")
+    if "pg_cron" not in preload:
+        return ("Add pg_cron to shared_preload_libraries in postgresql.conf (and set cron.database_name), "
+                "restart the server, then CREATE EXTENSION pg_cron; in that database (Debian/Ubuntu: "
+                "apt-get install postgresql-15-cron).")
+    return (f"pg_cron runs in database '{cron_db}' (cron.database_name): CREATE EXTENSION pg_cron; "
+            f"there, install groupml there too and call groupml.schedule_with_cron(..., database => "
+            f"'{db}') from it.")
 
 
 # ---------------------------------------------------------------------------- infer
@@ -883,8 +937,8 @@ def simulate_scheduler(policy, sigma_m, alpha, seeds, cost_aware, n_users, n_mod
     n_tenants = check_number(n_tenants, "n_tenants", owner, ge=1, lt=n_users, integer=True,
                              hint="The other users form the history that feeds the GP prior.")
     grid_points = check_number(grid_points, "grid_points", owner, ge=2, le=10000, integer=True)
-    # checked here so the messages name this function (they named the generator's and the
-    # simulator's Python names), with bounds (1e308 overflowed inside the generator)
+    # checked here so the messages name this function (not the generator's or the simulator's
+    # Python names), with bounds (1e308 would overflow inside the generator)
     syn = "The paper's datasets are SYN(0.01, 0.1), SYN(0.01, 1.0), SYN(0.5, 0.1) and SYN(0.5, 1.0)."
     sigma_m = check_number(sigma_m, "sigma_m", owner, gt=0, le=1000, hint=syn)
     alpha = check_number(alpha, "alpha", owner, ge=0, le=1000, hint=syn)
