@@ -19,6 +19,16 @@ class _Session:
         self.cancel_checks += 1
 
 
+class _Clock:
+    """time.time() that advances one second a call."""
+    def __init__(self):
+        self.now = 0.0
+
+    def time(self):
+        self.now += 1.0
+        return self.now
+
+
 def _run_loop(monkeypatch, outcomes, max_steps=None, max_seconds=None):
     """Run run_scheduler's body over a scripted sequence of step outcomes; returns the steps taken."""
     session, taken = _Session(), []
@@ -34,6 +44,7 @@ def _run_loop(monkeypatch, outcomes, max_steps=None, max_seconds=None):
     monkeypatch.setattr(t, "_require_admin", lambda sess, what: None)
     monkeypatch.setattr(t, "_refresh_best", lambda sess: None)
     monkeypatch.setattr(t, "_scheduler_step", step)
+    monkeypatch.setattr(t, "time", _Clock())
     body = t.run_scheduler.__wrapped__.__wrapped__      # without sql_entry and pinned (no plpy here)
     body(max_steps, max_seconds, "hybrid", True)
     assert session.commits == 1 and session.cancel_checks == len(taken)
@@ -46,43 +57,46 @@ def test_the_loop_counts_trained_steps_only_and_stops_when_done(monkeypatch):
     assert _run_loop(monkeypatch, [T, W, W, T, T, T], max_steps=3) == [T, W, W, T, T]
     assert _run_loop(monkeypatch, [T, W, D, T], max_steps=10) == [T, W, D]
     assert _run_loop(monkeypatch, [W, T, D]) == [W, T, D]
-    # no time left: no step at all
-    assert _run_loop(monkeypatch, [T], max_seconds=1e-9) == []
+    # the time budget is checked before each step (the clock advances a second a reading)
+    assert _run_loop(monkeypatch, [T, W, T, T], max_seconds=2.5) == [T, W]
+    assert _run_loop(monkeypatch, [T], max_seconds=0.5) == []
 
 
-@pytest.mark.parametrize("args, message", [
-    ((None, None, "best", True), "The 'policy' value of run_scheduler must be one of"),
-    ((None, None, "hybrid", None), "The 'cost_aware' value of run_scheduler must be true or false; got null"),
-    ((0, None, "hybrid", True), "The 'max_steps' value of run_scheduler must be >= 1; got 0"),
-    ((1.5, None, "hybrid", True), "The 'max_steps' value of run_scheduler must be an integer"),
-    ((None, 0, "hybrid", True), "The 'max_seconds' value of run_scheduler must be > 0; got 0"),
+_SCHED, _CRON = t._check_scheduler_args, t._check_cron_args
+_EVERY_MINUTE = ("* * * * *", 50, "hybrid", True, "db", "job")
+
+
+def _cron(**changed):
+    """schedule_with_cron's arguments, every minute, with ``changed`` ones replaced."""
+    names = ["schedule", "max_seconds", "policy", "cost_aware", "database", "job_name"]
+    return tuple(changed.get(n, v) for n, v in zip(names, _EVERY_MINUTE))
+
+
+@pytest.mark.parametrize("check, args, message", [
+    (_SCHED, (None, None, "best", True), "The 'policy' value of run_scheduler must be one of"),
+    (_SCHED, (None, None, "hybrid", None), "The 'cost_aware' value of run_scheduler must be true or false; got null"),
+    (_SCHED, (0, None, "hybrid", True), "The 'max_steps' value of run_scheduler must be >= 1; got 0"),
+    (_SCHED, (1.5, None, "hybrid", True), "The 'max_steps' value of run_scheduler must be an integer"),
+    (_SCHED, (None, 0, "hybrid", True), "The 'max_seconds' value of run_scheduler must be > 0; got 0"),
+    (_CRON, _cron(schedule=" "), "The 'schedule' value of schedule_with_cron must be a cron schedule"),
+    (_CRON, _cron(schedule="x" * (t.MAX_CRON_TEXT + 1)), "The 'schedule' value of schedule_with_cron"),
+    (_CRON, _cron(max_seconds=0), "The 'max_seconds' value of schedule_with_cron must be > 0"),
+    (_CRON, _cron(max_seconds=86401), "The 'max_seconds' value of schedule_with_cron must be <="),
+    (_CRON, _cron(policy="nope"), "The 'policy' value of schedule_with_cron must be one of"),
+    (_CRON, _cron(job_name=""), "The 'job_name' value of schedule_with_cron must be a non-empty"),
+    (_CRON, _cron(database=""), "The 'database' value of schedule_with_cron must name a database"),
 ])
-def test_run_scheduler_arguments_are_checked_first(args, message):
+def test_arguments_are_checked_before_anything_is_read(check, args, message):
     with pytest.raises(InvalidParameterError) as e:
-        t._check_scheduler_args(*args)
+        check(*args)
     assert e.value.message.startswith(message)
     assert e.value.hint
 
 
-def test_good_run_scheduler_arguments_pass():
-    t._check_scheduler_args(None, None, "hybrid", True)
-    t._check_scheduler_args(5, 2.5, "eirate", False)
-
-
-@pytest.mark.parametrize("args, message", [
-    ((" ", 50, "hybrid", True, "db", "job"), "The 'schedule' value of schedule_with_cron must be a cron schedule"),
-    (("x" * (t.MAX_CRON_TEXT + 1), 50, "hybrid", True, "db", "job"), "The 'schedule' value of schedule_with_cron"),
-    (("* * * * *", 0, "hybrid", True, "db", "job"), "The 'max_seconds' value of schedule_with_cron must be > 0"),
-    (("* * * * *", 86401, "hybrid", True, "db", "job"), "The 'max_seconds' value of schedule_with_cron must be <="),
-    (("* * * * *", 50, "nope", True, "db", "job"), "The 'policy' value of schedule_with_cron must be one of"),
-    (("* * * * *", 50, "hybrid", True, "db", ""), "The 'job_name' value of schedule_with_cron must be a non-empty"),
-    (("* * * * *", 50, "hybrid", True, "", "job"), "The 'database' value of schedule_with_cron must name a database"),
-])
-def test_schedule_with_cron_arguments_are_checked_first(args, message):
-    with pytest.raises(InvalidParameterError) as e:
-        t._check_cron_args(*args)
-    assert e.value.message.startswith(message)
-    assert e.value.hint
+def test_good_arguments_pass():
+    _SCHED(None, None, "hybrid", True)
+    _SCHED(5, 2.5, "eirate", False)
+    _CRON(*_EVERY_MINUTE)
 
 
 def test_the_hint_when_pg_cron_is_missing_says_what_to_do_where():
