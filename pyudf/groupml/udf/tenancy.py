@@ -15,7 +15,11 @@ in its own transaction::
     -> observation row + candidate status + job best + state (log grows by one) -> COMMIT
 
 so a cancelled or crashed run loses at most the step in flight, and the next call makes
-exactly the decision the interrupted one was working on.
+exactly the decision the interrupted one was working on. ``run_scheduler`` is that loop:
+argument checks (:func:`_check_scheduler_args`), then :func:`_scheduler_step` until done.
+
+What is not SQL is pure Python in :mod:`groupml.tenancy`: the scheduler, the expansion of a
+job's candidates into keyed configurations and their estimated costs.
 """
 
 from __future__ import annotations
