@@ -2,7 +2,9 @@
 
     python bench/bench_learners.py [--quick] [--rows N] [--skip-sklearn]
 """
-import argparse, sys, time
+import argparse
+import sys
+import time
 import numpy as np
 
 import os
