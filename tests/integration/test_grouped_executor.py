@@ -12,7 +12,7 @@ import pytest
 from groupml.datagen import create_table, grouped_classification
 from groupml.executor.invariants import schedule_violations
 from groupml.learners import load_model
-from pg_helpers import cancel_when, sql_error
+from pg_helpers import TEMPLATE, cancel_when, sql_error
 
 pytestmark = pytest.mark.integration
 
@@ -638,7 +638,7 @@ def test_worker_endpoints_are_checked_before_the_run_and_must_reach_this_databas
     # existed, and all-disabled endpoints fell back to loopback silently
     other = f"{dbname}_other"
     with psycopg.connect(cluster.dsn(), autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {other} TEMPLATE groupml_template")
+        admin.execute(f"CREATE DATABASE {other} TEMPLATE {TEMPLATE}")
     try:
         db.execute("INSERT INTO groupml.worker_endpoints (name, dsn, enabled) VALUES ('a', 'loopback', true), "
                    "('b', %s, true)", [cluster.dsn(other) + " password=s3cret"])

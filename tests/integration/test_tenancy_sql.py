@@ -14,7 +14,7 @@ from psycopg import sql
 
 from groupml.datagen import create_table, grouped_classification
 from groupml.learners import load_model
-from pg_helpers import sql_error
+from pg_helpers import TEMPLATE, sql_error
 
 pytestmark = pytest.mark.integration
 
@@ -421,7 +421,7 @@ def _trace(conn):
 def _reference_trace(cluster, db, dbname):
     """The trace of one uninterrupted run_scheduler over _many_jobs, in a database of its own."""
     other = f"{dbname}_ref"
-    db.execute(sql.SQL("CREATE DATABASE {} TEMPLATE groupml_template").format(sql.Identifier(other)))
+    db.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(other), sql.Identifier(TEMPLATE)))
     try:
         with psycopg.connect(cluster.dsn(other), autocommit=True) as ref:
             _many_jobs(ref)
