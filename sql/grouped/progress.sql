@@ -1,4 +1,4 @@
-CREATE VIEW @extschema@.progress AS
+CREATE VIEW @extschema@.progress WITH (security_invoker = true) AS
 SELECT r.run_id, r.status, r.source, r.family, g.strategy, g.workers, r.n_groups, r.groups_done,
        g.epochs_done, g.passes_done, g.last_event, r.started_at,
        coalesce(r.finished_at, clock_timestamp()) - r.started_at AS elapsed, g.updated_at,

@@ -1,4 +1,4 @@
-CREATE VIEW @extschema@.run_trial_info AS
+CREATE VIEW @extschema@.run_trial_info WITH (security_invoker = true) AS
 SELECT t.run_id, t.group_key, t.trial_id, t.params, t.score,
        pg_catalog.cardinality(t.epoch_scores) AS epochs, (t.metrics ->> 'iterations')::integer AS iterations,
        t.status, t.stop_reason,

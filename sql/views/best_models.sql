@@ -1,4 +1,4 @@
-CREATE VIEW @extschema@.best_models AS
+CREATE VIEW @extschema@.best_models WITH (security_invoker = true) AS
 SELECT m.model_id, m.run_id, m.group_key, (m.fit).status, (m.fit).family, (m.fit).params,
        (m.fit).metric, (m.fit).score, (m.fit).metrics, (m.fit).n_train, (m.fit).n_validation,
        (m.fit).n_skipped, m.created_at
