@@ -13,3 +13,4 @@ FROM @extschema@.trials t
 LEFT JOIN @extschema@.models m ON m.run_id = t.run_id AND m.group_key = t.group_key;
 COMMENT ON VIEW @extschema@.run_trial_info IS
   'Every trial of the catalog-writing runs (groupml.trials) in the shape of groupml.trial_info(fit): params, score, epochs, iterations, status, stop reason, per-epoch losses, cost, and whether it was selected.';
+GRANT SELECT ON @extschema@.run_trial_info TO groupml_admin;

@@ -138,5 +138,8 @@ GRANT SELECT ON @extschema@.snapshot_blocks TO groupml_admin;
 
 -- the views: row-level security applies as the caller, not as the views' owner
 ALTER VIEW @extschema@.best_models SET (security_invoker = true);
+GRANT SELECT ON @extschema@.best_models TO groupml_admin;
 ALTER VIEW @extschema@.progress SET (security_invoker = true);
+GRANT SELECT ON @extschema@.progress TO groupml_admin;
 ALTER VIEW @extschema@.run_trial_info SET (security_invoker = true);
+GRANT SELECT ON @extschema@.run_trial_info TO groupml_admin;

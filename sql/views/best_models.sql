@@ -5,3 +5,4 @@ SELECT m.model_id, m.run_id, m.group_key, (m.fit).status, (m.fit).family, (m.fit
 FROM @extschema@.models m;
 COMMENT ON VIEW @extschema@.best_models IS
   'The catalog without model bytes: the selected configuration and validation score per run and group.';
+GRANT SELECT ON @extschema@.best_models TO groupml_admin;

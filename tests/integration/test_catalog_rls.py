@@ -120,7 +120,9 @@ def test_each_role_sees_and_changes_only_its_own_runs_and_the_admin_sees_all(db,
     assert [r[0] for r in b_conn.execute("SELECT run_id FROM groupml.progress")] == [b_run]
     assert b_conn.execute("SELECT count(*) FROM groupml.snapshots").fetchone()[0] == 1
 
-    # A cannot change B's rows: no row matches, and rows naming B's run are refused
+    # A cannot change B's rows: no row matches, and rows naming B's run are refused (even with
+    # DELETE on runs, which the hint does not name)
+    db.execute(f"GRANT DELETE ON groupml.runs TO {A}")
     for stmt in ("UPDATE groupml.runs SET status = 'failed' WHERE run_id = %s",
                  "DELETE FROM groupml.runs WHERE run_id = %s",
                  "DELETE FROM groupml.trials WHERE run_id = %s",
