@@ -6,12 +6,16 @@
 -- all; snapshot groups and blocks (the source's rows) only for roles that may read the
 -- source's columns. The views read as their caller.
 
+-- groupml_admin: also the training catalog's administrator
+COMMENT ON ROLE groupml_admin IS
+  'groupml administrator: members see all tenants, jobs, candidates and observations and may CALL groupml.run_scheduler; they also see every role''s training runs and what belongs to them (snapshot rows only with SELECT on the source). GRANT groupml_admin TO <coordinator role>.';
+
 -- runs
 ALTER TABLE @extschema@.runs ENABLE ROW LEVEL SECURITY;
-CREATE POLICY runs_own ON @extschema@.runs
+CREATE POLICY runs_by_role ON @extschema@.runs
     USING (pg_catalog.pg_has_role(pg_catalog.to_regrole(pg_catalog.quote_ident(created_by)), 'MEMBER') OR pg_catalog.pg_has_role('groupml_admin', 'MEMBER'))
     WITH CHECK (pg_catalog.pg_has_role(pg_catalog.to_regrole(pg_catalog.quote_ident(created_by)), 'MEMBER') OR pg_catalog.pg_has_role('groupml_admin', 'MEMBER'));
-COMMENT ON POLICY runs_own ON @extschema@.runs IS
+COMMENT ON POLICY runs_by_role ON @extschema@.runs IS
   'Row-level security: members of the role that created a run (created_by) see and change it; groupml_admin members see and change all runs. A role dropped or renamed since leaves its runs to groupml_admin.';
 GRANT SELECT, UPDATE, DELETE ON @extschema@.runs TO groupml_admin;
 
@@ -71,10 +75,10 @@ GRANT SELECT ON @extschema@.run_checkpoints TO groupml_admin;
 
 -- snapshots
 ALTER TABLE @extschema@.snapshots ENABLE ROW LEVEL SECURITY;
-CREATE POLICY snapshots_own ON @extschema@.snapshots
+CREATE POLICY snapshots_by_role ON @extschema@.snapshots
     USING (pg_catalog.pg_has_role(pg_catalog.to_regrole(pg_catalog.quote_ident(created_by)), 'MEMBER') OR pg_catalog.pg_has_role('groupml_admin', 'MEMBER'))
     WITH CHECK (pg_catalog.pg_has_role(pg_catalog.to_regrole(pg_catalog.quote_ident(created_by)), 'MEMBER') OR pg_catalog.pg_has_role('groupml_admin', 'MEMBER'));
-COMMENT ON POLICY snapshots_own ON @extschema@.snapshots IS
+COMMENT ON POLICY snapshots_by_role ON @extschema@.snapshots IS
   'Row-level security: members of the role that built a snapshot (created_by) see and change it; groupml_admin members see and drop all snapshots. Their groups and blocks are further limited to roles that may read the source (see snapshot_blocks).';
 GRANT SELECT, DELETE ON @extschema@.snapshots TO groupml_admin;
 
