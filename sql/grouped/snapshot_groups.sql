@@ -25,16 +25,6 @@ CREATE POLICY snapshot_groups_of_readable_sources ON @extschema@.snapshot_groups
                 WHERE a.attrelid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(s.source)
                   AND a.attname OPERATOR(pg_catalog.=) c.col::name AND a.attnum OPERATOR(pg_catalog.>) 0
                   AND NOT a.attisdropped
-                  AND pg_catalog.has_column_privilege(a.attrelid, a.attnum, 'SELECT')))))
-    WITH CHECK (snapshot_id IN (
-        SELECT s.snapshot_id FROM @extschema@.snapshots s
-        WHERE NOT EXISTS (
-            SELECT 1 FROM pg_catalog.unnest(s.group_by OPERATOR(pg_catalog.||) s.features OPERATOR(pg_catalog.||) s.label) AS c(col)
-            WHERE NOT EXISTS (
-                SELECT 1 FROM pg_catalog.pg_attribute a
-                WHERE a.attrelid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(s.source)
-                  AND a.attname OPERATOR(pg_catalog.=) c.col::name AND a.attnum OPERATOR(pg_catalog.>) 0
-                  AND NOT a.attisdropped
                   AND pg_catalog.has_column_privilege(a.attrelid, a.attnum, 'SELECT')))));
 COMMENT ON POLICY snapshot_groups_of_readable_sources ON @extschema@.snapshot_groups IS
   'Row-level security: group rows (group keys, counts) hold the source''s data, so a role sees and writes them only for the groupml.snapshots rows it sees (its own, those of roles it is a member of; groupml_admin: all) whose source it may SELECT every snapshot column of.';

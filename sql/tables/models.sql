@@ -13,8 +13,7 @@ COMMENT ON TABLE @extschema@.models IS
   'The model catalog: one selected model per (run, group). Every trainer in groupml writes here.';
 ALTER TABLE @extschema@.models ENABLE ROW LEVEL SECURITY;
 CREATE POLICY models_of_visible_runs ON @extschema@.models
-    USING (run_id IN (SELECT r.run_id FROM @extschema@.runs r))
-    WITH CHECK (run_id IN (SELECT r.run_id FROM @extschema@.runs r));
+    USING (EXISTS (SELECT 1 FROM @extschema@.runs r WHERE r.run_id OPERATOR(pg_catalog.=) models.run_id));
 COMMENT ON POLICY models_of_visible_runs ON @extschema@.models IS
   'Row-level security: models follow their run: a role sees and changes the rows of the groupml.runs rows it sees (its own runs, those of roles it is a member of; groupml_admin: all).';
 GRANT SELECT ON @extschema@.models TO groupml_admin;
