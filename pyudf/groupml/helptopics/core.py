@@ -155,7 +155,9 @@ groupml.best_models  (view): the catalog without model bytes: model_id, run_id, 
   The models themselves are in groupml.models (column fit).
 """
 
-TOPICS["catalog"] = """groupml's catalog (tables written by train_groups; no grants to PUBLIC -- see README "Who may train"):
+TOPICS["catalog"] = """groupml's catalog (tables written by train_groups; no grants to PUBLIC -- see README "Who may train").
+Row-level security: a role sees and changes its own runs' rows (runs.created_by) and those of roles
+it is a member of; groupml_admin sees all; snapshot groups and blocks also need SELECT on the source:
   runs              one row per train_groups run: source, group_by, features, label, family, search,
                     options, status (running | done | failed | cancelled), groups_done / n_groups,
                     started_at / finished_at, seconds (the call's wall time), estimated_seconds (the

@@ -102,6 +102,8 @@ groupml.snapshots / snapshot_groups / snapshot_blocks, groupml.drop_snapshot(sna
 TOPICS["drop_snapshot"] = """groupml.drop_snapshot(snapshot_id bigint) -> boolean
   Deletes a training snapshot kept with options.keep_snapshot (its groups and blocks go with it);
   false when there is no such snapshot. Refused (55006) while another session trains a run that
-  uses it; needs SELECT and DELETE on groupml.snapshots (42501 names them). See help('snapshots').
+  uses it; needs SELECT and DELETE on groupml.snapshots (42501 names them), and drops only the
+  snapshots the role sees (row-level security: its own and those of roles it is a member of;
+  groupml_admin: all). See help('snapshots').
   Example: SELECT groupml.drop_snapshot(3);
 """
