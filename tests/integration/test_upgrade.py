@@ -29,15 +29,17 @@ CATALOG = {
                "FROM information_schema.columns WHERE table_schema = 'groupml' ORDER BY 1, 2",
     "constraints": "SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid) FROM pg_constraint "
                    "WHERE connamespace = 'groupml'::regnamespace ORDER BY 1, 2",
-    "functions": "SELECT proname, pg_get_function_identity_arguments(oid), md5(prosrc), prosecdef, provolatile "
+    "functions": "SELECT proname, pg_get_function_identity_arguments(oid), md5(prosrc), prosecdef, provolatile, proparallel "
                  "FROM pg_proc WHERE pronamespace = 'groupml'::regnamespace ORDER BY 1, 2",
     "policies": "SELECT tablename, policyname, qual, with_check FROM pg_policies WHERE schemaname = 'groupml' "
                 "ORDER BY 1, 2",
-    "relations": "SELECT relname, relkind, relpersistence, relrowsecurity, relacl::text FROM pg_class "
+    "relations": "SELECT relname, relkind, relpersistence, relrowsecurity, relacl::text, reloptions::text FROM pg_class "
                  "WHERE relnamespace = 'groupml'::regnamespace ORDER BY 1",
     "indexes": "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'groupml' ORDER BY 1",
     "config": "SELECT array(SELECT c::regclass::text FROM unnest(extconfig) c ORDER BY 1) FROM pg_extension "
               "WHERE extname = 'groupml'",
+    "comments": "SELECT o, md5(d) FROM (SELECT pg_describe_object(classoid, objoid, objsubid) AS o, description AS d "
+                "FROM pg_description) c WHERE o LIKE '%groupml.%' ORDER BY 1, 2",
     "members": "SELECT pg_describe_object(classid, objid, 0) FROM pg_depend WHERE refobjid = (SELECT oid FROM "
                "pg_extension WHERE extname = 'groupml') AND deptype = 'e' ORDER BY 1",
 }
