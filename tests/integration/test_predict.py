@@ -347,3 +347,80 @@ def test_catalog_models_are_stored_out_of_line_uncompressed(db):
                                    "FROM groupml.models").fetchone()
     assert size > 8000 and compression is None
 
+
+#: Settings under which the planner picks a parallel plan for a table of any size.
+FORCE_PARALLEL = ("SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0; SET min_parallel_table_scan_size = 0; "
+                  "SET max_parallel_workers_per_gather = 2; SET parallel_leader_participation = off")
+SERIAL = "SET max_parallel_workers_per_gather = 0"
+#: every family, with a grid that trains in well under a second; True for a classifier with probabilities
+PARALLEL_FAMILIES = {"logistic": ("{}", True), "svm": ("{}", False), "linear": ("{}", False),
+                     "mlp": ('{"epochs": [2], "layers": ["4"]}', True),
+                     "mlp_regressor": ('{"epochs": [2], "layers": ["4"]}', False),
+                     "lightgbm": ('{"num_boost_round": [5]}', True),
+                     "lightgbm_regressor": ('{"num_boost_round": [5]}', False)}
+
+
+def _scored_by_parallel_workers(db, sql, fn):
+    """EXPLAIN ``sql``: a Gather whose workers compute groupml.``fn`` below it."""
+    plan = db.execute(f"EXPLAIN (VERBOSE, FORMAT JSON) {sql}").fetchone()[0][0]["Plan"]
+
+    def nodes(node):
+        yield node
+        for child in node.get("Plans", ()):
+            yield from nodes(child)
+
+    gathers = [n for n in nodes(plan) if n["Node Type"] in ("Gather", "Gather Merge")]
+    assert gathers, plan
+    assert any(f"groupml.{fn}(" in out for g in gathers for n in nodes(g) if n is not g
+               for out in n.get("Output", ())), plan
+
+
+def test_every_scoring_form_and_family_runs_in_parallel_workers(db):
+    # predict* are PARALLEL SAFE: a parallel worker (a new process for every query) and a leader
+    # in parallel mode cannot start the subtransaction PL/Python wraps every statement in, so
+    # scoring must run no statement there (a first call's catalog check, a cancel check, a
+    # LightGBM model check's cancel check all did)
+    db.execute("CREATE TABLE tr AS SELECT ((i % 7 > 3) <> (i % 11 = 0))::int AS y, (i % 7)::float8 AS f1, "
+               "(i % 5)::float8 AS f2 FROM generate_series(1, 300) i")
+    db.execute("CREATE TABLE fams (m text, fit groupml.fit, proba boolean)")
+    for m, (spec, proba) in PARALLEL_FAMILIES.items():
+        db.execute("INSERT INTO fams SELECT %s, groupml.learn_over_groups(ARRAY[f1, f2], y, %s, %s), %s FROM tr",
+                   [m, m, spec, proba])
+    # the rows to score carry their model's name (a join on it, as with per-group models; the
+    # planner runs a cross join serially); fillfactor 10 spreads them over the pages two
+    # workers are planned for
+    db.execute("CREATE TABLE pts WITH (fillfactor = 10) AS SELECT m, i AS id, (i % 9) * 0.7::float8 AS f1, "
+               "(i % 4) * 1.3::float8 AS f2 FROM fams, generate_series(1, 40) i")
+    db.execute("CREATE TABLE bat WITH (fillfactor = 10) AS SELECT m, id % 3 AS b, array_agg(ARRAY[f1, f2] ORDER BY id) "
+               "AS x FROM pts GROUP BY m, id % 3")
+    db.execute("ANALYZE fams, pts, bat")
+    rows = ("SELECT m, p.id, groupml.predict(f.fit, ARRAY[p.f1, p.f2]), CASE WHEN f.proba THEN "
+            "groupml.predict_proba(f.fit, ARRAY[p.f1, p.f2]) END FROM pts p JOIN fams f USING (m)")
+    batches = ("SELECT m, b.b, groupml.predict_batch(f.fit, b.x), CASE WHEN f.proba THEN "
+               "groupml.predict_proba_batch(f.fit, b.x) END FROM bat b JOIN fams f USING (m)")
+    db.execute(SERIAL)
+    want = {q: sorted(db.execute(q).fetchall()) for q in (rows, batches)}
+    assert len(want[rows]) == 40 * len(PARALLEL_FAMILIES) and len(want[batches]) == 3 * len(PARALLEL_FAMILIES)
+    db.execute(FORCE_PARALLEL)
+    for q, fns in ((rows, ("predict", "predict_proba")), (batches, ("predict_batch", "predict_proba_batch"))):
+        for fn in fns:
+            _scored_by_parallel_workers(db, q, fn)
+        got = sorted(db.execute(q).fetchall())
+        assert [r[:2] for r in got] == [r[:2] for r in want[q]]
+        for g, w in zip(got, want[q]):
+            for a, b in zip(g[2:], w[2:]):
+                assert (a is None and b is None) or np.allclose(a, b, rtol=0, atol=1e-9), (g, w)
+    # the leader is in parallel mode too, above the Gather: a batch of more than one chunk (a
+    # cancel check between chunks) scored there
+    from groupml.udf.predict import BATCH_CHUNK_ROWS
+
+    db.execute(f"CREATE TABLE big AS SELECT i AS id, (i % 9) * 0.7 AS f1, (i % 4) * 1.3 AS f2 "
+               f"FROM generate_series(1, {2 * BATCH_CHUNK_ROWS + 5}) i")
+    db.execute("ANALYZE big")
+    db.execute("SET parallel_leader_participation = on")
+    big = ("SELECT groupml.predict_batch(f.fit, a.x) FROM fams f, (SELECT array_agg(ARRAY[f1, f2] ORDER BY id) AS x "
+           "FROM big) a WHERE f.m = 'logistic'")
+    assert "Gather" in "\n".join(r[0] for r in db.execute(f"EXPLAIN {big}").fetchall())
+    got = db.execute(big).fetchone()[0]
+    db.execute(SERIAL)
+    assert got == db.execute(big).fetchone()[0]

@@ -1,9 +1,14 @@
-"""Scores that are not finite (groupml.udf.predict.finite_scores and its callers)."""
+"""Scores that are not finite (groupml.udf.predict.finite_scores and its callers), and the
+cancel check scoring uses where no statement can run (groupml.db.pending_interrupt_check)."""
+
+import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from groupml.errors import FeatureNotSupportedError, NumericOverflowError
+from groupml import db
+from groupml.errors import FeatureNotSupportedError, NumericOverflowError, PassedOnError
 from groupml.learners import EXTRA_FAMILIES, GLMModel
 from groupml.udf import predict as P
 
@@ -99,3 +104,30 @@ def test_an_mlp_score_is_refused_when_a_value_inside_overflowed(activation):
     assert "row 2 " in _overflow(P.labels, model, X, "predict_batch").message
     assert "row 2 " in _overflow(P.probabilities, model, X, "predict_proba_batch").message
     assert P.labels(model, X[:1], "predict").shape == (1,)
+
+
+def _flags(**set_):
+    names = ("InterruptPending", "QueryCancelPending", "ProcDiePending", "InterruptHoldoffCount",
+             "QueryCancelHoldoffCount", "CritSectionCount")
+    return {n: SimpleNamespace(value=int(set_.get(n, 0))) for n in names}
+
+
+def test_the_statement_free_cancel_check_reads_the_servers_flags():
+    db.pending_interrupt_check(_flags())()                                       # nothing pending
+    db.pending_interrupt_check(_flags(QueryCancelPending=1))()                   # not yet signalled
+    with pytest.raises(PassedOnError) as info:
+        db.pending_interrupt_check(_flags(InterruptPending=1, QueryCancelPending=1))()
+    assert info.value.sqlstate == "57014" and info.value.hint
+    with pytest.raises(PassedOnError) as info:
+        db.pending_interrupt_check(_flags(InterruptPending=1, ProcDiePending=1, QueryCancelPending=1))()
+    assert info.value.sqlstate == "57P01" and info.value.hint
+    # where the server would not act on them yet, neither does the check
+    db.pending_interrupt_check(_flags(InterruptPending=1, QueryCancelPending=1, QueryCancelHoldoffCount=1))()
+    db.pending_interrupt_check(_flags(InterruptPending=1, ProcDiePending=1, InterruptHoldoffCount=1))()
+    db.pending_interrupt_check(_flags(InterruptPending=1, QueryCancelPending=1, CritSectionCount=1))()
+
+
+def test_outside_a_server_there_is_no_parallel_mode_and_no_cancel_check():
+    assert "plpy" not in sys.modules
+    assert db.in_parallel_mode() is False
+    assert db.cancel_check_here() is None
