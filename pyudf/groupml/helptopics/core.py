@@ -81,9 +81,10 @@ groupml.predict(fit groupml.fit, features float8[]) -> float8
   One call per row: fine for a few rows; to score a whole table, predict_batch per group is
   several times faster (docs/performance.md).
   Errors: wrong length (2202E); NULL, NaN or infinite features (22000); features so large the
-  score is not a number, e.g. near 1e308 (22003, naming the row; the same in every scoring
-  function). A classifier's score that overflows to +-infinity still has a sign, so it gives
-  class 1 / 0 and probability 1 / 0; a regressor's is an ERROR.
+  score is not a finite number, e.g. near 1e308 (22003, naming the row; the same in every
+  scoring function and family). That holds for a classifier's score of +-infinity too, and for
+  an overflow inside a model whose output still looks finite: after an overflow even the
+  score's sign means nothing, so it gives no class and no probability.
   Example:
     SELECT c.id, groupml.predict(m.fit, ARRAY[c.f1, c.f2, c.f3])
     FROM clicks c JOIN country_models m USING (country);
