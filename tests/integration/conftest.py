@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.join(ROOT, "installer"))
 
 import groupml_installer  # noqa: E402
 from groupml.devcluster import TempCluster  # noqa: E402
+from multinode import citus_cluster, fdw_shards  # noqa: E402,F401 (session fixtures of the scale-out tests)
 
 TEMPLATE = "groupml_template"
 _counter = itertools.count()

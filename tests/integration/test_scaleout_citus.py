@@ -1,0 +1,103 @@
+"""learn_over_groups on a Citus distributed table: a coordinator and two workers on loopback."""
+
+import re
+
+import psycopg
+import pytest
+
+from groupml.datagen import create_table, grouped_classification
+
+from groupml.shards import citus_shard_map
+
+from multinode import ClientSession, assert_same_fits, group_fits
+
+pytestmark = [pytest.mark.integration, pytest.mark.citus]
+
+
+@pytest.fixture(scope="module")
+def clicks(citus_cluster):
+    """``clicks`` distributed by country, ``clicks_local`` the same rows in one plain table on the
+    coordinator (the one-server run), ``segment`` a column the distribution does not follow."""
+    data = grouped_classification(3000, 6, 4, seed=5, exponent=0.6)
+    with citus_cluster.connect() as conn:
+        for table in ("clicks", "clicks_local"):
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
+            create_table(conn, table, data)
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN segment int")
+            conn.execute(f"UPDATE {table} SET segment = id % 3")
+        conn.execute("SELECT create_distributed_table('clicks', 'country', shard_count := 4)")
+    return data
+
+
+def test_extension_reaches_every_worker(citus_cluster):
+    with citus_cluster.connect() as conn:
+        version = conn.execute("SELECT groupml.version()").fetchone()[0]
+    for worker in citus_cluster.workers:
+        with psycopg.connect(worker.dsn(), autocommit=True) as conn:
+            assert conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'groupml'").fetchone()
+            assert conn.execute("SELECT groupml.version()").fetchone()[0] == version
+
+
+def explain(conn, key):
+    return "\n".join(r[0] for r in conn.execute(
+        f"EXPLAIN (VERBOSE) SELECT {key}, groupml.learn_over_groups(ARRAY[f1, f2, f3, f4], clicked, 'logistic', "
+        f"'{{}}') FROM clicks GROUP BY {key}").fetchall())
+
+
+def test_grouped_by_the_distribution_column_runs_in_the_shard_tasks(citus_cluster, clicks):
+    """Each shard's task on its worker runs the whole aggregate; the coordinator only collects fits."""
+    with citus_cluster.connect() as conn:
+        plan = explain(conn, "country")
+        task_query = next(line for line in plan.splitlines() if "Query:" in line)
+        assert "groupml.learn_over_groups(" in task_query and "GROUP BY country" in task_query, plan
+        assert "clicks_10" in task_query, plan                     # it reads a shard table
+        top = plan.split("->  Task", 1)[0]
+        assert "learn_over_groups(" not in top.split("Output:", 1)[0], plan   # nothing aggregated above
+        ports = {int(p) for p in re.findall(r"Node: host=127.0.0.1 port=(\d+)", plan)}
+        assert ports <= {w.port for w in citus_cluster.workers} and ports, plan
+        assert_same_fits(group_fits(conn, "clicks", "country"), group_fits(conn, "clicks_local", "country"))
+
+
+def test_other_groupings_gather_the_rows_and_equal_one_server(citus_cluster, clicks):
+    """Grouped by a column the distribution does not follow, Citus sends the aggregate's inputs to
+    the coordinator (the aggregate has no combine function) and the fits are the one-server fits."""
+    with citus_cluster.connect() as conn:
+        plan = explain(conn, "segment")
+        top, tasks = plan.split("->  Task", 1)
+        assert "groupml.learn_over_groups(remote_scan." in top, plan
+        assert "learn_over_groups(" not in tasks.replace("AS learn_over_groups", ""), plan
+        assert_same_fits(group_fits(conn, "clicks", "segment"), group_fits(conn, "clicks_local", "segment"))
+        # a grouping that mixes the distribution column with another one is pushed down whole
+        assert_same_fits(group_fits(conn, "clicks", "country, segment"),
+                         group_fits(conn, "clicks_local", "country, segment"))
+
+
+def test_shard_map_of_a_distributed_table(citus_cluster, clicks):
+    with citus_cluster.connect() as conn:
+        shard_map = citus_shard_map(ClientSession(conn), "clicks")
+        assert shard_map.relation == "clicks" and shard_map.distribution_column == "country"
+        assert len(shard_map.shards) == 4
+        assert shard_map.nodes() == sorted(("127.0.0.1", w.port) for w in citus_cluster.workers)
+        total = 0
+        for shard in shard_map.shards:
+            assert shard.replicas == 1 and shard.active_placements() == shard.placements
+            assert shard.table == f"clicks_{shard.shard_id}" and shard.schema == "public"
+            place = shard.placements[0]
+            with psycopg.connect(f"host={place.host} port={place.port} dbname=postgres user=postgres") as node:
+                held = node.execute(f'SELECT count(*) FROM "{shard.schema}"."{shard.table}"').fetchone()[0]
+            want = conn.execute("SELECT count(*) FROM clicks WHERE get_shard_id_for_distribution_column("
+                                "'clicks', country) = %s", [shard.shard_id]).fetchone()[0]
+            assert held == want
+            total += held
+        assert total == conn.execute("SELECT count(*) FROM clicks").fetchone()[0]
+        assert {s.shard_id for s in shard_map.shards_on(*shard_map.nodes()[0])} < {s.shard_id for s in shard_map.shards}
+
+
+def test_shard_map_refuses_a_plain_table(citus_cluster, clicks):
+    from groupml.errors import UndefinedTableError, WrongObjectTypeError
+
+    with citus_cluster.connect() as conn:
+        with pytest.raises(WrongObjectTypeError, match="clicks_local is not a Citus distributed table"):
+            citus_shard_map(ClientSession(conn), "clicks_local")
+        with pytest.raises(UndefinedTableError):
+            citus_shard_map(ClientSession(conn), "no_such_table")
