@@ -101,3 +101,19 @@ def test_shard_map_refuses_a_plain_table(citus_cluster, clicks):
             citus_shard_map(ClientSession(conn), "clicks_local")
         with pytest.raises(UndefinedTableError):
             citus_shard_map(ClientSession(conn), "no_such_table")
+
+
+def test_without_citus_the_tests_skip_naming_the_build_script_and_fail_under_ci(tmp_path, monkeypatch):
+    from multinode import require_citus
+
+    fake = tmp_path / "pg_config"
+    fake.write_text(f"#!/bin/sh\necho 'PKGLIBDIR = {tmp_path}'\n")
+    fake.chmod(0o755)
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match=r"sudo bash \.\./shared/citus/build-citus\.sh"):
+        require_citus(str(tmp_path))
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI must run the Citus tests"):
+        require_citus(str(tmp_path))
+    (tmp_path / "citus.so").write_bytes(b"")
+    require_citus(str(tmp_path))
