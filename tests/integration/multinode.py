@@ -205,3 +205,13 @@ class ClientSession:
         cur = self.conn.execute(re.sub(r"\$\d+", "%s", statement), list(args))
         cols = [c.name for c in cur.description]
         return [dict(zip(cols, row)) for row in cur.fetchall()]
+
+
+def shard_map_in_backend(conn, reader: str, relation: str) -> str:
+    """repr() of groupml.shards.<reader>(relation) run inside the server (PL/Python, plpy session),
+    as the cross-node executor will call it."""
+    notices = []
+    conn.add_notice_handler(lambda diag: notices.append(diag.message_primary))
+    conn.execute("DO $$\nfrom groupml.db import backend_session\nfrom groupml import shards\n"
+                 f"plpy.notice(repr(shards.{reader}(backend_session(), {relation!r})))\n$$ LANGUAGE plpython3u")
+    return notices[-1]

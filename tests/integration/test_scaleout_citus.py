@@ -9,7 +9,7 @@ from groupml.datagen import create_table, grouped_classification
 
 from groupml.shards import citus_shard_map
 
-from multinode import ClientSession, assert_same_fits, group_fits
+from multinode import ClientSession, assert_same_fits, group_fits, shard_map_in_backend
 
 pytestmark = [pytest.mark.integration, pytest.mark.citus]
 
@@ -91,6 +91,29 @@ def test_shard_map_of_a_distributed_table(citus_cluster, clicks):
             total += held
         assert total == conn.execute("SELECT count(*) FROM clicks").fetchone()[0]
         assert {s.shard_id for s in shard_map.shards_on(*shard_map.nodes()[0])} < {s.shard_id for s in shard_map.shards}
+
+
+def test_shard_map_lists_every_placement_of_a_replicated_table(citus_cluster, clicks):
+    with citus_cluster.connect() as conn:
+        conn.execute("DROP TABLE IF EXISTS clicks_replicated")
+        conn.execute("CREATE TABLE clicks_replicated AS SELECT * FROM clicks_local")
+        conn.execute("SET citus.shard_replication_factor = 2")
+        conn.execute("SELECT create_distributed_table('clicks_replicated', 'country', shard_count := 2, "
+                     "colocate_with := 'none')")
+        shard_map = citus_shard_map(ClientSession(conn), "clicks_replicated")
+        workers = sorted(("127.0.0.1", w.port) for w in citus_cluster.workers)
+        assert len(shard_map.shards) == 2
+        for shard in shard_map.shards:
+            assert shard.replicas == 2 and len(shard.active_placements()) == 2
+            assert sorted((p.host, p.port) for p in shard.placements) == workers
+        assert shard_map.colocation_id != citus_shard_map(ClientSession(conn), "clicks").colocation_id
+
+
+def test_shard_map_reads_the_same_inside_the_server(citus_cluster, clicks):
+    with citus_cluster.connect() as conn:
+        conn.execute("SELECT groupml.version()")          # groupml's sys.path in this backend
+        assert shard_map_in_backend(conn, "citus_shard_map", "public.clicks") == \
+            repr(citus_shard_map(ClientSession(conn), "public.clicks"))
 
 
 def test_shard_map_refuses_a_plain_table(citus_cluster, clicks):

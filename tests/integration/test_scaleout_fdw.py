@@ -10,7 +10,7 @@ from groupml.datagen import create_table, grouped_classification
 from groupml.errors import WrongObjectTypeError
 from groupml.shards import fdw_shard_map
 
-from multinode import ClientSession, assert_same_fits, group_fits
+from multinode import ClientSession, assert_same_fits, group_fits, shard_map_in_backend
 
 pytestmark = pytest.mark.integration
 
@@ -69,6 +69,11 @@ def test_other_groupings_pull_the_rows_and_equal_one_server(fdw_shards, clicks):
     the foreign scans and aggregates on the coordinator: correct, not pushed down."""
     with pushdown_session(fdw_shards.connect()) as conn:
         key = "(id % 3)"
+        plan = "\n".join(r[0] for r in conn.execute(
+            f"EXPLAIN (VERBOSE) SELECT {key}, groupml.learn_over_groups(ARRAY[f1, f2, f3, f4], clicked, 'logistic', "
+            f"'{{}}') FROM clicks GROUP BY {key}").fetchall())
+        remote = [line for line in plan.splitlines() if "Remote SQL:" in line]
+        assert len(remote) == 3 and not any("learn_over_groups" in line for line in remote), plan
         assert_same_fits(group_fits(conn, "clicks", key), group_fits(conn, "clicks_local", key))
 
 
@@ -93,6 +98,13 @@ def test_shard_map_of_foreign_partitions(fdw_shards, clicks):
     with fdw_shards.connect() as conn:
         with pytest.raises(WrongObjectTypeError, match="clicks_local is not a partitioned table"):
             fdw_shard_map(ClientSession(conn), "clicks_local")
+
+
+def test_shard_map_reads_the_same_inside_the_server(fdw_shards, clicks):
+    with fdw_shards.connect() as conn:
+        conn.execute("SELECT groupml.version()")          # groupml's sys.path in this backend
+        assert shard_map_in_backend(conn, "fdw_shard_map", "public.clicks") == \
+            repr(fdw_shard_map(ClientSession(conn), "public.clicks"))
 
 
 def test_a_role_reaches_the_shards_only_with_its_own_mapping(fdw_shards, clicks):
