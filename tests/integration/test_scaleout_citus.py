@@ -72,6 +72,27 @@ def test_other_groupings_gather_the_rows_and_equal_one_server(citus_cluster, cli
                          group_fits(conn, "clicks_local", "country, segment"))
 
 
+def received_bytes(conn, key):
+    """Citus' count of the bytes the coordinator received from the workers for the query. (EXPLAIN
+    ANALYZE returns a composite column through binary transfer that Citus then reads as text: a
+    malformed record literal error, so binary transfer off for it.)"""
+    conn.execute("SET citus.enable_binary_protocol = off")
+    plan = "\n".join(r[0] for r in conn.execute(
+        f"EXPLAIN (ANALYZE, VERBOSE) SELECT {key}, groupml.learn_over_groups(ARRAY[f1, f2, f3, f4], clicked, "
+        f"'logistic', '{{}}') FROM clicks GROUP BY {key}").fetchall())
+    found = re.search(r"Tuple data received from nodes: (\d+) (bytes|kB|MB)", plan)
+    assert found, plan
+    return int(found.group(1)) * {"bytes": 1, "kB": 1024, "MB": 1024 ** 2}[found.group(2)]
+
+
+def test_the_rows_stay_on_the_workers_only_when_the_groups_follow_the_distribution(citus_cluster, clicks):
+    rows = len(clicks["id"])
+    with citus_cluster.connect() as conn:
+        pushed, gathered = received_bytes(conn, "country"), received_bytes(conn, "segment")
+    assert gathered > rows * 4 * 8                 # at least every row's four features
+    assert pushed < gathered / 5, (pushed, gathered)   # six fits
+
+
 def test_shard_map_of_a_distributed_table(citus_cluster, clicks):
     with citus_cluster.connect() as conn:
         shard_map = citus_shard_map(ClientSession(conn), "clicks")

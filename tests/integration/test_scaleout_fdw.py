@@ -1,6 +1,8 @@
 """learn_over_groups over a partitioned table whose partitions are postgres_fdw foreign tables on
 three other local servers, each with groupml."""
 
+import re
+
 import numpy as np
 import psycopg
 import pytest
@@ -62,6 +64,15 @@ def test_grouped_by_the_partition_key_runs_on_the_shard_servers(fdw_shards, clic
         assert plan.count("Async Foreign Scan") == 3, plan          # the servers work at once
         assert "HashAggregate" not in plan and "GroupAggregate" not in plan, plan
         assert_same_fits(group_fits(conn, "clicks", "country"), group_fits(conn, "clicks_local", "country"))
+
+
+def test_only_the_fits_come_back_from_the_shard_servers(fdw_shards, clicks):
+    with pushdown_session(fdw_shards.connect()) as conn:
+        plan = "\n".join(r[0] for r in conn.execute(
+            "EXPLAIN (ANALYZE, VERBOSE) SELECT country, groupml.learn_over_groups(ARRAY[f1, f2, f3, f4], clicked, "
+            "'logistic', '{}') FROM clicks GROUP BY country").fetchall())
+    returned = [int(n) for n in re.findall(r"Async Foreign Scan .*actual time=\S+ rows=(\d+)", plan)]
+    assert returned == [2, 2, 2], plan             # one row (a fit) per group, two groups a server
 
 
 def test_other_groupings_pull_the_rows_and_equal_one_server(fdw_shards, clicks):
