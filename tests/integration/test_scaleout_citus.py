@@ -161,3 +161,31 @@ def test_without_citus_the_tests_skip_naming_the_build_script_and_fail_under_ci(
         require_citus(str(tmp_path))
     (tmp_path / "citus.so").write_bytes(b"")
     require_citus(str(tmp_path))
+
+
+def test_the_workers_run_the_tasks_as_the_calling_role(citus_cluster, clicks):
+    """A non-superuser's grouped query reaches the workers as that role (its own rights on the
+    shards), and the role cannot change how Citus connects (citus.node_conninfo)."""
+    with citus_cluster.connect() as admin:
+        admin.execute("DROP ROLE IF EXISTS analyst")
+        admin.execute("CREATE ROLE analyst LOGIN")          # Citus creates it on the workers too
+        admin.execute("GRANT USAGE ON SCHEMA groupml TO analyst")
+        try:
+            with citus_cluster.connect("analyst") as conn:
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    group_fits(conn, "clicks", "country")
+                admin.execute("GRANT SELECT ON clicks TO analyst")
+                assert len(group_fits(conn, "clicks", "country")) == 6
+                users = set()
+                for worker in citus_cluster.workers:    # the task connections Citus keeps open
+                    with psycopg.connect(worker.dsn(), autocommit=True) as node:
+                        users |= {r[0] for r in node.execute(
+                            "SELECT usename FROM pg_stat_activity WHERE application_name LIKE 'citus_internal%%' "
+                            "AND pid <> pg_backend_pid()").fetchall()}
+                assert "analyst" in users, users
+                with pytest.raises(psycopg.errors.CantChangeRuntimeParam):
+                    conn.execute("SET citus.node_conninfo = 'sslmode=disable user=postgres'")
+        finally:
+            admin.execute("REVOKE ALL ON clicks FROM analyst")
+            admin.execute("REVOKE USAGE ON SCHEMA groupml FROM analyst")
+            admin.execute("DROP ROLE analyst")
