@@ -137,7 +137,8 @@ def citus_shard_map(session, relation: str) -> CitusShardMap:
             hint="CREATE EXTENSION citus on every node (see docs/scaleout.md).")
     rel = _relation(session, relation, owner)
     dist = session.query(
-        "SELECT pg_catalog.column_to_column_name(logicalrelid, partkey) AS col, colocationid "
+        "SELECT CASE WHEN partkey IS NOT NULL THEN pg_catalog.column_to_column_name(logicalrelid, partkey) END AS col, "
+        "colocationid "
         "FROM pg_catalog.pg_dist_partition WHERE logicalrelid = pg_catalog.to_regclass($1)", [rel["name"]], ["text"])
     if not dist:
         raise WrongObjectTypeError(

@@ -130,6 +130,17 @@ def test_shard_map_lists_every_placement_of_a_replicated_table(citus_cluster, cl
         assert shard_map.colocation_id != citus_shard_map(ClientSession(conn), "clicks").colocation_id
 
 
+def test_shard_map_of_a_reference_table(citus_cluster, clicks):
+    with citus_cluster.connect() as conn:
+        conn.execute("DROP TABLE IF EXISTS countries")
+        conn.execute("CREATE TABLE countries AS SELECT DISTINCT country FROM clicks_local")
+        conn.execute("SELECT create_reference_table('countries')")
+        shard_map = citus_shard_map(ClientSession(conn), "countries")
+    assert shard_map.distribution_column is None and len(shard_map.shards) == 1
+    held = {(p.host, p.port) for p in shard_map.shards[0].placements}
+    assert held >= {("127.0.0.1", w.port) for w in citus_cluster.workers}
+
+
 def test_shard_map_reads_the_same_inside_the_server(citus_cluster, clicks):
     with citus_cluster.connect() as conn:
         conn.execute("SELECT groupml.version()")          # groupml's sys.path in this backend
