@@ -40,6 +40,7 @@ sys.path.insert(0, os.path.join(ROOT, "installer"))
 import groupml_installer  # noqa: E402
 from groupml.devcluster import TempCluster  # noqa: E402
 from pg_helpers import TEMPLATE  # noqa: E402
+from multinode import citus_cluster, fdw_shards  # noqa: E402,F401 (session fixtures of the scale-out tests)
 
 #: the port the session's cluster listens on (loopback), chosen before the fixtures are made
 PORT = port_for.select_random()

@@ -5,13 +5,15 @@ from __future__ import annotations
 TOPICS = {}
 
 TOPICS["learn_over_groups"] = """\
-groupml.learn_over_groups(features float8[], label float8|boolean, model text, search jsonb [, options jsonb])
+groupml.learn_over_groups(features float8[], label float8|boolean, model groupml.model_family, search jsonb
+                          [, options jsonb])
   Aggregate. Trains every configuration of `search` on the rows of each GROUP BY group and
   selects the best on a deterministic validation holdout; returns a groupml.fit. GLM
   configurations (logistic, linear, svm) train together: one data pass per solver iteration
   serves all of them. MLP and LightGBM configurations train one after another.
 
-  model    'logistic' (binary label 0/1), 'linear' (least squares / ridge), 'svm' (linear, label 0/1),
+  model    a literal such as 'logistic' or any text value (see groupml.help('model_family')):
+           'logistic' (binary label 0/1), 'linear' (least squares / ridge), 'svm' (linear, label 0/1),
            'mlp' / 'mlp_regressor' (PyTorch), 'lightgbm' / 'lightgbm_regressor'  (see groupml.help('models'))
   search   hyperparameters to try; lists form a grid, e.g. '{"l2": [0, 0.001, 0.01], "class_weight": [null, "balanced"]}'
            or random search: '{"method": "random", "n_trials": 20, "seed": 7,
@@ -35,6 +37,32 @@ groupml.learn_over_groups(features float8[], label float8|boolean, model text, s
            '{"l2": [0, 0.001, 0.01, 0.1], "class_weight": [null, "balanced"]}') AS fit
     FROM clicks GROUP BY country;
     -- readable: SELECT country, (fit).status, (fit).params, (fit).score FROM country_models;
+"""
+
+TOPICS["model_family"] = """\
+groupml.model_family  (enum: the model argument of learn_over_groups)
+  lightgbm | lightgbm_regressor | linear | logistic | mlp | mlp_regressor | svm
+  Write the family as a literal ('logistic'), or pass a text value (a column, a text parameter):
+  it converts implicitly, and an unknown name is an ERROR that lists the families. An unknown
+  literal is PostgreSQL's enum ERROR: invalid input value for enum groupml.model_family.
+  Being an enum (no collation), a literal model lets postgres_fdw run the whole aggregate on the
+  server of each foreign partition (see groupml.help('scaleout')).
+"""
+
+TOPICS["scaleout"] = """\
+learn_over_groups where the rows live: Citus and postgres_fdw shards  (docs/scaleout.md)
+  Citus, GROUP BY the distribution column (groupml installed on every node: CREATE EXTENSION
+  groupml CASCADE on the coordinator reaches the workers): each worker runs the aggregate on its
+  shards; only the fits travel to the coordinator.
+    SELECT country, groupml.learn_over_groups(ARRAY[f1, f2], clicked, 'logistic', '{}')
+    FROM clicks GROUP BY country;          -- clicks distributed by country
+  Citus, any other grouping: correct fits, but the aggregate's input rows travel to the coordinator.
+  postgres_fdw: a table partitioned by the group column, foreign partitions on servers with
+  groupml and OPTIONS (extensions 'groupml', async_capable 'true'):
+    SET enable_partitionwise_aggregate = on;
+    SELECT country, groupml.learn_over_groups(ARRAY[f1, f2], clicked, 'logistic', '{}')
+    FROM clicks GROUP BY country;          -- EXPLAIN VERBOSE: Remote SQL ... GROUP BY 1
+  train_groups reads a distributed table through the coordinator today.
 """
 
 TOPICS["fit"] = """\
