@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import io
 import math
+import threading
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
@@ -39,12 +40,21 @@ TORCH_THREADS = 1
 STATE_FORMAT = "groupml-mlp-state-1"
 _torch_mod = None
 _net_cls = None
+#: Seconds between the caller's cancel checks while torch loads in :func:`_load_torch`.
+IMPORT_CHECK_EVERY_S = 0.05
+_loader: Optional[threading.Thread] = None
+_loader_lock = threading.Lock()
 
 
-def torch_module():
-    """Import torch once and make it deterministic (one thread, deterministic kernels)."""
+def torch_module(interrupt_check: Optional[Callable[[], None]] = None):
+    """Import torch once and make it deterministic (one thread, deterministic kernels).
+    ``interrupt_check`` (a backend's cancel check): torch's first import in a process takes
+    seconds, in which a backend would notice no cancel, so it then loads in a helper thread
+    (:func:`_load_torch`) while this thread keeps calling the check."""
     global _torch_mod
     if _torch_mod is None:
+        if interrupt_check is not None:
+            _load_torch(interrupt_check)
         try:
             import torch
         except ImportError:
@@ -56,6 +66,29 @@ def torch_module():
         _deterministic(torch)
         _torch_mod = torch
     return _torch_mod
+
+
+def _load_torch(interrupt_check: Callable[[], None]) -> None:
+    """Wait for ``import torch`` in a helper thread, calling ``interrupt_check`` every
+    :data:`IMPORT_CHECK_EVERY_S` (a cancel raises here; the import goes on, and a later call
+    waits for the same thread). Whether the import failed is left to the caller's own
+    ``import torch``, which then raises its error again."""
+    global _loader
+    with _loader_lock:
+        if _loader is None:
+            _loader = threading.Thread(target=_import_torch, name="groupml-import-torch", daemon=True)
+            _loader.start()
+        loader = _loader
+    while loader.is_alive():
+        interrupt_check()
+        loader.join(IMPORT_CHECK_EVERY_S)
+
+
+def _import_torch() -> None:
+    try:
+        import torch  # noqa: F401
+    except BaseException:  # noqa: BLE001 - the caller's own import raises it again
+        pass
 
 
 def _deterministic(torch) -> None:
