@@ -152,7 +152,8 @@ groupml.best_models  (view): the catalog without model bytes: model_id, run_id, 
 
 TOPICS["catalog"] = """groupml's catalog (tables written by train_groups; no grants to PUBLIC -- see README "Who may train"):
   runs              one row per train_groups run: source, group_by, features, label, family, search,
-                    options, status (running | done | failed | cancelled), groups_done / n_groups,
+                    options, status (running | done | failed | cancelled: a cancelled call, or one
+                    whose session ended, stored by the next call), groups_done / n_groups,
                     started_at / finished_at, seconds (the call's wall time), estimated_seconds (the
                     planner's estimate of the training) beside train_seconds (its measured time: one
                     backend, all its groups' searches summed; with workers, the training after the
