@@ -158,7 +158,7 @@ def _mapped(pid, name):
         return False
 
 
-MLP_SPEC = json.dumps({"layers": [[32, 32]], "epochs": 1000})
+MLP_SPEC = json.dumps({"epochs": 1000})
 
 
 @pytest.fixture
