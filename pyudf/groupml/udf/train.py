@@ -394,7 +394,6 @@ def _attempt(session, run_id, source, group_by, features, label, model, search_o
     session (:func:`_claim_run`) until the attempt ends, however it ends."""
     done, claimed = set(), None
     try:
-        _close_abandoned_runs(session)
         if run_id is None:
             run_id = session.query(
                 "INSERT INTO groupml.runs (kind, source, group_by, features, label, family, search, options, "
@@ -447,6 +446,7 @@ def _attempt(session, run_id, source, group_by, features, label, model, search_o
             session.query("INSERT INTO groupml.grouped_runs (run_id, strategy, workers) VALUES ($1, $2, $3) "
                           "ON CONFLICT (run_id) DO UPDATE SET workers = EXCLUDED.workers",
                           [run_id, *grouped], ["bigint", "text", "integer"])
+        _close_abandoned_runs(session)              # this call's run is claimed: not among them
         session.commit()
         yield run_id, done
     except BaseException:
