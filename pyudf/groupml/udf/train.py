@@ -632,8 +632,8 @@ def _failed_run_on_error(session, run_id: int, executor_args: Optional[str] = No
     """A groupml error after the run's row was committed marks the run failed (it used to stay
     'running' in groupml.progress for good). A data or parameter problem cannot be resumed past
     -- the same rows fail again -- so the run's snapshot is dropped too (unless kept); other
-    errors (a lost worker) keep it for ``run_id => ...``. A cancel or a terminate (SQLSTATE
-    class 57) leaves the run as it is: it resumes. Any other error -- PostgreSQL's own, say a
+    errors (a lost worker) keep it for ``run_id => ...``. A cancel (SQLSTATE class 57) marks
+    it cancelled and keeps everything, for a resume. Any other error -- PostgreSQL's own, say a
     foreign table whose remote table is gone -- marks it failed too."""
     try:
         yield
