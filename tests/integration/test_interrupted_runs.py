@@ -216,3 +216,35 @@ def test_statement_timeout_ends_a_new_sessions_first_mlp_within_about_a_second(d
         assert elapsed < 1.8, elapsed
         conn.execute("SET statement_timeout = 0")
         assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.2, 0.5])
+def test_terminating_a_backend_while_torch_loads_ends_only_that_backend(cluster, dsn, db, mlp_rows, delay):
+    # the backend exits while its helper thread is still loading torch (``delay`` seconds after
+    # the library is mapped: its relocations, its initialisers, torch's Python modules): it
+    # crashed in its exit (signal 11), which restarts the server and ends every other session
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        pid = conn.info.backend_pid
+        conn.execute("SELECT groupml.help('fit')")
+
+        def watch():
+            with psycopg.connect(dsn, autocommit=True) as other:
+                deadline = time.time() + 60
+                while time.time() < deadline and not _mapped(pid, "libtorch_cpu"):
+                    time.sleep(0.002)
+                time.sleep(delay)
+                other.execute("SELECT pg_terminate_backend(%s)", [pid])
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        with pytest.raises(psycopg.OperationalError):
+            conn.execute(mlp_rows, [MLP_SPEC])
+        watcher.join()
+    deadline = time.time() + 30                 # gone: its exit waited for the import
+    while db.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()[0]:
+        assert time.time() < deadline
+        time.sleep(0.05)
+    with open(cluster.logfile, errors="replace") as fh:
+        log = fh.read()
+    assert f"({pid}) was terminated by signal" not in log, log[-2000:]
+    assert db.execute("SELECT 1").fetchone() == (1,)           # this session lived through it

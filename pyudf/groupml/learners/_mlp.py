@@ -76,12 +76,42 @@ def _load_torch(interrupt_check: Callable[[], None]) -> None:
     global _loader
     with _loader_lock:
         if _loader is None:
-            _loader = threading.Thread(target=_import_torch, name="groupml-import-torch", daemon=True)
+            _loader = threading.Thread(target=_import_torch, name="groupml-import-torch")
+            _wait_for_loader_at_exit()
             _loader.start()
         loader = _loader
     while loader.is_alive():
         interrupt_check()
         loader.join(IMPORT_CHECK_EVERY_S)
+
+
+#: Seconds a backend that is ending waits for torch's import to finish (:func:`_wait_for_loader_at_exit`).
+EXIT_WAIT_S = 60.0
+_exit_hook = None
+
+
+def _wait_for_loader_at_exit() -> None:
+    """In a PostgreSQL backend, register (``on_proc_exit``) a wait for the loader thread: a
+    backend ending while torch loads (pg_terminate_backend, its client gone) ran its C++
+    static destructors under the loader's library initialisers, and crashed -- which
+    restarts the whole server. Outside a backend the thread is not a daemon, so Python's
+    exit waits for it."""
+    global _exit_hook
+    import ctypes
+
+    try:
+        register = ctypes.CDLL(None).on_proc_exit
+    except (AttributeError, OSError):
+        return
+    hook_type = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_size_t)
+
+    def wait(code, arg):
+        if _loader is not None:
+            _loader.join(EXIT_WAIT_S)
+
+    _exit_hook = hook_type(wait)
+    register.restype, register.argtypes = None, [hook_type, ctypes.c_size_t]
+    register(_exit_hook, 0)
 
 
 def _import_torch() -> None:
