@@ -446,6 +446,7 @@ def _attempt(session, run_id, source, group_by, features, label, model, search_o
             session.query("INSERT INTO groupml.grouped_runs (run_id, strategy, workers) VALUES ($1, $2, $3) "
                           "ON CONFLICT (run_id) DO UPDATE SET workers = EXCLUDED.workers",
                           [run_id, *grouped], ["bigint", "text", "integer"])
+        _close_abandoned_runs(session)              # this call's run is claimed: not among them
         session.commit()
         yield run_id, done
     except BaseException:
@@ -525,9 +526,28 @@ def _run_lock_keys(run_id: int):
 
 
 # advisory locks are per database: another database's run with the same id is not ours
-_LOCK_HOLDERS = ("SELECT pid FROM pg_catalog.pg_locks WHERE locktype = 'advisory' AND granted AND classid::int8 = $1 "
-                 "AND objid::int8 = $2 AND objsubid = 2 AND database = (SELECT d.oid FROM pg_catalog.pg_database d "
-                 "WHERE d.datname = pg_catalog.current_database())")
+_HELD = ("FROM pg_catalog.pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.classid::int8 = {cls} "
+         "AND l.objid::int8 = {key} AND l.objsubid = 2 AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d "
+         "WHERE d.datname = pg_catalog.current_database())")
+_LOCK_HOLDERS = "SELECT l.pid " + _HELD.format(cls="$1", key="$2")
+
+#: Marks the runs left 'running' by a call that is gone (a cancel whose own update was lost, a
+#: terminated backend, a crash): no session holds their advisory lock, which a call takes
+#: before it commits 'running' and releases after its last commit. groupml.progress reads
+#: such a run as 'cancelled' at once; this stores it.
+_CLOSE_ABANDONED = ("UPDATE groupml.runs r SET status = 'cancelled', finished_at = pg_catalog.clock_timestamp() "
+                    "WHERE r.status = 'running' AND NOT EXISTS (SELECT 1 "
+                    + _HELD.format(cls=RUN_LOCK_CLASS, key="(r.run_id OPERATOR(pg_catalog.&) 4294967295)")
+                    + ") RETURNING r.run_id")
+
+
+def _close_abandoned_runs(session) -> None:
+    """Store 'cancelled' for the runs whose call ended without finishing them (the caller's
+    transaction; commits with it), with a NOTICE naming each."""
+    for r in session.query(_CLOSE_ABANDONED):
+        session.notice(f"groupml: run {r['run_id']} was left running by a call that ended without finishing it "
+                       f"(cancelled, or its session ended); it is marked cancelled and resumes with run_id => "
+                       f"{r['run_id']}")
 
 
 def _lock_holders(session, run_id: int, *, mine: bool = False):
@@ -612,8 +632,8 @@ def _failed_run_on_error(session, run_id: int, executor_args: Optional[str] = No
     """A groupml error after the run's row was committed marks the run failed (it used to stay
     'running' in groupml.progress for good). A data or parameter problem cannot be resumed past
     -- the same rows fail again -- so the run's snapshot is dropped too (unless kept); other
-    errors (a lost worker) keep it for ``run_id => ...``. A cancel or a terminate (SQLSTATE
-    class 57) leaves the run as it is: it resumes. Any other error -- PostgreSQL's own, say a
+    errors (a lost worker) keep it for ``run_id => ...``. A cancel (SQLSTATE class 57) marks
+    it cancelled and keeps everything, for a resume. Any other error -- PostgreSQL's own, say a
     foreign table whose remote table is gone -- marks it failed too."""
     try:
         yield
@@ -627,6 +647,7 @@ def _failed_run_on_error(session, run_id: int, executor_args: Optional[str] = No
             if executor_args:
                 executor_args = _stored_executor_args(session, run_id) or executor_args
             again = f"run_id => {run_id}" + (f", {executor_args}" if executor_args else "")
+            _mark_run_cancelled(session, run_id)
             raise PassedOnError(state, f"{first}; run {run_id} keeps the groups it committed",
                                 hint=f"Call train_groups again with {again} to resume it.") from None
         try:
@@ -645,6 +666,19 @@ def _failed_run_on_error(session, run_id: int, executor_args: Optional[str] = No
         except Exception:  # noqa: BLE001 - the transaction may be unusable; the original error is what counts
             pass
         raise
+
+
+def _mark_run_cancelled(session, run_id: int) -> None:
+    """A cancelled call's run: status 'cancelled' and its end time, committed. The cancel
+    undid only the statement it interrupted (PL/Python runs each in a subtransaction), so
+    this call can still write; if it cannot, the run is read as cancelled anyway once this
+    call releases it (groupml.progress, :func:`_close_abandoned_runs`)."""
+    try:
+        session.query("UPDATE groupml.runs SET status = 'cancelled', finished_at = pg_catalog.clock_timestamp() "
+                      "WHERE run_id = $1 AND status = 'running'", [run_id], ["bigint"])
+        session.commit()
+    except Exception:  # noqa: BLE001 - only while the cancel propagates, which is raised instead
+        pass
 
 
 @sql_entry
