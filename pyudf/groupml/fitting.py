@@ -52,17 +52,17 @@ class FitResult:
     def as_sql(self) -> Dict[str, Any]:
         """The row of the SQL composite type groupml.fit (jsonb fields as JSON text)."""
         def js(v):
-            return None if v is None else json.dumps(v, allow_nan=False, default=_json_default)
+            return None if v is None else json.dumps(v, allow_nan=False, default=json_default)
         return {
             "status": self.status, "family": self.family, "params": js(self.params),
-            "metric": self.metric, "score": self.score, "metrics": js(_finite(self.metrics)),
+            "metric": self.metric, "score": self.score, "metrics": js(finite(self.metrics)),
             "n_train": self.n_train, "n_validation": self.n_validation, "n_skipped": self.n_skipped,
-            "n_features": self.n_features, "trials": js(_finite(self.trials)), "message": self.message,
+            "n_features": self.n_features, "trials": js(finite(self.trials)), "message": self.message,
             "model": self.model,
         }
 
 
-def _json_default(v):
+def json_default(v):
     if isinstance(v, (np.integer,)):
         return int(v)
     if isinstance(v, (np.floating,)):
@@ -70,14 +70,14 @@ def _json_default(v):
     raise TypeError(f"not JSON serializable: {type(v).__name__}")
 
 
-def _finite(obj):
+def finite(obj):
     """JSON has no NaN: replace non-finite floats by null, recursively."""
     if isinstance(obj, float) or isinstance(obj, np.floating):
         return float(obj) if math.isfinite(obj) else None
     if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
+        return {k: finite(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
+        return [finite(v) for v in obj]
     return obj
 
 

@@ -7,6 +7,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..planner import (Calibration, Placement, UnitCosts, choose_strategy, constrained_wrap_around, even_split,
                        whole_groups)
+from .core import PATTERN_STRATEGIES
 from .snapshot import pieces_for
 
 STRATEGY_CHOICES = ("auto", "grouped", "gtp", "mtp", "dp")
@@ -48,8 +49,6 @@ def make_plan(group_sizes: Dict[int, int], n_configs: int, epochs: int, workers:
     ``placement`` (``options.placement``): 'wrap_around' forces Kingpin's placement on grouped
     learning for the sequential and sampling patterns, and the grouped estimate is then of it
     (:func:`placement_for` without a plan); GLMs always run constrained wrap-around."""
-    from .patterns import PATTERN_STRATEGIES
-
     sizes = {g: n for g, n in group_sizes.items()}
     if pattern == "sequential" and batch_size is None:
         batch_size = 64

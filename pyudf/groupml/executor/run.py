@@ -23,8 +23,12 @@ import numpy as np
 from ..errors import GroupmlError, UndefinedObjectError
 from ..validation import check_bool, check_choice, check_number
 from .checkpoint import decode, encode, fingerprint
-from .glm import ShardEvaluator, _Aborted, fit_sharded_group
+from . import baselines  # noqa: F401  (its strategies register themselves in core's table)
+from .core import Aborted, check_checkpoint_models, pattern_of
+from .costs import load_calibration
+from .glm import ShardEvaluator, fit_sharded_group
 from .invariants import schedule_violations
+from .patterns import fit_other_group, fit_unsplit_glm
 from .plan import group_tasks, make_plan, pass_task_rows, placement_for, resumed_plan, workload_of
 from .pool import (WorkerDataError, WorkerEndpointError, WorkerLockTimeoutError, WorkerLostError, WorkerPool,
                    WorkerStateError,
@@ -207,10 +211,9 @@ def _plan_run(session, run_id: int, groups, *, model: str, search: dict, source:
     in groupml.runs / grouped_runs on the first attempt."""
     d = len(features)
     sizes = {g["group_no"]: int(g["n_train"]) for g in groups}
-    from .patterns import pattern_of
     pattern = pattern_of(family)
     wl = workload_of(spec, family)
-    from .costs import load_calibration          # unit costs measured from earlier runs' tasks
+    # unit costs measured from earlier runs' tasks
     cal = load_calibration(session, model=model, pattern=pattern, source=source, features=features, search=search,
                            d=d, n_configs=wl["n_configs"])
     whole_max_rows = pass_task_rows(exec_options, d, wl["n_configs"], wl["epochs"])
@@ -279,10 +282,9 @@ class _GroupDriver:
 
     def check_abort(self) -> None:
         if self.abort.is_set():
-            raise _Aborted()
+            raise Aborted()
 
     def __call__(self, g, Xv, resume):
-        from .patterns import fit_other_group, fit_unsplit_glm
         gno, gkey = g["group_no"], g["gkey"]
         t = self.plan.tasks.get(gno, {"mode": "shards", "shards": []})
         d, pool, events, ex = self.d, self.pool, self.events, self.exec_options
@@ -577,8 +579,6 @@ def _resume_points(session, run_id: int, pending, fps, d: int):
     group are deleted (it restarts from its first epoch). A checkpoint is usable when it was
     made for this call (fingerprint), decodes, and the models in it are safe to hand to
     LightGBM or torch (:func:`groupml.executor.patterns.check_checkpoint_models`)."""
-    from .patterns import check_checkpoint_models
-
     rows = {r["k"]: r for r in session.query(
         "SELECT group_key::text AS k, block, fingerprint, state FROM groupml.run_checkpoints WHERE run_id = $1",
         [run_id], ["bigint"])}

@@ -17,6 +17,11 @@ Public API (everything else in this package is private)::
     train_sharded, replay, visit, run_mop        # sharded sequential training (MOP/GAP)
     HopScheduler, hop_order                      # the hopper's visit decisions (pure)
     train_lightgbm_distributed                   # LightGBM data-parallel over shards
+    # for the grouped executor
+    mlp, dpsgd, mlp_family, partial_stats, merge_stats   # MLP training states and DP steps
+    check_lgbm_text, extend_margins, free_ports, lgb_module, train_lightgbm_rank_isolated
+    pack_container, unpack_container, as_data, validation_loss, validation_metrics
+    mask_of_hash, row_hash_and_order
 """
 
 from ._families import FAMILIES, GLMFamily, get_family
@@ -30,6 +35,18 @@ from ._mlp import MLPModel, MLPTrainer
 from ._lgbm import LightGBMModel, LightGBMTrainer, train_lightgbm, train_lightgbm_distributed
 from ._hopper import HopScheduler, hop_order
 from ._sharded import replay, run_mop, train_sharded, visit
+# what the grouped executor builds on: the MLP's training state and synchronous data-parallel step
+# as namespaces (torch is loaded by their functions, not on import), LightGBM's checks and ranks,
+# the container format, data and metric helpers, the holdout hash
+from . import _dpsgd as dpsgd
+from . import _mlp as mlp
+from ._container import pack as pack_container, unpack as unpack_container
+from ._data import as_data
+from ._holdout import mask_of_hash, row_hash_and_order
+from ._lgbm import (check_in_child as check_lgbm_text, extend_margins, free_ports, lgb_module,
+                    train_lightgbm_rank_isolated)
+from ._metrics import validation_loss, validation_metrics
+from ._mlp import _family as mlp_family, merge_stats, partial_stats
 
 __all__ = [
     "FAMILIES", "GLMFamily", "get_family", "GLMTrainer", "fit_many", "holdout_mask", "row_hash",
@@ -38,4 +55,7 @@ __all__ = [
     "make_trainer", "model_identity", "MLPModel", "MLPTrainer", "LightGBMModel", "LightGBMTrainer", "train_lightgbm",
     "train_lightgbm_distributed", "replay", "run_mop", "train_sharded", "visit",
     "HopScheduler", "hop_order",
+    "dpsgd", "mlp", "pack_container", "unpack_container", "as_data", "mask_of_hash", "row_hash_and_order",
+    "check_lgbm_text", "extend_margins", "free_ports", "lgb_module", "train_lightgbm_rank_isolated",
+    "validation_loss", "validation_metrics", "mlp_family", "merge_stats", "partial_stats",
 ]
