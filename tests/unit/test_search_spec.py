@@ -289,7 +289,7 @@ def test_unknown_names_are_cut_short_in_messages():
     # an unknown key, parameter, family or column of 100 kB was echoed whole (audit V)
     from groupml.errors import GroupmlError
     from groupml.learners import get_family, get_learner_family
-    from groupml.udf._source import check_columns
+    from groupml.sourcesql import check_columns
     from groupml.validation import check_keys
 
     long = "k" * 100_000

@@ -19,7 +19,6 @@ Every other executor module imports from here; this module imports no other of t
 from __future__ import annotations
 
 import json
-import math
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 

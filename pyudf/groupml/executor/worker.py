@@ -18,10 +18,11 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from numbers import Integral
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, List, Mapping, Optional, Tuple
 
 import numpy as np
 
+from .. import catalog
 from ..errors import InvalidParameterError
 from ..fitting import unpack_rows
 from ..learners import GLMTrainer, free_ports, mlp, train_lightgbm, train_lightgbm_rank_isolated, visit
@@ -52,27 +53,16 @@ def one_blas_thread() -> None:
         _ONE_BLAS_THREAD = True
 STATS = {"loads": 0, "hits": 0, "rows_loaded": 0}
 
-LOAD_SQL = (
-    "SELECT pg_catalog.substr(b.data, (b.n_val + r.skip) * $4 + 1, r.take * $4) AS data "
-    "FROM unnest($3::int[], $5::int[], $6::int[]) WITH ORDINALITY AS r(block_no, skip, take, ord) "
-    "JOIN groupml.snapshot_blocks b ON b.snapshot_id = $1 AND b.group_no = $2 AND b.block_no = r.block_no "
-    "ORDER BY r.ord")
-LOAD_TYPES = ["bigint", "integer", "int[]", "integer", "int[]", "int[]"]
-
-
 def load_shard(session, snapshot_id: int, group_no: int, pieces, d: int) -> np.ndarray:
     """Training rows of one shard: ``pieces`` = [[block_no, skip, take], ...] (training rows
     of each block, after its validation prefix).  Returns an (n, d+1) float64 matrix."""
-    rb = (d + 1) * 8
     blocks = [int(p[0]) for p in pieces]
-    rows = session.query(LOAD_SQL, [snapshot_id, group_no, blocks, rb, [int(p[1]) for p in pieces],
-                                     [int(p[2]) for p in pieces]], LOAD_TYPES)
-    if len(rows) != len(blocks):
+    parts = catalog.training_pieces(session, snapshot_id, group_no, pieces, (d + 1) * 8)
+    if len(parts) != len(blocks):
         raise InvalidParameterError(
             f"Snapshot {snapshot_id} group {group_no} lacks some of blocks {blocks}",
             hint="The snapshot was dropped or changed while the run was going; call train_groups again.")
-    raw = b"".join(bytes(r["data"]) for r in rows)
-    return unpack_rows(raw, d + 1)
+    return unpack_rows(b"".join(parts), d + 1)
 
 
 INTERNAL_HINT = "_gap_partial and _gap_task are internal to train_groups; call train_groups instead."

@@ -25,7 +25,7 @@ from ..procpool import MAX_PROCESSES
 from ..validation import check_number, shown
 from ..errors import DataError, GroupmlError, InvalidParameterError, ObjectInUseError, UndefinedObjectError
 from ._catalog import check_catalog_privileges
-from ._source import (check_column_privileges, check_columns, check_distinct_group_keys, check_group_by_apart,
+from ..sourcesql import (check_column_privileges, check_columns, check_distinct_group_keys, check_group_by_apart,
                       check_group_by_sortable, check_group_keys, check_label_not_a_feature, check_select_privilege, columns, group_clause_sql,
                       group_key_sql, packed_scan_sql, reading_source, source_oid)
 from . import parse_object, pinned, sql_entry
@@ -460,7 +460,8 @@ def _train_in_backend(session, run_id, done, source, group_by, features, label, 
     """The groups of the run not in ``done``, trained by this backend (or its helper processes),
     largest first; each group's model and trials are stored and committed as it finishes."""
     from ..executor.run import RunClock
-    from .search import load_cost_model, record_fit_cost
+    from ..executor.costs import load_cost_model
+    from .search import record_fit_cost
 
     clock = RunClock(time.time())
     # the model as it was when the run was created, on every attempt: a resumed group gets the
