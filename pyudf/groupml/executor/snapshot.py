@@ -38,7 +38,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional
 import numpy as np
 
 from .. import catalog
-from ..catalog import KEY_SETTINGS, snapshot_groups  # noqa: F401  (part of this module's interface)
+from ..catalog import KEY_SETTINGS
 from ..errors import GroupmlError, InvalidParameterError, PrerequisiteStateError, UndefinedObjectError
 from ..fitting import unpack_rows
 from ..learners import mask_of_hash, row_hash_and_order
