@@ -26,8 +26,9 @@ import numpy as np
 
 from ..errors import FeatureNotSupportedError, InvalidParameterError, PrerequisiteStateError, UndefinedObjectError
 from ..fitting import FitResult, budget_cap, finite, json_default, parse_options, plan_search, search_and_select
-from ..learners import (access_pattern, as_data, check_lgbm_text, get_learner_family, merge_stats, mlp,
-                        pack_container, partial_stats, unpack_container, validation_loss, validation_metrics)
+from ..learners import (TrialAccessors, TrialRecord, access_pattern, as_data, check_lgbm_text, get_learner_family,
+                        merge_stats, mlp, pack_container, partial_stats, unpack_container, validation_loss,
+                        validation_metrics)
 from ..validation import check_choice
 
 # the strategies the executor runs for each access pattern (``auto`` chooses among them)
@@ -179,7 +180,7 @@ def shard_stats(ctx: GroupCtx) -> Dict[str, Any]:
 
 
 # ------------------------------------------------------------------ coordinator-side trainers
-class ScoredTrainer:
+class ScoredTrainer(TrialAccessors):
     """Validation scoring and per-trial bookkeeping shared by the coordinator-side trainers:
     ``_cfgs`` (active) and ``_retired`` map a trial id to its config dict (``params``,
     ``status``, ``done``, ``version``, ...); a subclass computes ``_compute_margins(config)``."""
@@ -235,17 +236,9 @@ class ScoredTrainer:
         del self._cfgs[trial_id]
         self._retired[trial_id] = c
 
-    def converged(self, trial_id: int) -> bool:
-        return self._get(trial_id)["status"] != "running"
-
-    def status(self, trial_id: int) -> str:
-        return self._get(trial_id)["status"]
-
-    def iterations(self, trial_id: int) -> int:
-        return int(self._get(trial_id)["done"])
-
-    def params(self, trial_id: int) -> Dict[str, Any]:
-        return dict(self._get(trial_id)["params"])
+    def _trial_record(self, trial_id: int) -> TrialRecord:
+        c = self._get(trial_id)
+        return TrialRecord(c["status"], c["done"], c["params"])
 
 
 def save_configs(trainer, fmt: str, keys: Sequence[str]) -> Dict[str, Any]:

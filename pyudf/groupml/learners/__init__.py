@@ -16,6 +16,7 @@ Public API (everything else in this package is private)::
     MLPTrainer, MLPModel, LightGBMTrainer, LightGBMModel
     train_sharded, replay, visit, run_mop        # sharded sequential training (MOP/GAP)
     HopScheduler, hop_order                      # the hopper's visit decisions (pure)
+    TrialAccessors, TrialRecord                  # converged/status/iterations/params of a trainer
     train_lightgbm_distributed                   # LightGBM data-parallel over shards
     # for the grouped executor
     mlp, dpsgd, mlp_family, partial_stats, merge_stats   # MLP training states and DP steps
@@ -35,6 +36,7 @@ from ._mlp import MLPModel, MLPTrainer
 from ._lgbm import LightGBMModel, LightGBMTrainer, train_lightgbm, train_lightgbm_distributed
 from ._hopper import HopScheduler, hop_order
 from ._sharded import replay, run_mop, train_sharded, visit
+from ._trials import TrialAccessors, TrialRecord
 # what the grouped executor builds on: the MLP's training state and synchronous data-parallel step
 # as namespaces (torch is loaded by their functions, not on import), LightGBM's checks and ranks,
 # the container format, data and metric helpers, the holdout hash
@@ -54,7 +56,7 @@ __all__ = [
     "EXTRA_FAMILIES", "LearnerFamily", "LEARNER_FAMILIES", "access_pattern", "get_learner_family",
     "make_trainer", "model_identity", "MLPModel", "MLPTrainer", "LightGBMModel", "LightGBMTrainer", "train_lightgbm",
     "train_lightgbm_distributed", "replay", "run_mop", "train_sharded", "visit",
-    "HopScheduler", "hop_order",
+    "HopScheduler", "hop_order", "TrialAccessors", "TrialRecord",
     "dpsgd", "mlp", "pack_container", "unpack_container", "as_data", "mask_of_hash", "row_hash_and_order",
     "check_lgbm_text", "extend_margins", "free_ports", "lgb_module", "train_lightgbm_rank_isolated",
     "validation_loss", "validation_metrics", "mlp_family", "merge_stats", "partial_stats",

@@ -43,6 +43,7 @@ from ._lgbm_text import check_model_text
 from ._metrics import validation_loss, validation_metrics
 from ._data import as_data, check_iterations, choose_metric, train_val
 from ._model import ContainerModel, body_digest, check_body_digest, register_loader
+from ._trials import TrialAccessors, TrialRecord
 
 NUM_THREADS = 1
 #: Seconds between two interrupt checks inside a block of boosting rounds.
@@ -219,7 +220,7 @@ class _Booster:
         self.rounds, self.status, self.version = 0, "running", 0
 
 
-class LightGBMTrainer:
+class LightGBMTrainer(TrialAccessors):
     """Trains many LightGBM configurations over one train/validation split (engine.Trainer).
 
     ``run(iterations)`` adds up to ``iterations`` boosting rounds (trees) to every
@@ -270,17 +271,9 @@ class LightGBMTrainer:
     def active(self) -> List[int]:
         return list(self._cfgs)
 
-    def converged(self, trial_id: int) -> bool:
-        return self._check(trial_id).status != "running"
-
-    def status(self, trial_id: int) -> str:
-        return self._check(trial_id).status
-
-    def iterations(self, trial_id: int) -> int:
-        return self._check(trial_id).rounds
-
-    def params(self, trial_id: int) -> Dict[str, Any]:
-        return dict(self._check(trial_id).params)
+    def _trial_record(self, trial_id: int) -> TrialRecord:
+        b = self._check(trial_id)
+        return TrialRecord(b.status, b.rounds, b.params)
 
     def run(self, iterations: int) -> None:
         check_iterations(iterations)

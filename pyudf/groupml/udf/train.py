@@ -179,7 +179,7 @@ def _check_executor_request(session, source, group_by, features, label, model, s
     workers can see (not a temporary table), no sgd for GLMs, and a named snapshot that matches
     the arguments. Returns (fit_options, exec_options, family, spec, opts, pattern)."""
     from ..executor.glm import uses_sgd
-    from ..executor.patterns import check_strategy, pattern_of
+    from ..executor.core import check_strategy, pattern_of
     from ..executor.pool import check_source_visible
     from ..executor.run import split_options
 
@@ -734,7 +734,7 @@ def _validate_model(model, search_obj, fit_options):
     from ..learners import LEARNER_FAMILIES, access_pattern
 
     if isinstance(model, str) and model in LEARNER_FAMILIES and access_pattern(model) != "algebraic":
-        from ..executor.patterns import validate_any
+        from ..executor.core import validate_any
         return validate_any(model, search_obj, fit_options)
     return validate_request(model, search_obj, fit_options, OPTIONS)
 
