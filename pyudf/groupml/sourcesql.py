@@ -215,6 +215,32 @@ def check_column_privileges(session, source: str, names: Iterable[str], owner: s
             hint=f"GRANT SELECT ({cols}) ON {source} TO the calling role.")
 
 
+def check_training_source(session, oid: int, group_by, features, label, owner: str, *,
+                          label_example: str = "'clicked'"):
+    """The checks of a source and its columns every training entry point makes, in order:
+    SELECT on relation ``oid`` (:func:`check_select_privilege`), group-by columns that exist
+    and can be grouped and sorted, at least one numeric feature, a numeric label that is not
+    a feature, group-by columns apart from both, and SELECT on every column read.
+    ``label_example`` is the hint's example of a label argument. Returns (schema-qualified
+    source name, its columns, group_by, features) as lists of names."""
+    source = check_select_privilege(session, oid, owner)
+    cols = columns(session, source)
+    group_by = check_columns(cols, group_by or [], "group_by", source, numeric=False, owner=owner)
+    check_group_by_sortable(session, source, group_by, cols, owner)
+    features = check_columns(cols, features, "features", source, numeric=True, owner=owner)
+    if not features:
+        raise InvalidParameterError(f"The 'features' value of {owner} must name at least one column; got []",
+                                    hint="Pass ARRAY['f1', 'f2', ...].")
+    if label is None:
+        raise InvalidParameterError(f"The 'label' value of {owner} must be a column name; got null",
+                                    hint=f"Pass the label column, e.g. {label_example}.")
+    check_columns(cols, [label], "label", source, numeric=True, owner=owner)
+    check_label_not_a_feature(label, features, owner)
+    check_group_by_apart(group_by, features, label, owner)
+    check_column_privileges(session, source, list(group_by) + list(features) + [label], owner)
+    return source, cols, group_by, features
+
+
 def value_expr(col: str, typ: str) -> str:
     """A column as 8 big-endian bytes of float8 (booleans as 0/1), computed in C."""
     q = quote_ident(col)

@@ -24,8 +24,7 @@ from ..executor.costs import load_cost_model
 from ..errors import InvalidParameterError
 from ..validation import check_keys, check_number, short_int, shown
 from ._catalog import check_catalog_privileges
-from ..sourcesql import (check_column_privileges, check_columns, check_group_by_apart, check_group_by_sortable,
-                      check_label_not_a_feature, check_select_privilege, columns, reading_source, source_oid)
+from ..sourcesql import check_training_source, reading_source, source_oid
 from . import families_hint, parse_object, pinned, sql_entry
 
 CALIBRATION_SIZES = [  # (rows, features, k): a few seconds in all on one core
@@ -247,21 +246,7 @@ def explain_search(source, features, label, model, search, group_by, options):
 
 def _explain_search(session, oid, features, label, model, search_obj, options_obj, group_by):
     owner = "explain_search"
-    source = check_select_privilege(session, oid, owner)
-    cols = columns(session, source)
-    group_by = check_columns(cols, group_by or [], "group_by", source, numeric=False, owner=owner)
-    check_group_by_sortable(session, source, group_by, cols, owner)
-    features = check_columns(cols, features, "features", source, numeric=True, owner=owner)
-    if not features:
-        raise InvalidParameterError(f"The 'features' value of {owner} must name at least one column; got []",
-                                    hint="Pass ARRAY['f1', 'f2', ...].")
-    if label is None:
-        raise InvalidParameterError(f"The 'label' value of {owner} must be a column name; got null",
-                                    hint="Pass the label column, e.g. 'clicked'.")
-    check_columns(cols, [label], "label", source, numeric=True, owner=owner)
-    check_label_not_a_feature(label, features, owner)
-    check_group_by_apart(group_by, features, label, owner)
-    check_column_privileges(session, source, list(group_by) + list(features) + [label], owner)
+    source, cols, group_by, features = check_training_source(session, oid, group_by, features, label, owner)
     # rows with a NULL feature or label are skipped by training, so the plan does not count them
     usable = ("pg_catalog.count(*) FILTER (WHERE "
               + " AND ".join(f"{quote_ident(c)} IS NOT NULL" for c in list(features) + [label]) + ")")

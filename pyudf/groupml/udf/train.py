@@ -26,9 +26,8 @@ from ..procpool import MAX_PROCESSES
 from ..validation import check_number, shown
 from ..errors import DataError, GroupmlError, InvalidParameterError, ObjectInUseError, UndefinedObjectError
 from ._catalog import check_catalog_privileges
-from ..sourcesql import (check_column_privileges, check_columns, check_distinct_group_keys, check_group_by_apart,
-                      check_group_by_sortable, check_group_keys, check_label_not_a_feature, check_select_privilege, columns, group_clause_sql,
-                      group_key_sql, packed_scan_sql, reading_source, source_oid)
+from ..sourcesql import (check_distinct_group_keys, check_group_keys, check_training_source, columns,
+                         group_clause_sql, group_key_sql, packed_scan_sql, reading_source, source_oid)
 from . import parse_object, pinned, sql_entry
 
 OWNER = "train_groups"
@@ -44,21 +43,8 @@ def _validate(session, oid, group_by, features, label, model, search, options):
     returns its schema-qualified name with the parsed arguments."""
     search_obj = parse_object(search, "search", OWNER)
     options_obj = parse_object(options, "options", OWNER)
-    source = check_select_privilege(session, oid, OWNER)
-    cols = columns(session, source)
-    group_by = check_columns(cols, group_by or [], "group_by", source, numeric=False, owner=OWNER)
-    check_group_by_sortable(session, source, group_by, cols, OWNER)
-    features = check_columns(cols, features, "features", source, numeric=True, owner=OWNER)
-    if not features:
-        raise InvalidParameterError("The 'features' value of train_groups must name at least one column; got []",
-                                    hint="Pass ARRAY['f1', 'f2', ...].")
-    if label is None:
-        raise InvalidParameterError("The 'label' value of train_groups must be a column name; got null",
-                                    hint="Pass the label column, e.g. label => 'clicked'.")
-    check_columns(cols, [label], "label", source, numeric=True, owner=OWNER)
-    check_label_not_a_feature(label, features, OWNER)
-    check_group_by_apart(group_by, features, label, OWNER)
-    check_column_privileges(session, source, list(group_by) + list(features) + [label], OWNER)
+    source, cols, group_by, features = check_training_source(session, oid, group_by, features, label, OWNER,
+                                                             label_example="label => 'clicked'")
     return source, search_obj, options_obj, cols, group_by, features
 
 
