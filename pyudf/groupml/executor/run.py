@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 
 from .. import catalog
@@ -146,9 +146,10 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
     driver = _GroupDriver(pool, plan, sid=sid, d=d, family=family, spec=spec, opts=opts, model=model,
                           search=search, fit_options=fit_options, exec_options=exec_options, events=events,
                           abort=abort)
-    all_log = _train_pending(session, run_id, driver, pending, fps=fps, resume_states=resume_states,
-                             group_logs=group_logs, n_groups=len(groups), n_done=len(done), sid=sid,
-                             workers=workers, exec_options=exec_options, store=store, clock=clock)
+    run = _RunContext(run_id=run_id, sid=sid, workers=workers, exec_options=exec_options, store=store, clock=clock,
+                      fps=fps, resume_states=resume_states, group_logs=group_logs, n_groups=len(groups),
+                      n_done=len(done))
+    all_log = _train_pending(session, run, driver, pending)
     bad = schedule_violations(all_log, {g["gkey"]: int(g["n_train"]) for g in groups},
                               {g["gkey"]: plan.tasks[g["group_no"]]["mode"] for g in groups
                                if g["group_no"] in plan.tasks})
@@ -308,17 +309,37 @@ class _GroupDriver:
                                  resume=resume, interrupt_check=self.check_abort)
 
 
-def _train_pending(session, run_id: int, driver: _GroupDriver, pending, *, fps, resume_states, group_logs,
-                   n_groups: int, n_done: int, sid: int, workers: int, exec_options: dict,
-                   store, clock: RunClock) -> List[Dict[str, Any]]:
-    """Train the pending groups, a few at a time (main thread: catalog I/O, commits, cancel
-    checks); every finished group is stored and committed. Returns the whole schedule log."""
-    pool, tasks, events = driver.pool, driver.plan.tasks, driver.events
+@dataclass
+class _RunContext:
+    """What the main thread keeps of a run while its pending groups train."""
+    run_id: int
+    sid: int                             # the run's snapshot
+    workers: int
+    exec_options: Dict[str, Any]         # split_options' executor options
+    store: Callable                      # store(session, run_id, gkey, result): a group's model and trials
+    clock: "RunClock"
+    fps: Dict[str, str]                  # group key -> fingerprint of its checkpoints
+    resume_states: Dict[str, Any]        # group key -> the checkpoint it resumes from
+    group_logs: Dict[str, List[Dict[str, Any]]]  # group key -> its committed schedule entries
+    n_groups: int
+    n_done: int                          # groups stored so far
+
+
+def _driver_count(run: _RunContext, driver: "_GroupDriver", n_pending: int) -> int:
+    """Groups in flight at once: one under DP (a group spans every worker), else ``drivers``
+    or three per worker (at least two), never more than the pending groups."""
     if driver.plan.chosen == "dp":
         n_drivers = 1                       # DP: one group at a time across all workers
     else:
-        n_drivers = exec_options["drivers"] or max(2, 3 * workers)
-    n_drivers = max(1, min(n_drivers, len(pending) or 1))
+        n_drivers = run.exec_options["drivers"] or max(2, 3 * run.workers)
+    return max(1, min(n_drivers, n_pending or 1))
+
+
+def _train_pending(session, run: _RunContext, driver: "_GroupDriver", pending) -> List[Dict[str, Any]]:
+    """Train the pending groups, a few at a time (main thread: catalog I/O, commits, cancel
+    checks); every finished group is stored and committed. Returns the whole schedule log."""
+    pool, events, run_id = driver.pool, driver.events, run.run_id
+    n_drivers = _driver_count(run, driver, len(pending))
     all_log: List[Dict[str, Any]] = []
     ex = ThreadPoolExecutor(max_workers=n_drivers, thread_name_prefix="groupml-group") if pending else None
     in_flight: Dict[Any, Dict[str, Any]] = {}
@@ -329,60 +350,74 @@ def _train_pending(session, run_id: int, driver: _GroupDriver, pending, *, fps, 
         while pending or in_flight:
             while pending and len(in_flight) < n_drivers:
                 g = pending.pop(0)
-                Xv = load_validation(session, sid, g["group_no"], driver.d)
-                in_flight[ex.submit(driver, g, Xv, resume_states.pop(g["gkey"], None))] = g
+                Xv = load_validation(session, run.sid, g["group_no"], driver.d)
+                in_flight[ex.submit(driver, g, Xv, run.resume_states.pop(g["gkey"], None))] = g
             finished, _ = wait(list(in_flight), timeout=0.25, return_when=FIRST_COMPLETED)
             # also the cancel check. A run deleted meanwhile would fail the next insert on a foreign
             # key: the row lock (until this transaction's commit) waits out a delete in progress, and
             # keeps one from starting before this transaction's inserts are in
             if not catalog.lock_run_row(session, run_id):
                 raise _RunDeleted()
-            wrote = _flush_events(session, run_id, events, group_logs, fps,
+            wrote = _flush_events(session, run_id, events, run.group_logs, run.fps,
                                   {in_flight[f]["gkey"] for f in finished if f.exception() is None})
             for fut in finished:
                 g = in_flight.pop(fut)
-                result = fut.result()
-                gkey = g["gkey"]
-                log = pool.take_log(gkey)                  # since the group's last checkpoint
-                full = group_logs.pop(gkey, []) + log      # + committed blocks (earlier attempts too)
-                all_log.extend(full)
-                bad = schedule_violations(full, {gkey: int(g["n_train"])}, {gkey: tasks.get(g["group_no"], {}).get(
-                    "mode", "shards")})
-                if bad:
-                    raise ScheduleInvariantError("grouped learning broke an invariant: " + "; ".join(bad[:3]))
-                n_done += 1
-                _store_finished_group(session, run_id, gkey, result, log, store, f"{n_done}/{n_groups}")
+                all_log.extend(_finish_group(session, run, driver, g, fut.result()))
                 wrote = True
-            if finished or (wrote and time.perf_counter() - last_commit >= exec_options["checkpoint_every_s"]):
-                clock.charge(session, run_id)
+            if finished or (wrote and time.perf_counter() - last_commit >= run.exec_options["checkpoint_every_s"]):
+                run.clock.charge(session, run_id)
                 session.commit()
                 last_commit = time.perf_counter()
-        _flush_events(session, run_id, events, group_logs, fps)
+        _flush_events(session, run_id, events, run.group_logs, run.fps)
     except BaseException as exc:
-        driver.abort.set()
-        if pool is not None:
-            pool.close()
-        if ex is not None:
-            ex.shutdown(wait=True, cancel_futures=True)
-        if isinstance(exc, _RunDeleted):
-            if not exec_options["keep_snapshot"] and exec_options["snapshot"] is None:
-                drop_snapshot(session, sid)
-            session.commit()
-            raise UndefinedObjectError(
-                f"Run {run_id} was deleted while it was being trained; this call stops",
-                hint="Nothing of the run is left (its snapshot is dropped unless kept); start a new run.") from None
-        if isinstance(exc, (WorkerLostError, ScheduleInvariantError)):
-            clock.charge(session, run_id)
-            mark_run_failed(session, run_id)
-            session.commit()
-            raise _stopped(exc, f"run {run_id} stopped: {exc.message}; {n_done} of {n_groups} groups are committed",
-                           f"Call train_groups again with run_id => {run_id} to resume from the committed groups.") \
-                from None
+        _stop_training(session, run, driver, ex, exc)
         raise
     if pool is not None:
         pool.close()
         ex.shutdown(wait=True)
     return all_log
+
+
+def _finish_group(session, run: _RunContext, driver: "_GroupDriver", g, result) -> List[Dict[str, Any]]:
+    """A group's driver returned ``result``: check its whole schedule, store it (the caller
+    commits). Returns the group's schedule entries over every attempt."""
+    gkey = g["gkey"]
+    log = driver.pool.take_log(gkey)                # since the group's last checkpoint
+    full = run.group_logs.pop(gkey, []) + log       # + committed blocks (earlier attempts too)
+    bad = schedule_violations(full, {gkey: int(g["n_train"])}, {gkey: driver.plan.tasks.get(g["group_no"], {}).get(
+        "mode", "shards")})
+    if bad:
+        raise ScheduleInvariantError("grouped learning broke an invariant: " + "; ".join(bad[:3]))
+    run.n_done += 1
+    _store_finished_group(session, run.run_id, gkey, result, log, run.store, f"{run.n_done}/{run.n_groups}")
+    return full
+
+
+def _stop_training(session, run: _RunContext, driver: "_GroupDriver", ex, exc: BaseException) -> None:
+    """Stop the drivers and the pool after ``exc``; a deleted run drops its snapshot (unless
+    kept) and raises 42704, a lost worker or a broken invariant marks the run failed and
+    raises how to resume. Any other ``exc`` is re-raised by the caller."""
+    run_id = run.run_id
+    driver.abort.set()
+    if driver.pool is not None:
+        driver.pool.close()
+    if ex is not None:
+        ex.shutdown(wait=True, cancel_futures=True)
+    if isinstance(exc, _RunDeleted):
+        if not run.exec_options["keep_snapshot"] and run.exec_options["snapshot"] is None:
+            drop_snapshot(session, run.sid)
+        session.commit()
+        raise UndefinedObjectError(
+            f"Run {run_id} was deleted while it was being trained; this call stops",
+            hint="Nothing of the run is left (its snapshot is dropped unless kept); start a new run.") from None
+    if isinstance(exc, (WorkerLostError, ScheduleInvariantError)):
+        run.clock.charge(session, run_id)
+        mark_run_failed(session, run_id)
+        session.commit()
+        raise _stopped(exc, f"run {run_id} stopped: {exc.message}; {run.n_done} of {run.n_groups} groups are "
+                            f"committed",
+                       f"Call train_groups again with run_id => {run_id} to resume from the committed groups.") \
+            from None
 
 
 def _flush_events(session, run_id: int, events: "queue.Queue", group_logs, fps, finishing=()) -> int:
