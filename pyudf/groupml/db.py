@@ -17,6 +17,8 @@ import sys
 import threading
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from . import interrupts
+
 
 def quote_ident(name: str) -> str:
     """Quote an identifier the way PostgreSQL's quote_ident does (always quoted)."""
@@ -225,3 +227,6 @@ def cancel_check_here():
     if "plpy" not in sys.modules or threading.current_thread() is not threading.main_thread():
         return None
     return backend_session().check_cancel
+
+
+interrupts.install(cancel_check_here)       # what the pure packages call cancel_check_here

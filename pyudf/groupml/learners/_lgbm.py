@@ -32,7 +32,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..db import cancel_check_here
+from ..interrupts import cancel_check_here
 from ..errors import (ArrayLengthError, DataError, FeatureNotSupportedError,
                       InvalidParameterError, PrerequisiteStateError, UndefinedObjectError)
 from ..validation import check_number

@@ -16,7 +16,8 @@ from ._spec import EarlyStopping, SearchSpec, METHODS, parse_search
 from ._base import Report, SearchProcedure
 from ._basic import FixedBudgetProcedure, GridSearch, RandomSearch
 from ._tpe import TPESearch
-from ._halving import ASHA, Hyperband, SuccessiveHalving, halving_rungs, hyperband_brackets
+from ._brackets import halving_rungs, hyperband_brackets
+from ._halving import ASHA, Hyperband, SuccessiveHalving
 from ._bandit import BanditStopping, bandit_keeps
 from ._driver import EpochEvent, SearchResult, best_trial, make_procedure, run_search, search_state
 from ._budget import SearchBudget, search_budget
