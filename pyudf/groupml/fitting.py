@@ -121,7 +121,7 @@ def plan_search(family, search: dict, *, family_choice: bool = False):
     """Parse and validate a search spec for a family; grid/random points are checked up front.
     ``family_choice``: the space may choose the model family too (a ``model`` dimension,
     :mod:`groupml.learners._choice`); each configuration is then checked by its own family."""
-    from .learners._choice import check_family_choice, choice_param_names, chosen_families, mentions_model
+    from .learners import check_family_choice, choice_param_names, chosen_families, mentions_model
     from .search import make_procedure, parse_search
 
     choosing = family_choice and mentions_model(search)
@@ -163,7 +163,7 @@ def _validate_config(family, families, params) -> Dict[str, Any]:
     the search chooses families, else ``family``), with its ``model`` when it names one."""
     if families is None:
         return family.validate_params(params)
-    from .learners._choice import MODEL_KEY, split_params
+    from .learners import MODEL_KEY, split_params
 
     name, own = split_params(params, family.name)
     return {MODEL_KEY: name, **families[name].validate_params(own)}
@@ -172,7 +172,7 @@ def _validate_config(family, families, params) -> Dict[str, Any]:
 def _identity(family, families, valid) -> Dict[str, Any]:
     """What makes a validated configuration a distinct model (:func:`learners.model_identity`)."""
     from .learners import model_identity
-    from .learners._choice import MODEL_KEY
+    from .learners import MODEL_KEY
 
     if families is None:
         return model_identity(family, valid)
@@ -191,7 +191,7 @@ def _check_sampled_space(family, spec, families=None, n_samples: int = 64) -> No
     here, not after part of the search trained), then a random sample of the space (nested
     choices). With a choice of ``families``, a dimension outside the ``model`` one applies to
     every family, so every one checks it."""
-    from .learners._choice import MODEL_KEY
+    from .learners import MODEL_KEY
     from .search import _space, make_procedure
 
     checkers = [family] if families is None else list(families.values())

@@ -7,7 +7,7 @@ a worker backend runs:
   search (:func:`groupml.search.run_search` over the family's own trainer) runs in that
   backend; its per-epoch reports come back with the result.
 * **sequential, split group**: :class:`ShardedMLPTrainer`. Every config's training state
-  (bytes of :func:`groupml.learners._sharded.init_state`) hops from shard to shard within
+  (bytes of :func:`groupml.learners.train_sharded`'s initial state) hops from shard to shard within
   an epoch (``mlp_visit`` tasks on the backend holding the shard); a config has at most one
   task in flight (config isolation by data dependency), each worker runs one task at a
   time (the pool), and the executed hops are the visit log in ``groupml.run_schedule``

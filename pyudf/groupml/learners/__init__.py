@@ -17,6 +17,8 @@ Public API (everything else in this package is private)::
     train_sharded, replay, visit, run_mop        # sharded sequential training (MOP/GAP)
     HopScheduler, hop_order                      # the hopper's visit decisions (pure)
     TrialAccessors, TrialRecord                  # converged/status/iterations/params of a trainer
+    MODEL_KEY, chosen_families, mentions_model, check_family_choice, choice_param_names, split_params
+                                                 # a search over model families
     train_lightgbm_distributed                   # LightGBM data-parallel over shards
     # for the grouped executor
     mlp, dpsgd, mlp_family, partial_stats, merge_stats   # MLP training states and DP steps
@@ -37,6 +39,8 @@ from ._lgbm import LightGBMModel, LightGBMTrainer, train_lightgbm, train_lightgb
 from ._hopper import HopScheduler, hop_order
 from ._sharded import replay, run_mop, train_sharded, visit
 from ._trials import TrialAccessors, TrialRecord
+from ._choice import (MODEL_KEY, check_family_choice, choice_param_names, chosen_families, mentions_model,
+                      split_params)
 # what the grouped executor builds on: the MLP's training state and synchronous data-parallel step
 # as namespaces (torch is loaded by their functions, not on import), LightGBM's checks and ranks,
 # the container format, data and metric helpers, the holdout hash
@@ -57,6 +61,7 @@ __all__ = [
     "make_trainer", "model_identity", "MLPModel", "MLPTrainer", "LightGBMModel", "LightGBMTrainer", "train_lightgbm",
     "train_lightgbm_distributed", "replay", "run_mop", "train_sharded", "visit",
     "HopScheduler", "hop_order", "TrialAccessors", "TrialRecord",
+    "MODEL_KEY", "check_family_choice", "choice_param_names", "chosen_families", "mentions_model", "split_params",
     "dpsgd", "mlp", "pack_container", "unpack_container", "as_data", "mask_of_hash", "row_hash_and_order",
     "check_lgbm_text", "extend_margins", "free_ports", "lgb_module", "train_lightgbm_rank_isolated",
     "validation_loss", "validation_metrics", "mlp_family", "merge_stats", "partial_stats",

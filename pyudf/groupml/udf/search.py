@@ -98,7 +98,7 @@ def calibrate_cost_model(sizes, family, passes):
     from ..learners import get_family
 
     from ..learners import LEARNER_FAMILIES
-    from ..learners._families import FAMILIES
+    from ..learners import FAMILIES
     from ..errors import FeatureNotSupportedError
 
     owner = "calibrate_cost_model"
@@ -174,7 +174,7 @@ def explain_plan(model: str, search: dict, options: dict, *, n_groups: int, n_ro
     def add(item, value, detail=None):
         rows.append({"item": item, "value": None if value is None else str(value), "detail": detail})
 
-    from ..learners._choice import chosen_families
+    from ..learners import chosen_families
 
     families = chosen_families(spec.space)
     add("model", family.name if families is None else "choice: " + ", ".join(

@@ -169,7 +169,7 @@ def _check_executor_request(session, source, group_by, features, label, model, s
     from ..executor.pool import check_source_visible
     from ..executor.run import split_options
 
-    from ..learners._choice import mentions_model
+    from ..learners import mentions_model
 
     if on_workers and mentions_model(search_obj):
         from ..errors import FeatureNotSupportedError
