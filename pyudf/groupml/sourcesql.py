@@ -76,7 +76,7 @@ class _SourceCursor:
 def columns(session, source) -> Dict[str, str]:
     """Column name -> SQL type name of a relation: ``source`` is its OID (int) or a name. A
     column of a domain has its base type's name (a domain over numeric is a numeric feature,
-    as it is for learn_over_groups; it used to be refused as 'not numeric')."""
+    as it is for learn_over_groups, not refused as 'not numeric')."""
     by_oid = isinstance(source, int)
     rows = session.query(
         "WITH RECURSIVE c AS (SELECT a.attname AS name, a.attnum, a.atttypid AS t FROM pg_catalog.pg_attribute a "

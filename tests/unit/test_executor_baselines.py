@@ -190,7 +190,7 @@ def test_dp_worker_op_rejects_a_malformed_step():
         mlp_grad(req, state + np.array([0, 99], "<i4").tobytes(), X, y)
     with pytest.raises(InvalidParameterError, match="sent"):
         mlp_grad(req, state + np.array([0, 5, 7], "<i4").tobytes(), X, y)
-    for rows in (-2, "2", 2.0, None, True):                   # -2 used to fail inside numpy
+    for rows in (-2, "2", 2.0, None, True):                   # -2 would fail inside numpy
         bad = dict(req, configs=[dict(req["configs"][0], rows=rows)])
         with pytest.raises(InvalidParameterError, match=r"A DP step's 'rows' must be a count of rows; got "):
             mlp_grad(bad, state + np.array([0, 5], "<i4").tobytes(), X, y)

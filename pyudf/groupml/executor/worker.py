@@ -41,7 +41,7 @@ def one_blas_thread() -> None:
     """Limit BLAS to one thread in this worker backend, for the rest of its life.
 
     A worker is one core's worth of work (Kingpin's unit of placement).  A multi-threaded
-    BLAS in every worker oversubscribes the machine: measured here, a 20,000 x 100 data
+    BLAS in every worker oversubscribes the machine: for example, a 20,000 x 100 data
     pass took 26 ms of CPU with OpenBLAS's default threads beside other busy backends and
     2.3 ms with one thread.  torch and LightGBM set their own thread counts already.
     """

@@ -71,8 +71,8 @@ OPTIONS = "train_groups options"
 
 def _check_option_keys(options: dict, executor: bool) -> None:
     """train_groups' own option keys: the fitting options, then 'processes' for a run in this
-    backend or the executor's keys for a run on worker backends (the messages used to name
-    learn_over_groups' options and list 'threads')."""
+    backend or the executor's keys for a run on worker backends (the messages name
+    train_groups' own keys, not learn_over_groups' options)."""
     from ..executor.run import EXEC_KEYS
     from ..fitting import OPTION_KEYS
     from ..validation import check_keys
@@ -198,9 +198,8 @@ def _check_executor_request(session, source, group_by, features, label, model, s
 
 def _check_options(session, source, group_by, features, label, model, search_obj, options_obj, workers, strategy):
     """train_groups' options as a run with these workers and strategy takes them -- shared
-    with explain_train_groups, which used to accept 'threads' and refuse 'processes' (and
-    list learn_over_groups' keys) where the run does the opposite. Returns (processes, the
-    options without 'processes', what :func:`_check_executor_request` returns)."""
+    with explain_train_groups, so that both accept and refuse the same keys. Returns
+    (processes, the options without 'processes', what :func:`_check_executor_request` returns)."""
     executor = workers != 1 or strategy != "auto"
     processes = _processes_option(options_obj, executor)
     if executor and processes is not None:
@@ -563,7 +562,7 @@ def drop_snapshot(snapshot_id) -> bool:
 
 @contextlib.contextmanager
 def _failed_run_on_error(session, run_id: int, executor_args: Optional[str] = None):
-    """A groupml error after the run's row was committed marks the run failed (it used to stay
+    """A groupml error after the run's row was committed marks the run failed (not left
     'running' in groupml.progress for good). A data or parameter problem cannot be resumed past
     -- the same rows fail again -- so the run's snapshot is dropped too (unless kept); other
     errors (a lost worker) keep it for ``run_id => ...``. A cancel or a terminate (SQLSTATE
