@@ -24,9 +24,9 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..errors import FeatureNotSupportedError, InvalidParameterError, PrerequisiteStateError, UndefinedObjectError
+from ..errors import FeatureNotSupportedError, InvalidParameterError, PrerequisiteStateError
 from ..fitting import FitResult, budget_cap, finite, json_default, parse_options, plan_search, search_and_select
-from ..learners import (TrialAccessors, TrialRecord, access_pattern, as_data, check_lgbm_text, get_learner_family,
+from ..learners import (TrialAccessors, TrialRecord, access_pattern, find_trial, as_data, check_lgbm_text, get_learner_family,
                         merge_stats, mlp, pack_container, partial_stats, unpack_container, validation_loss,
                         validation_metrics)
 from ..validation import check_choice
@@ -209,13 +209,7 @@ class ScoredTrainer(TrialAccessors):
         return z
 
     def _get(self, trial_id: int, active_only: bool = False) -> Dict[str, Any]:
-        c = self._cfgs.get(trial_id)
-        if c is None and not active_only:
-            c = self._retired.get(trial_id)
-        if c is None:
-            raise UndefinedObjectError(f"Trial {trial_id} is not in this trainer",
-                                       hint="Add the configuration with add() first.")
-        return c
+        return find_trial(self._cfgs, self._retired, trial_id, active_only)
 
     def _admit(self, trial_id: int, params: Mapping[str, Any]) -> Dict[str, Any]:
         """The validated ``params`` of a new trial (refused if it is already active); forgets

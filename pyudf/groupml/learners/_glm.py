@@ -15,12 +15,12 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..errors import InvalidParameterError, PrerequisiteStateError, UndefinedObjectError
+from ..errors import InvalidParameterError, PrerequisiteStateError
 from ._data import check_iterations, choose_metric, train_val
 from ._families import ColumnWeights, GLMFamily, get_family
 from ._metrics import validation_loss, validation_metrics
 from ._model import GLMModel
-from ._trials import TrialAccessors, TrialRecord
+from ._trials import TrialAccessors, TrialRecord, find_trial
 
 LBFGS_HISTORY = 10
 ARMIJO_C1 = 1e-4
@@ -369,13 +369,7 @@ class GLMTrainer(TrialAccessors):
 
     # ------------------------------------------------------------ internals
     def _check(self, trial_id: int, active_only: bool = False) -> _Config:
-        cfg = self._configs.get(trial_id)
-        if cfg is None and not active_only:
-            cfg = self._retired.get(trial_id)
-        if cfg is None:
-            raise UndefinedObjectError(f"Trial {trial_id} is not in this trainer",
-                                       hint="Add the configuration with add() first.")
-        return cfg
+        return find_trial(self._configs, self._retired, trial_id, active_only)
 
     def _val_margins(self, cfg: _Config) -> np.ndarray:
         hit = self._val_cache.get(cfg.trial_id)

@@ -43,7 +43,7 @@ from ._lgbm_text import check_model_text
 from ._metrics import validation_loss, validation_metrics
 from ._data import as_data, check_iterations, choose_metric, train_val
 from ._model import ContainerModel, body_digest, check_body_digest, register_loader
-from ._trials import TrialAccessors, TrialRecord
+from ._trials import TrialAccessors, TrialRecord, find_trial
 
 NUM_THREADS = 1
 #: Seconds between two interrupt checks inside a block of boosting rounds.
@@ -311,13 +311,7 @@ class LightGBMTrainer(TrialAccessors):
         return LightGBMModel(self.family.name, cfg.params, cfg.booster.model_to_string())
 
     def _check(self, trial_id: int, active_only: bool = False) -> _Booster:
-        cfg = self._cfgs.get(trial_id)
-        if cfg is None and not active_only:
-            cfg = self._retired.get(trial_id)
-        if cfg is None:
-            raise UndefinedObjectError(f"Trial {trial_id} is not in this trainer",
-                                       hint="Add the configuration with add() first.")
-        return cfg
+        return find_trial(self._cfgs, self._retired, trial_id, active_only)
 
     def _val_margins(self, trial_id: int) -> np.ndarray:
         """Raw validation scores of the config's current model.

@@ -34,7 +34,7 @@ from . import _container
 from ._extfamilies import EXTRA_FAMILIES, LearnerFamily
 from ._metrics import validation_loss, validation_metrics
 from ._model import ContainerModel, check_body_digest, register_loader
-from ._trials import TrialAccessors, TrialRecord
+from ._trials import TrialAccessors, TrialRecord, find_trial
 
 TORCH_THREADS = 1
 STATE_FORMAT = "groupml-mlp-state-1"
@@ -730,13 +730,7 @@ class MLPTrainer(TrialAccessors):
         return self._std[1]
 
     def _check(self, trial_id: int, active_only: bool = False) -> MLPRun:
-        run = self._runs.get(trial_id)
-        if run is None and not active_only:
-            run = self._retired.get(trial_id)
-        if run is None:
-            raise UndefinedObjectError(f"Trial {trial_id} is not in this trainer",
-                                       hint="Add the configuration with add() first.")
-        return run
+        return find_trial(self._runs, self._retired, trial_id, active_only)
 
     def _val_margins(self, trial_id: int) -> np.ndarray:
         run = self._check(trial_id)

@@ -10,11 +10,25 @@ from __future__ import annotations
 
 from typing import Any, Dict, Mapping, NamedTuple
 
+from ..errors import UndefinedObjectError
+
 
 class TrialRecord(NamedTuple):
     status: str                     # 'running' until the trial is finished
     iterations: int                 # iterations (epochs, boosting rounds) it has run
     params: Mapping[str, Any]       # its validated parameters
+
+
+def find_trial(active: Mapping[int, Any], retired: Mapping[int, Any], trial_id: int, active_only: bool = False):
+    """The record of ``trial_id`` among a trainer's ``active`` trials (and, unless
+    ``active_only``, its ``retired`` ones); 42704 when it has none."""
+    record = active.get(trial_id)
+    if record is None and not active_only:
+        record = retired.get(trial_id)
+    if record is None:
+        raise UndefinedObjectError(f"Trial {trial_id} is not in this trainer",
+                                   hint="Add the configuration with add() first.")
+    return record
 
 
 class TrialAccessors:
