@@ -26,9 +26,9 @@ import numpy as np
 
 from ..errors import FeatureNotSupportedError, InvalidParameterError, PrerequisiteStateError
 from ..fitting import FitResult, budget_cap, finite, json_default, parse_options, plan_search, search_and_select
-from ..learners import (TrialAccessors, TrialRecord, access_pattern, find_trial, as_data, check_lgbm_text, get_learner_family,
-                        merge_stats, mlp, pack_container, partial_stats, unpack_container, validation_loss,
-                        validation_metrics)
+from ..learners import (TrialAccessors, TrialRecord, access_pattern, as_data, check_lgbm_text, find_trial,
+                        get_learner_family, merge_stats, mlp, pack_container, partial_stats, unpack_container,
+                        validation_loss, validation_metrics)
 from ..validation import check_choice
 
 # the strategies the executor runs for each access pattern (``auto`` chooses among them)
