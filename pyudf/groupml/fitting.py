@@ -192,16 +192,16 @@ def _check_sampled_space(family, spec, families=None, n_samples: int = 64) -> No
     choices). With a choice of ``families``, a dimension outside the ``model`` one applies to
     every family, so every one checks it."""
     from .learners import MODEL_KEY
-    from .search import _space, make_procedure
+    from .search import DISTRIBUTIONS, Categorical, is_subspace, make_procedure
 
     checkers = [family] if families is None else list(families.values())
     for dim in spec.space:
         if families is not None and dim.name == MODEL_KEY:
             continue
-        if isinstance(dim, _space.DISTRIBUTIONS):
+        if isinstance(dim, DISTRIBUTIONS):
             values = [dim.low, dim.high]
-        elif isinstance(dim, _space.Categorical):
-            values = [v for v in dim.items if not _space.is_subspace(v)]
+        elif isinstance(dim, Categorical):
+            values = [v for v in dim.items if not is_subspace(v)]
         else:
             values = [dim.value]
         for v in values:
