@@ -396,7 +396,7 @@ def fit_group(X: np.ndarray, y: np.ndarray, model: str, search: dict, options: d
 
 def unpack_rows(raw: Optional[bytes], width: int) -> np.ndarray:
     """Packed rows (big-endian float8 values, ``width`` per row, as the packed-row SQL of
-    :mod:`groupml.udf._source` builds them) as an (n, width) float64 matrix."""
+    :mod:`groupml.sourcesql` builds them) as an (n, width) float64 matrix."""
     return np.frombuffer(raw or b"", dtype=">f8").astype(np.float64).reshape(-1, width)
 
 

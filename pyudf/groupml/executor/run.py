@@ -565,7 +565,7 @@ def _resume_points(session, run_id: int, pending, fps, d: int):
     an interrupted attempt that have a usable checkpoint; the rows of every other pending
     group are deleted (it restarts from its first epoch). A checkpoint is usable when it was
     made for this call (fingerprint), decodes, and the models in it are safe to hand to
-    LightGBM or torch (:func:`groupml.executor.patterns.check_checkpoint_models`)."""
+    LightGBM or torch (:func:`groupml.executor.core.check_checkpoint_models`)."""
     rows = catalog.run_checkpoints(session, run_id)
     resume, logs = {}, {}
     for g in pending:
