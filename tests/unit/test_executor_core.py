@@ -205,14 +205,15 @@ def test_glm_pass_returns_promptly_after_an_abort_although_a_worker_never_report
     import threading
     import time
 
-    from groupml.executor.glm import ShardEvaluator, _Aborted
+    from groupml.executor.core import Aborted
+    from groupml.executor.glm import ShardEvaluator
 
     abort = threading.Event()
     ev = ShardEvaluator(_StuckPool(), snapshot_id=1, group_no=0, group_key='{"g": 1}', family="logistic", d=2,
                         shards=[(0, 0, 10, [[0, 0, 10]]), (1, 10, 10, [[0, 10, 10]])], abort=abort)
     threading.Timer(0.2, abort.set).start()
     t0 = time.monotonic()
-    with pytest.raises(_Aborted):
+    with pytest.raises(Aborted):
         ev(np.zeros((3, 2)), [_Cfg(1), _Cfg(2)])
     assert time.monotonic() - t0 < 2.0
 
@@ -294,7 +295,7 @@ def test_lightgbm_ranks_listen_on_their_workers_addresses():
     from groupml.executor.pool import rank_hosts
 
     names = ["w0", "w1", "w2", "w3"]
-    # unix socket (NULL), loopback v4 and v6: the server's own host
+    # unix socket (NULL), loopback v4 and v6: the coordinator's own host
     assert rank_hosts([None, "127.0.0.1", "::1", None], [0, 1, 2], names) == ["127.0.0.1"] * 3
     # other servers: the address each was reached at, one per rank
     assert rank_hosts(["10.0.0.5", "10.0.0.6", None, None], [1, 0], names) == ["10.0.0.6", "10.0.0.5"]
