@@ -328,10 +328,11 @@ class MLPRun:
 MAX_WEIGHTS = 50_000_000
 
 
-def warm_up() -> None:
+def warm_up(interrupt_check: Optional[Callable[[], None]] = None) -> None:
     """Import torch and what its first optimizer imports (torch._dynamo: about 1.5 s of a new
-    backend's first MLP training), so that a caller timing a training times the training."""
-    torch = torch_module()
+    backend's first MLP training), so that a caller timing a training times the training.
+    ``interrupt_check``: as for :func:`torch_module`."""
+    torch = torch_module(interrupt_check)
     p = torch.nn.Parameter(torch.zeros(1))
     torch.optim.Adam([p], lr=0.1, fused=True)
     torch.optim.SGD([p], lr=0.1, momentum=0.9)
