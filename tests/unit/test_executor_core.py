@@ -305,7 +305,7 @@ def test_lightgbm_ranks_listen_on_their_workers_addresses():
     assert "IPv4 host" in e.value.hint
     with pytest.raises(FeatureNotSupportedError) as e:
         rank_hosts(["10.0.0.5", None, "127.0.0.1", None], [0, 1, 2], names)
-    assert "on this host (w1, w2" in str(e.value) and "cannot connect to 127.0.0.1" in str(e.value)
+    assert "on the coordinator's host (w1, w2" in str(e.value) and "cannot connect to 127.0.0.1" in str(e.value)
     assert "network address" in e.value.hint
 
 
