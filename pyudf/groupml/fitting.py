@@ -195,18 +195,23 @@ def _check_sampled_space(family, spec, families=None, n_samples: int = 64) -> No
     from .search import _space, make_procedure
 
     checkers = [family] if families is None else list(families.values())
+    ends = {}
     for dim in spec.space:
         if families is not None and dim.name == MODEL_KEY:
             continue
         if isinstance(dim, _space.DISTRIBUTIONS):
-            values = [dim.low, dim.high]
+            ends[dim.name] = [dim.low, dim.high]
         elif isinstance(dim, _space.Categorical):
-            values = [v for v in dim.items if not _space.is_subspace(v)]
+            ends[dim.name] = [v for v in dim.items if not _space.is_subspace(v)]
         else:
-            values = [dim.value]
+            ends[dim.name] = [dim.value]
+    # each end is checked with the other dimensions at their first value: a parameter whose
+    # rule depends on another one ('lr' needs a step-size solver) sees the space's choice
+    base = {name: values[0] for name, values in ends.items() if values}
+    for name, values in ends.items():
         for v in values:
             for fam in checkers:
-                fam.validate_params({dim.name: v})
+                fam.validate_params(dict(base, **{name: v}))
     n = n_samples if families is None else 4 * n_samples
     probe = dataclasses.replace(spec, method="random", n_trials=n, early_stopping=None)
     for trial in make_procedure(probe).ask(n):
