@@ -80,12 +80,18 @@ def column_moments(X: np.ndarray) -> Dict[str, Any]:
     cancels to nothing for a column like 1e8 + x.  The same dict as the MLP's shard moments
     (labels left out), so the moments of a group split over workers merge alike."""
     n, d = X.shape
-    mx = X.mean(axis=0) if n else np.zeros(d)
-    m2x = np.zeros(d)
-    step = max(1, (1 << 20) // max(d, 1))
+    step = max(GEMM_MIN_ROWS, GEMM_BLOCK_VALUES // max(d, 1))     # blocks that stay in cache
+    ones = np.ones(min(n, step))
+    mx, m2x = np.zeros(d), np.zeros(d)
+    for s in range(0, n, step):                     # column sums as BLAS-2 products
+        Xb = X[s:s + step]
+        mx += np.dot(ones[:Xb.shape[0]], Xb)
+    if n:
+        mx /= n
     for s in range(0, n, step):
         D = X[s:s + step] - mx
-        m2x += np.einsum("ij,ij->j", D, D)
+        np.square(D, out=D)
+        m2x += np.dot(ones[:D.shape[0]], D)
     return {"n": int(n), "mx": mx, "m2x": m2x, "my": 0.0, "m2y": 0.0}
 
 
