@@ -104,3 +104,25 @@ def test_lr_with_solver_auto_is_refused_not_a_silent_switch_to_gd():
     assert fam.validate_params({"l1": 0.1, "lr": 0.5})["solver"] == "gd"      # l1 needs the proximal step
     with pytest.raises(InvalidParameterError, match="'lr' value of model 'logistic' is read only"):
         fit_group(*_badly_scaled(200, seed=1), "logistic", {"lr": [0.1, 1.0]}, {})
+
+
+def test_checkpoints_carry_the_standardization_and_refuse_the_unscaled_format():
+    from groupml.errors import PrerequisiteStateError
+
+    X, y = _badly_scaled(1500, seed=9)
+    a = GLMTrainer("logistic", X, y)
+    a.add(0, {"l2": 1e-3})
+    a.run(3)
+    state = a.checkpoint_state()
+    np.testing.assert_array_equal(state["shift"], a.shift)
+    np.testing.assert_array_equal(state["scale"], a.scale)
+    b = GLMTrainer("logistic", X, y)
+    b.load_checkpoint(state)
+    a.run(100)
+    b.run(100)
+    np.testing.assert_array_equal(a.model(0).coef, b.model(0).coef)
+    old = dict(state, format=1)                 # weights on the user's scale: not this trainer's state
+    with pytest.raises(PrerequisiteStateError):
+        GLMTrainer("logistic", X, y).load_checkpoint(old)
+    with pytest.raises(PrerequisiteStateError):
+        GLMTrainer.from_state(dict(a.state_dict(), format=1), X, y)

@@ -88,8 +88,11 @@ def fit_sharded_group(model: str, search: dict, options: dict, *, n_train: int, 
     if early is not None:
         return early
     plan = plan_group(spec, family, n_train, d, cost_model)
+    saved = {} if resume is None else resume["trainer"]
+    std = (saved["shift"], saved["scale"]) if "shift" in saved and "scale" in saved else \
+        evaluator.standardization()                # a resumed group keeps its checkpoint's
     trainer = ShardedGLMTrainer(family.name, n_train, n_pos, d, X_val, y_val, evaluator, metric=opts["metric"],
-                                standardization=evaluator.standardization())
+                                standardization=std)
     evaluator.trainer = trainer
     if resume is not None:
         evaluator.pass_no = int(resume["trainer"]["passes"])

@@ -385,12 +385,16 @@ class GLMTrainer:
         """Every config's solver state (weights, L-BFGS history, line-search step, iteration
         counts, status) as numpy arrays and plain scalars, copied: the executor's epoch
         checkpoints store it as npz + JSON (:mod:`groupml.executor.checkpoint`).
-        :meth:`load_checkpoint` on a trainer over the same rows continues exactly."""
+        :meth:`load_checkpoint` on a trainer over the same rows continues exactly. It
+        carries the column standardization too, so a resumed split group need not measure
+        it again."""
         return {
             "format": STATE_FORMAT,
             "family": self.family.name,
             "metric": self.metric,
             "passes": int(self.passes),
+            "shift": np.array(self.shift, dtype=np.float64),
+            "scale": np.array(self.scale, dtype=np.float64),
             "configs": [c.to_arrays() for c in self._configs.values()],
             "retired": [c.to_arrays() for c in self._retired.values()],
         }
@@ -405,6 +409,9 @@ class GLMTrainer:
         configs: Dict[int, _Config] = {}
         retired: Dict[int, _Config] = {}
         try:
+            shift, scale = (np.array(state[k], dtype=np.float64) for k in ("shift", "scale"))
+            if shift.shape != (self.d,) or scale.shape != (self.d,):
+                raise ValueError("the standardization has the wrong shape")
             for bucket, key in ((configs, "configs"), (retired, "retired")):
                 for data in state[key]:
                     cfg = _Config.from_arrays(data, self.family.validate_params(data["params"]), self.d + 1)
@@ -414,6 +421,7 @@ class GLMTrainer:
             raise PrerequisiteStateError(f"The trainer checkpoint is damaged: {exc}",
                                          hint="Restart the run from scratch.") from None
         self._configs, self._retired, self.passes = configs, retired, passes
+        self.shift, self.scale = shift, scale
         self._val_cache = {}
 
     def _fingerprint(self) -> List[Any]:
