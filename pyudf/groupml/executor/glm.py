@@ -125,7 +125,8 @@ class ShardEvaluator:
 
     def standardization(self):
         """(shift, scale) of the group's training columns: one moments task per shard (the
-        first copy only in mode 'configs'), merged in shard order."""
+        first copy only in mode 'configs'), merged in shard order. The tasks ask for no cache
+        (mem_mb 0): the passes keep the shard in the GLM shard cache, not a second copy."""
         from ..learners._glm import standardization
         from .patterns import await_result
         from .worker import unpack_stats
@@ -134,7 +135,7 @@ class ShardEvaluator:
         futs = []
         for s, (w, start, rows, pieces) in enumerate(shards):
             req = json.dumps({"snapshot": self.snapshot_id, "group_no": self.group_no, "pieces": pieces,
-                              "d": self.d, "mem_mb": self.mem_mb, "op": "mlp_stats"})
+                              "d": self.d, "mem_mb": 0, "op": "mlp_stats"})
             meta = {"group_key": self.group_key, "kind": "stats", "pass": 0, "shard": s, "row_start": start,
                     "n_rows": rows, "trials": []}
             futs.append(self.pool.submit(w, req, b"", meta, fn="task"))
