@@ -491,9 +491,9 @@ def solver_warning(family: Optional[str], trial: Dict[str, Any]) -> Optional[str
         return None     # sgd runs its max_iter epochs (a fixed step never meets tol): nothing to warn
     if trial["status"] in ("max_iter", "stalled"):
         return (f"warning: the selected configuration stopped ({trial['status']}) after {trial['iterations']} "
-                f"iterations without reaching tol; its weights may be far from the optimum: scale the features "
-                f"(e.g. to unit variance) or raise max_iter")
+                f"iterations without reaching tol; its weights may be far from the optimum: raise max_iter "
+                f"or loosen tol")
     if trial["status"] == "converged" and trial["iterations"] == 0:
         return ("warning: the selected configuration met tol at zero weights (0 iterations), so it learned "
-                "nothing: the gradient there is below tol; scale the features or labels up, or lower tol")
+                "nothing: the gradient there is below tol; scale the labels up, or lower tol")
     return None

@@ -17,14 +17,14 @@ from pg_helpers import sql_error
 pytestmark = pytest.mark.integration
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-GRID = '{"l2": [0.001, 0.1, 3.0], "max_iter": 60}'
+GRID = '{"l2": [0.001, 0.1, 3.0], "max_iter": 60, "epoch_iters": 3}'
 
 
 @pytest.fixture
 def run_id(db):
     create_table(db, "clicks", grouped_classification(4000, 5, 3, seed=12, exponent=0.8))
     return db.execute("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'f2', 'f3'], 'clicked', "
-                      "'logistic', %s::jsonb, '{\"epoch_iters\": 3}'::jsonb)", [GRID]).fetchone()[0]
+                      "'logistic', %s::jsonb)", [GRID]).fetchone()[0]
 
 
 def _self_contained(page):
