@@ -363,9 +363,11 @@ def cmd_report(args) -> None:
     if psql is None:
         raise ReportError("ERROR: psql not found\n  HINT: Put the PostgreSQL client on PATH or give --pg-config.")
     kind = "scheduler" if args.scheduler else "run"
-    cmd = [psql, "-XAtq", "-v", "ON_ERROR_STOP=1", "-v", f"format={args.format}", "-d", args.dsn, "-f", "-"]
-    if kind == "run":
-        cmd[5:5] = ["-v", f"run={args.run}"]
+    variables = [f"format={args.format}"] + ([f"run={args.run}"] if kind == "run" else [])
+    cmd = [psql, "-XAtq", "-v", "ON_ERROR_STOP=1"]
+    for v in variables:
+        cmd += ["-v", v]
+    cmd += ["-d", args.dsn, "-f", "-"]
     res = subprocess.run(cmd, input=REPORT_SQL[kind], capture_output=True, text=True)
     if res.returncode != 0:
         raise ReportError((res.stderr or res.stdout).strip()[-4000:] or f"psql exited with {res.returncode}")

@@ -91,7 +91,7 @@ def test_report_rejects_bad_input(db, run_id):
     state, msg, hint = sql_error(db, "SELECT groupml.report(987654)")
     assert state == "42704" and "No run 987654" in msg and "FROM groupml.runs" in hint
     state, msg, hint = sql_error(db, "SELECT groupml.report(%s, 'pdf')", [run_id])
-    assert state == "22023" and msg == "The 'format' value of report must be one of 'html', 'json'; got 'pdf'"
+    assert state == "22023" and msg == "groupml: The 'format' value of report must be one of 'html', 'json'; got 'pdf'"
     assert hint
     assert sql_error(db, "SELECT groupml.report(%s, NULL)", [run_id])[0] == "22023"
     assert sql_error(db, "SELECT groupml.report(NULL)")[0] == "22023"
