@@ -11,26 +11,11 @@ import json
 import math
 from typing import Any, Dict
 
+from .. import catalog
 from ..errors import InvalidParameterError, UndefinedObjectError
 from ..validation import shown
 from . import pinned, sql_entry
 
-RUN_SQL = """
-SELECT r.run_id, r.kind, r.source, r.group_by, r.features, r.label, r.family, r.status, r.n_groups,
-       r.groups_done, r.started_at::text AS started_at, r.finished_at::text AS finished_at, r.seconds,
-       r.estimated_seconds, r.train_seconds, r.created_by::text AS created_by, g.strategy, g.workers
-FROM groupml.runs r LEFT JOIN groupml.grouped_runs g ON g.run_id = r.run_id
-WHERE r.run_id = $1"""
-TRIALS_SQL = """
-SELECT group_key::text AS group_key, trial_id, params::text AS params, status, score, epoch_scores
-FROM groupml.trials WHERE run_id = $1 ORDER BY group_key, trial_id"""
-MODELS_SQL = """
-SELECT group_key::text AS group_key, (fit).status AS status, (fit).params::text AS params, (fit).metric AS metric,
-       (fit).score AS score, (fit).message AS message
-FROM groupml.models WHERE run_id = $1 ORDER BY group_key"""
-TASKS_SQL = """
-SELECT kind, count(*) AS n, sum(finished - started) AS seconds
-FROM groupml.run_schedule WHERE run_id = $1 GROUP BY kind ORDER BY kind"""
 STEPS_SQL = """
 SELECT step, tenant, job_id, candidate, family, status, quality, metric, cost_seconds, policy
 FROM groupml.scheduler_log ORDER BY step"""
@@ -38,7 +23,7 @@ FROM groupml.scheduler_log ORDER BY step"""
 
 def read_run(session, run_id: int) -> Dict[str, Any]:
     """The plain data of :func:`groupml.report.render_run` for one run, as the caller sees it."""
-    rows = session.query(RUN_SQL, [run_id], ["bigint"])
+    rows = catalog.report_run(session, run_id)
     if not rows:
         raise UndefinedObjectError(
             f"No run {run_id} in groupml.runs (or it belongs to a role you may not read)",
@@ -49,8 +34,8 @@ def read_run(session, run_id: int) -> Dict[str, Any]:
     def loads(text):
         return None if text is None else json.loads(text)
     trials = [dict(t, params=loads(t["params"]), epoch_scores=list(t["epoch_scores"] or []))
-              for t in session.query(TRIALS_SQL, [run_id], ["bigint"])]
-    models = [dict(m, params=loads(m["params"])) for m in session.query(MODELS_SQL, [run_id], ["bigint"])]
+              for t in catalog.report_trials(session, run_id)]
+    models = [dict(m, params=loads(m["params"])) for m in catalog.report_models(session, run_id)]
     phases = []
     if run.get("seconds") is not None:
         phases.append(["run (wall clock of its calls)", run["seconds"]])
@@ -60,7 +45,7 @@ def read_run(session, run_id: int) -> Dict[str, Any]:
             phases.append(["reading, planning and writing", run["seconds"] - run["train_seconds"]])
     if run.get("estimated_seconds") is not None:
         phases.append(["training (planner's estimate)", run["estimated_seconds"]])
-    for t in session.query(TASKS_SQL, [run_id], ["bigint"]):
+    for t in catalog.report_task_times(session, run_id):
         phases.append([f"worker tasks '{t['kind']}' ({t['n']}), summed", t["seconds"]])
     return {"run": run, "trials": trials, "models": models, "phases": phases}
 
