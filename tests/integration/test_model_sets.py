@@ -288,3 +288,11 @@ def test_numpy_scores_agree(db, clicks):
                       f"groupml.predict_table('churn', 'clicks', 'id', {FEATS}) p ON p.row_key = c.id").fetchall()
     for _, country, f1, f2, f3, p in rows:
         assert models[country].predict(np.array([[f1, f2, f3]]))[0] == p
+
+
+def test_a_run_on_worker_backends_activates_its_version_too(db, clicks):
+    run_id = train(db, extra=", workers => 2, model_set => 'churn'")
+    assert db.execute("SELECT v.run_id, v.status, s.active_version FROM groupml.model_set_versions v JOIN "
+                      "groupml.model_sets s ON s.name = v.set_name").fetchone() == (run_id, "ready", 1)
+    want = by_fit(db, run_id, "jsonb_build_object('country', c.country)")
+    assert dict(db.execute(f"SELECT * FROM groupml.predict_table('churn', 'clicks', 'id', {FEATS})").fetchall()) == want

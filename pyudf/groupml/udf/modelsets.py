@@ -242,24 +242,30 @@ def _activate(session, name: str, version: int, owner: str) -> None:
                   ["text", "integer"])
 
 
+def _changing(session, model_set, owner: str, needs: str):
+    """(name, the set's row, locked) for an entry point ``owner`` that changes the set: its
+    name checked, the catalog rights of ``needs`` (:data:`~groupml.udf._catalog.NEEDS`) and
+    the caller's ownership of the set."""
+    name = check_set_name(model_set, owner)
+    check_catalog_privileges(session, needs)
+    return name, _set_row(session, name, owner, write=True)
+
+
 @sql_entry
 def activate_model_set(model_set, version):
     session = backend_session()
     with session.pinned_search_path():
-        name = check_set_name(model_set, "activate_model_set")
-        check_catalog_privileges(session, "activate_model_set")
-        before = _set_row(session, name, "activate_model_set", write=True)["active_version"]
+        name, row = _changing(session, model_set, "activate_model_set", "activate_model_set")
         _activate(session, name, version, "activate_model_set")
-        return before
+        return row["active_version"]
 
 
 @sql_entry
 def rollback_model_set(model_set):
     session = backend_session()
     with session.pinned_search_path():
-        name = check_set_name(model_set, "rollback_model_set")
-        check_catalog_privileges(session, "activate_model_set")
-        active = _set_row(session, name, "rollback_model_set", write=True)["active_version"]
+        name, row = _changing(session, model_set, "rollback_model_set", "activate_model_set")
+        active = row["active_version"]
         rows = session.query("SELECT pg_catalog.max(version) AS v FROM groupml.model_set_versions WHERE set_name = $1 "
                              "AND status = 'ready' AND version < $2", [name, active or 0], ["text", "integer"])
         if rows[0]["v"] is None:
@@ -274,9 +280,8 @@ def rollback_model_set(model_set):
 def drop_model_set_version(model_set, version):
     session = backend_session()
     with session.pinned_search_path():
-        name = check_set_name(model_set, "drop_model_set_version")
-        check_catalog_privileges(session, "drop_model_set")
-        active = _set_row(session, name, "drop_model_set_version", write=True)["active_version"]
+        name, row = _changing(session, model_set, "drop_model_set_version", "drop_model_set")
+        active = row["active_version"]
         if version is not None and version == active:
             raise ObjectInUseError(f"Version {version} of model set '{name}' is its active version",
                                    hint="Activate another version first (groupml.activate_model_set or "
@@ -289,10 +294,8 @@ def drop_model_set_version(model_set, version):
 def drop_model_set(model_set):
     session = backend_session()
     with session.pinned_search_path():
-        name = check_set_name(model_set, "drop_model_set")
-        check_catalog_privileges(session, "drop_model_set")
         try:
-            _set_row(session, name, "drop_model_set", write=True)
+            name, _ = _changing(session, model_set, "drop_model_set", "drop_model_set")
         except UndefinedObjectError:
             return False
         return bool(session.query("DELETE FROM groupml.model_sets WHERE name = $1 RETURNING 1", [name], ["text"]))
@@ -309,8 +312,8 @@ def _readers(model_set, role, owner: str, change: str):
                              ["text"])[0]["ok"]:
             raise UndefinedObjectError(f"The 'role' value of {owner} names no role: {shown(role)} does not exist",
                                        hint="See SELECT rolname FROM pg_roles.")
-        check_catalog_privileges(session, "grant_model_set")
-        readers = list(_set_row(session, name, owner, write=True)["readers"] or [])
+        _, row = _changing(session, name, owner, "grant_model_set")
+        readers = list(row["readers"] or [])
         had = role in readers
         readers = ([r for r in readers if r != role] if change == "revoke" else readers + ([] if had else [role]))
         session.query("UPDATE groupml.model_sets SET readers = $2 WHERE name = $1", [name, readers],
