@@ -10,13 +10,15 @@ CREATE TABLE @extschema@.model_set_versions (
     n_features    integer NOT NULL,
     family        text NOT NULL,
     summary       jsonb,                             -- groups, groups with a model, metric, score quantiles
+    margin        float8,                            -- NULL: active when ready; else only if no worse by this
+    decision      text,                              -- whether it was activated when ready, and why
     created_by    name NOT NULL DEFAULT current_user,
     created_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
     ready_at      timestamptz,
     UNIQUE (set_name, version)
 );
 COMMENT ON TABLE @extschema@.model_set_versions IS
-  'One row per version of a model set: the run it was published from, its group columns and their types, features, family and validation summary; pending until its run is done, then ready (and activated).';
+  'One row per version of a model set: the run it was published from, its group columns and their types, features, family and validation summary; pending until its run is done, then ready and activated (a retrained version only if its validation score is no worse than the active one''s by margin; decision says why).';
 ALTER TABLE @extschema@.model_set_versions ENABLE ROW LEVEL SECURITY;
 CREATE POLICY model_set_versions_by_owner ON @extschema@.model_set_versions
     USING (EXISTS (SELECT 1 FROM @extschema@.model_sets s WHERE s.name OPERATOR(pg_catalog.=) model_set_versions.set_name

@@ -163,13 +163,15 @@ CREATE TABLE @extschema@.model_set_versions (
     n_features    integer NOT NULL,
     family        text NOT NULL,
     summary       jsonb,                             -- groups, groups with a model, metric, score quantiles
+    margin        float8,                            -- NULL: active when ready; else only if no worse by this
+    decision      text,                              -- whether it was activated when ready, and why
     created_by    name NOT NULL DEFAULT current_user,
     created_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
     ready_at      timestamptz,
     UNIQUE (set_name, version)
 );
 COMMENT ON TABLE @extschema@.model_set_versions IS
-  'One row per version of a model set: the run it was published from, its group columns and their types, features, family and validation summary; pending until its run is done, then ready (and activated).';
+  'One row per version of a model set: the run it was published from, its group columns and their types, features, family and validation summary; pending until its run is done, then ready and activated (a retrained version only if its validation score is no worse than the active one''s by margin; decision says why).';
 ALTER TABLE @extschema@.model_set_versions ENABLE ROW LEVEL SECURITY;
 CREATE POLICY model_set_versions_by_owner ON @extschema@.model_set_versions
     USING (EXISTS (SELECT 1 FROM @extschema@.model_sets s WHERE s.name OPERATOR(pg_catalog.=) model_set_versions.set_name
@@ -274,6 +276,23 @@ from groupml.udf.modelsets import revoke_model_set; return revoke_model_set(mode
 $python$;
 COMMENT ON FUNCTION @extschema@.revoke_model_set(text, name) IS
   'Take back what grant_model_set gave a role. True if the role was a reader.';
+
+CREATE PROCEDURE @extschema@.retrain_model_set(model_set text, margin float8 DEFAULT 0, workers integer DEFAULT 1)
+LANGUAGE plpython3u
+AS $python$
+from groupml.udf.modelsets import retrain_model_set; return retrain_model_set(model_set, margin, workers)
+$python$;
+COMMENT ON PROCEDURE @extschema@.retrain_model_set(text, float8, integer) IS
+  'Train a model set again with the arguments of its active version''s run, on the source''s rows now; the new version becomes active only if its mean validation score is no worse than the active version''s by more than margin (model_set_versions.decision says why). Commits as it goes, like train_groups.';
+
+CREATE FUNCTION @extschema@.schedule_retraining(model_set text, schedule text, margin float8 DEFAULT 0,
+                                                database text DEFAULT current_database(), job_name text DEFAULT NULL)
+RETURNS bigint LANGUAGE plpython3u VOLATILE
+AS $python$
+from groupml.udf.modelsets import schedule_retraining; return schedule_retraining(model_set, schedule, margin, database, job_name)
+$python$;
+COMMENT ON FUNCTION @extschema@.schedule_retraining(text, text, float8, text, text) IS
+  'Let pg_cron CALL groupml.retrain_model_set(model_set, margin) on a cron schedule (creates or updates the job job_name, default groupml_retrain_<set>; returns its jobid). Needs pg_cron; only the set''s owner''s members and groupml_admin.';
 
 -- Scores one row with its group's model in a model set's active version. The version's models
 -- are read by a statement on first use in a backend (and the active version checked once per

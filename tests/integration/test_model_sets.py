@@ -5,6 +5,7 @@ bad inputs, row-level security, and pg_dump / pg_restore."""
 import os
 import shutil
 import subprocess
+import time
 
 import numpy as np
 import psycopg
@@ -296,3 +297,58 @@ def test_a_run_on_worker_backends_activates_its_version_too(db, clicks):
                       "groupml.model_sets s ON s.name = v.set_name").fetchone() == (run_id, "ready", 1)
     want = by_fit(db, run_id, "jsonb_build_object('country', c.country)")
     assert dict(db.execute(f"SELECT * FROM groupml.predict_table('churn', 'clicks', 'id', {FEATS})").fetchall()) == want
+
+
+def test_retraining_activates_a_new_version_only_when_it_is_no_worse(db, clicks):
+    train(db, extra=", model_set => 'churn'")
+    db.execute("CALL groupml.retrain_model_set('churn')")         # the same rows: the same scores
+    assert db.execute("SELECT active_version FROM groupml.model_sets").fetchone()[0] == 2
+    assert db.execute("SELECT decision FROM groupml.model_set_versions WHERE version = 2").fetchone()[0].startswith(
+        "activated: mean validation accuracy")
+    db.execute("UPDATE clicks SET clicked = (id * 7919) % 13 < 6")   # labels the features cannot predict
+    db.execute("CALL groupml.retrain_model_set('churn', margin => 0.01)")
+    v3 = db.execute("SELECT status, decision FROM groupml.model_set_versions WHERE version = 3").fetchone()
+    assert v3[0] == "ready" and v3[1].startswith("kept version 2: the new mean validation accuracy"), v3
+    assert db.execute("SELECT active_version FROM groupml.model_sets").fetchone()[0] == 2
+    db.execute("CALL groupml.retrain_model_set('churn', margin => 1)")
+    assert db.execute("SELECT active_version FROM groupml.model_sets").fetchone()[0] == 4
+    # it repeats the active version's run: the same source, columns and search
+    assert db.execute("SELECT count(DISTINCT (source, group_by, features, label, family, search)) FROM groupml.runs"
+                      ).fetchone()[0] == 1
+    assert sql_error(db, "CALL groupml.retrain_model_set('churn', margin => -1)")[0] == "22023"
+    assert sql_error(db, "CALL groupml.retrain_model_set('nope')")[0] == "42704"
+
+
+def test_pg_cron_retrains_a_model_set(cluster, db, dbname, clicks):
+    train(db, extra=", model_set => 'churn'")
+    with psycopg.connect(cluster.dsn("postgres"), autocommit=True) as pg:
+        pg.execute("CREATE EXTENSION IF NOT EXISTS groupml CASCADE")
+        pg.execute("CREATE EXTENSION IF NOT EXISTS pg_cron")
+        jobid = None
+        try:
+            assert sql_error(pg, "SELECT groupml.schedule_retraining('churn', 'bogus', database => %s)",
+                             [dbname])[0] == "22023"
+            jobid = pg.execute("SELECT groupml.schedule_retraining('churn', '* * * * *', margin => 0.5, "
+                               "database => %s)", [dbname]).fetchone()[0]
+            assert pg.execute("SELECT command, database, jobname FROM cron.job WHERE jobid = %s", [jobid]
+                              ).fetchone() == ("CALL groupml.retrain_model_set('churn', margin => 0.5)", dbname,
+                                               "groupml_retrain_churn")
+            deadline = time.monotonic() + 150
+            runs = []
+            while time.monotonic() < deadline:
+                runs = pg.execute("SELECT status, return_message FROM cron.job_run_details WHERE jobid = %s",
+                                  [jobid]).fetchall()
+                if any(r[0] in ("succeeded", "failed") for r in runs):
+                    break
+                time.sleep(1)
+            pg.execute("SELECT cron.unschedule(%s)", [jobid])
+            jobid = None
+            assert runs and runs[0] == ("succeeded", "CALL"), runs
+        finally:
+            if jobid is not None:
+                pg.execute("SELECT cron.unschedule(%s)", [jobid])
+            pg.execute("DROP EXTENSION IF EXISTS pg_cron")
+            pg.execute("DROP EXTENSION IF EXISTS groupml")
+    assert db.execute("SELECT v.version, v.decision LIKE 'activated%%', s.active_version FROM groupml.model_sets s "
+                      "JOIN groupml.model_set_versions v ON v.set_name = s.name ORDER BY v.version DESC LIMIT 1"
+                      ).fetchone() == (2, True, 2)

@@ -82,3 +82,19 @@ def test_packed_arrays():
     assert float8_array(struct.pack(">iiI", 0, 0, 701)).size == 0
     with pytest.raises(DataError):
         float8_array(struct.pack(">iiIii", 1, 1, 701, 1, 1) + struct.pack(">i", -1))
+
+
+def test_the_retraining_gate():
+    from groupml.modelsets import gate
+
+    assert gate("accuracy", 0.80, None, None, None, 0.0)[0] is True             # nothing active yet
+    assert gate("accuracy", 0.80, 2, "accuracy", 0.80, 0.0) == (
+        True, "activated: mean validation accuracy 0.8 against 0.8 of version 2 (margin 0)")
+    ok, why = gate("accuracy", 0.79, 2, "accuracy", 0.80, 0.005)
+    assert not ok and why.startswith("kept version 2: the new mean validation accuracy 0.79")
+    assert gate("accuracy", 0.79, 2, "accuracy", 0.80, 0.02)[0] is True
+    # lower is better for a loss-like metric
+    assert gate("rmse", 1.10, 1, "rmse", 1.00, 0.05)[0] is False
+    assert gate("rmse", 0.90, 1, "rmse", 1.00, 0.0)[0] is True
+    assert gate("auc", 0.9, 1, "accuracy", 0.8, 0.0)[0] is False                 # do not compare
+    assert gate("auc", None, 1, "auc", 0.8, 0.0)[0] is False

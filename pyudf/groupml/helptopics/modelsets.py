@@ -107,3 +107,25 @@ Scoring with a named model set (docs/models.md, section Scoring).
   a key of another number of columns or type (42804), features of another length (2202E),
   NULL model_set (22004), a group without a model under on_missing 'error' (22000).
 """
+
+TOPICS["retrain_model_set"] = """\
+CALL groupml.retrain_model_set(model_set text, margin float8 DEFAULT 0, workers integer DEFAULT 1)
+  Trains the set again with the arguments of its active version's run (source, group_by,
+  features, label, model, search, options) on the source's rows now, as a new version. When
+  its run is done, the new version is made ready and becomes active only if its mean
+  validation score over the groups is no worse than the active version's by more than margin
+  (in the metric's units, e.g. 0.01 accuracy); otherwise the active version stays.
+  model_set_versions.decision says which, and why (also a NOTICE). Commits as it goes, like
+  train_groups (not inside a transaction block). Only the owner's members and groupml_admin.
+  Example: CALL groupml.retrain_model_set('churn_by_country', margin => 0.005);
+"""
+
+TOPICS["schedule_retraining"] = """\
+groupml.schedule_retraining(model_set text, schedule text, margin float8 DEFAULT 0, database text DEFAULT current_database(), job_name text DEFAULT NULL) -> bigint
+  One call sets up a pg_cron job that runs CALL groupml.retrain_model_set(model_set, margin => ...)
+  on a cron schedule, in `database` (default this one), as the calling role; returns the jobid.
+  job_name defaults to groupml_retrain_<set>; calling again with the same name updates the job.
+  pg_cron must be installed (where it runs: its cron.database_name; call this from there with
+  database => the set's database). Remove the job with SELECT cron.unschedule(jobid).
+  Example: SELECT groupml.schedule_retraining('churn_by_country', '0 3 * * *', margin => 0.005);
+"""

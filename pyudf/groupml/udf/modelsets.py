@@ -23,7 +23,8 @@ from ..db import backend_session, in_parallel_mode, quote_ident, quote_literal, 
 from ..errors import (ArrayLengthError, DataError, DatatypeMismatchError, FeatureNotSupportedError,
                       InsufficientPrivilegeError, InvalidParameterError, ObjectInUseError, PrerequisiteStateError,
                       UndefinedObjectError)
-from ..modelsets import (check_key_types, check_on_missing, check_set_name, float8_array, group_key, shown_key)
+from ..modelsets import (check_key_types, check_on_missing, check_set_name, float8_array, gate, group_key,
+                         shown_key)
 from ..modelsets._keys import key_columns
 from ..validation import shown
 from ._catalog import check_catalog_privileges
@@ -91,7 +92,11 @@ def publish_pending(session, run_id: int, name: Optional[str]) -> None:
     if session.query("SELECT 1 FROM groupml.model_set_versions WHERE set_name = $1 AND run_id = $2 AND status = "
                      "'pending'", [name, run_id], ["text", "bigint"]):
         return
-    _new_version(session, name, _run_row(session, run_id, "train_groups"), "train_groups")
+    _new_version(session, name, _run_row(session, run_id, "train_groups"), "train_groups", margin=_retrain_margin)
+
+
+#: the margin of the version retrain_model_set's train_groups call publishes (None otherwise)
+_retrain_margin: Optional[float] = None
 
 
 def _run_row(session, run_id, owner: str):
@@ -120,9 +125,10 @@ def _group_types(session, run) -> List[str]:
     return [cols[g] for g in group_by]
 
 
-def _new_version(session, name: str, run, owner: str) -> int:
+def _new_version(session, name: str, run, owner: str, margin: Optional[float] = None) -> int:
     """A new version of ``name`` (the set made, owned by the caller, if it does not exist yet)
-    for ``run``; ready and active at once when the run is done. Returns its number."""
+    for ``run``; ready at once when the run is done, and active (``margin``: only if no worse
+    than the active version by more than that). Returns its number."""
     if run["kind"] != "train_groups":
         raise InvalidParameterError(f"Run {run['run_id']} is a {run['kind']} run; a model set version is a "
                                     f"train_groups run", hint="Publish a run of groupml.train_groups.")
@@ -133,10 +139,10 @@ def _new_version(session, name: str, run, owner: str) -> int:
                             "WHERE set_name = $1", [name], ["text"])[0]["v"]
     vid = session.query(
         "INSERT INTO groupml.model_set_versions (set_name, version, run_id, group_by, group_types, features, n_features, "
-        "family) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING version_id",
+        "family, margin) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING version_id",
         [name, version, run["run_id"], list(run["group_by"] or []), types, list(run["features"]),
-         len(run["features"]), run["family"]],
-        ["text", "integer", "bigint", "text[]", "text[]", "text[]", "integer", "text"])[0]["version_id"]
+         len(run["features"]), run["family"], margin],
+        ["text", "integer", "bigint", "text[]", "text[]", "text[]", "integer", "text", "float8"])[0]["version_id"]
     if run["status"] == "done":
         _make_ready(session, vid, run)
     return int(version)
@@ -144,8 +150,8 @@ def _new_version(session, name: str, run, owner: str) -> int:
 
 def _make_ready(session, version_id: int, run) -> None:
     """Copy the run's models into the version with their typed keys, summarise them, mark the
-    version ready and make it the set's active one."""
-    v = session.query("SELECT set_name, version, group_by, group_types FROM groupml.model_set_versions "
+    version ready and make it the set's active one (with a margin: if :func:`gate` says so)."""
+    v = session.query("SELECT set_name, version, group_by, group_types, margin FROM groupml.model_set_versions "
                       "WHERE version_id = $1", [version_id], ["bigint"])[0]
     casts = []
     for g, t in zip(v["group_by"], v["group_types"]):
@@ -166,11 +172,23 @@ def _make_ready(session, version_id: int, run) -> None:
         "pg_catalog.percentile_cont(0.5) WITHIN GROUP (ORDER BY (m.fit).score) AS score_median, "
         "pg_catalog.max((m.fit).score) AS score_max, pg_catalog.avg((m.fit).score) AS score_mean "
         "FROM groupml.model_set_models m WHERE m.version_id = $1", [version_id], ["bigint"])[0]
+    if v["margin"] is None:
+        activate, why = True, "activated when ready"
+    else:
+        old = session.query(
+            "SELECT s.active_version AS version, a.summary OPERATOR(pg_catalog.->>) 'metric' AS metric, "
+            "(a.summary OPERATOR(pg_catalog.->>) 'score_mean')::float8 AS score FROM groupml.model_sets s LEFT JOIN "
+            "groupml.model_set_versions a ON a.set_name = s.name AND a.version = s.active_version WHERE s.name = $1",
+            [v["set_name"]], ["text"])[0]
+        activate, why = gate(summary["metric"], summary["score_mean"], old["version"], old["metric"], old["score"],
+                             float(v["margin"]))
+        session.notice(f"groupml: model set '{v['set_name']}' version {v['version']}: {why}")
     session.query("UPDATE groupml.model_set_versions SET status = 'ready', ready_at = pg_catalog.clock_timestamp(), "
-                  "summary = $2::jsonb WHERE version_id = $1", [version_id, json.dumps(dict(summary))],
-                  ["bigint", "text"])
-    session.query("UPDATE groupml.model_sets SET active_version = $2 WHERE name = $1", [v["set_name"], v["version"]],
-                  ["text", "integer"])
+                  "summary = $2::jsonb, decision = $3 WHERE version_id = $1",
+                  [version_id, json.dumps(dict(summary)), why], ["bigint", "text", "text"])
+    if activate:
+        session.query("UPDATE groupml.model_sets SET active_version = $2 WHERE name = $1",
+                      [v["set_name"], v["version"]], ["text", "integer"])
 
 
 class _settings:
@@ -214,6 +232,69 @@ def run_done_trigger(td):
             for p in pending:
                 _make_ready(session, int(p["version_id"]), run)
     return None
+
+
+# ---------------------------------------------------------------------------------------------
+# retraining, by hand or by pg_cron
+
+def _check_margin(margin, owner: str) -> float:
+    from ..validation import check_number
+
+    return float(check_number(0.0 if margin is None else margin, "margin", owner, ge=0,
+                              hint="The worsening of the mean validation score (in the metric's units) a new "
+                                   "version may show and still be activated; 0 = no worse."))
+
+
+@sql_entry
+def retrain_model_set(model_set, margin, workers):
+    """train_groups again with the active version's run's arguments (the newest version's
+    when none is active), publishing into the set with a margin (:func:`gate`)."""
+    global _retrain_margin
+    session = backend_session()
+    owner = "retrain_model_set"
+    name = check_set_name(model_set, owner)
+    margin = _check_margin(margin, owner)
+    with session.pinned_search_path():
+        _set_row(session, name, owner, write=False)
+        rows = session.query(
+            "SELECT r.source, r.group_by, r.features, r.label, r.family, r.search::text AS search, "
+            "r.options::text AS options FROM groupml.model_set_versions v JOIN groupml.runs r USING (run_id) "
+            "WHERE v.set_name = $1 ORDER BY (v.version = (SELECT s.active_version FROM groupml.model_sets s "
+            "WHERE s.name = $1)) DESC, v.version DESC LIMIT 1", [name], ["text"])
+    if not rows:
+        raise PrerequisiteStateError(
+            f"Model set '{name}' has no version whose run is still in groupml.runs: what to train is unknown",
+            hint="Train it with CALL groupml.train_groups(..., model_set => ...) once; retraining repeats that run.")
+    r = rows[0]
+    from .train import train_groups
+
+    _retrain_margin = margin
+    try:
+        train_groups(r["source"], list(r["group_by"]), list(r["features"]), r["label"], r["family"], r["search"],
+                     r["options"], None, workers, "auto", name)
+    finally:
+        _retrain_margin = None
+
+
+@sql_entry
+def schedule_retraining(model_set, schedule, margin, database, job_name):
+    from .tenancy import MAX_CRON_TEXT, cron_prerequisites, cron_schedule
+
+    session = backend_session()
+    owner = "schedule_retraining"
+    name = check_set_name(model_set, owner)
+    margin = _check_margin(margin, owner)
+    if schedule is None or not str(schedule).strip() or len(str(schedule)) > MAX_CRON_TEXT:
+        raise InvalidParameterError(f"The 'schedule' value of {owner} must be a cron schedule of at most "
+                                    f"{MAX_CRON_TEXT} characters; got {shown(schedule)}",
+                                    hint="For example '0 3 * * *' (every night at 3).")
+    job_name = job_name or f"groupml_retrain_{name}"[:MAX_CRON_TEXT]
+    with session.pinned_search_path():
+        here = cron_prerequisites(session, database, job_name, owner)
+        if here:                # a set in another database is checked when the job runs there
+            _changing(session, name, owner, "activate_model_set")
+        command = f"CALL groupml.retrain_model_set({quote_literal(name)}, margin => {margin!r})"
+        return cron_schedule(session, owner, here, job_name, schedule, command, database)
 
 
 # ---------------------------------------------------------------------------------------------
