@@ -147,6 +147,14 @@ def test_bad_inputs_of_the_routed_predict(db, clicks):
     assert sql_error(db, "SELECT groupml.publish(NULL, 'x')")[0] == "22023"
     assert sql_error(db, "SELECT groupml.publish(123456, 'x')")[0] == "42704"
     assert sql_error(db, "SELECT groupml.activate_model_set('churn', 9)")[0] == "42704"
+    assert sql_error(db, "SELECT groupml._predict_in_set('churn', ARRAY[1.0, 2, 3], NULL, 'error')")[0] == "22000"
+    # an array group column cannot route rows: refused before a run is made
+    db.execute("ALTER TABLE clicks ADD COLUMN tags text[]; UPDATE clicks SET tags = ARRAY[country]")
+    runs = db.execute("SELECT count(*) FROM groupml.runs").fetchone()[0]
+    state, msg, _ = sql_error(db, f"CALL groupml.train_groups('clicks', ARRAY['tags'], {FEATS}, 'clicked', "
+                                  f"'logistic', model_set => 'arr')")
+    assert state == "0A000" and "tags" in msg, msg
+    assert db.execute("SELECT count(*) FROM groupml.runs").fetchone()[0] == runs
 
 
 def test_predict_table_scores_every_row_like_predict(db, clicks):

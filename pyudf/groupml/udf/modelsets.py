@@ -72,12 +72,13 @@ def model_set_exists(model_set) -> bool:
 # ---------------------------------------------------------------------------------------------
 # publishing: a run becomes a version
 
-def check_publishing(session, model_set) -> Optional[str]:
+def check_publishing(session, model_set, source: str, group_by) -> Optional[str]:
     """train_groups(model_set => ...): checked before the run starts (None: no set)."""
     if model_set is None:
         return None
     name = check_set_name(model_set, "train_groups")
     check_catalog_privileges(session, "publish")
+    _group_types(session, {"run_id": None, "source": source, "group_by": group_by})
     if session.query("SELECT groupml._model_set_exists($1) AS e", [name], ["text"])[0]["e"]:
         _set_row(session, name, "train_groups", write=True)
     return name
@@ -120,9 +121,15 @@ def _group_types(session, run) -> List[str]:
     missing = [g for g in group_by if g not in cols]
     if missing:
         raise UndefinedObjectError(
-            f"Run {run['run_id']}'s source {run['source']} no longer has its group column {missing[0]}: the types of "
-            f"the group keys cannot be known", hint="Publish a run whose source still exists, or train again.")
-    return [cols[g] for g in group_by]
+            f"The source {run['source']} of run {run['run_id']} no longer has its group column {missing[0]}: the "
+            f"types of the group keys cannot be known", hint="Publish a run whose source still exists, or train again.")
+    types = [cols[g] for g in group_by]
+    for g, t in zip(group_by, types):
+        if t.endswith("[]"):
+            raise FeatureNotSupportedError(
+                f"Group column {g} of {run['source']} is an array ({t}); a model set routes rows by scalar group keys",
+                hint="Group by a scalar column, e.g. a view with array_to_string(the_column, ',') AS key.")
+    return types
 
 
 def _new_version(session, name: str, run, owner: str, margin: Optional[float] = None) -> int:
@@ -428,6 +435,9 @@ class _Version:
 
     def route(self, raw: bytes, on_missing: str, fn: str):
         """The model for a key in record_send form, or None (no model and on_missing 'null')."""
+        if raw is None:
+            raise DataError("A group key is NULL; groupml.predict passes the key values as a row",
+                            hint="Call groupml.predict(model_set, features, group_key), not its internal function.")
         entry = self.by_raw.get(raw, 0)
         if entry == 0:
             cols = key_columns(raw)

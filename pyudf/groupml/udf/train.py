@@ -262,7 +262,7 @@ def _train_groups(session, oid, group_by, features, label, model, search, option
     else:
         exec_options, fit_options = None, options_obj
         validate_request(model, search_obj, options_obj, OPTIONS)
-    model_set = modelsets.check_publishing(session, model_set)      # before the run exists
+    model_set = modelsets.check_publishing(session, model_set, source, group_by)      # before the run exists
 
     with _attempt(session, run_id, source, group_by, features, label, model, search_obj, options_obj,
                   (strategy, workers) if executor else None) as (run_id, done), \
