@@ -32,8 +32,8 @@ def train(conn, source="clicks", args="'" + GRID + "'"):
 def grant_what_the_hint_names(db, conn):
     """Run a train_groups with workers as ``conn``'s role, which has no catalog rights, and grant
     it exactly the statements of the 42501 hint."""
-    state, _, hint = sql_error(conn, f"CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], "
-                                     f"'clicked', 'logistic', workers => 2)")
+    state, _, hint = sql_error(conn, "CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], "
+                                     "'clicked', 'logistic', workers => 2)")
     assert state == "42501", state
     grants = re.search(r"grant the calling role what it needs: (GRANT .*;)$", hint)
     assert grants, hint
