@@ -360,3 +360,23 @@ def test_pg_cron_retrains_a_model_set(cluster, db, dbname, clicks):
     assert db.execute("SELECT v.version, v.decision LIKE 'activated%%', s.active_version FROM groupml.model_sets s "
                       "JOIN groupml.model_set_versions v ON v.set_name = s.name ORDER BY v.version DESC LIMIT 1"
                       ).fetchone() == (2, True, 2)
+
+
+def test_parallel_labels_are_honest_and_parallel_settings_do_not_break_scoring(db, clicks):
+    # predict with a set reads the catalog on first use (PARALLEL UNSAFE: never in a parallel
+    # plan); _score_group uses the models predict_table loaded into this backend (RESTRICTED)
+    labels = dict(db.execute(
+        "SELECT p.oid::regprocedure::text, p.proparallel FROM pg_proc p WHERE p.pronamespace = 'groupml'::regnamespace "
+        "AND p.proname IN ('predict', '_predict_in_set', '_score_group', 'predict_table')").fetchall())
+    assert labels == {"groupml.predict(groupml.fit,double precision[])": "s",
+                      "groupml.predict(text,double precision[],anycompatible,text)": "u",
+                      "groupml._predict_in_set(text,double precision[],bytea,text)": "u",
+                      "groupml._score_group(bigint,bytea,text,bytea[])": "r",
+                      "groupml.predict_table(text,regclass,text,text[],text[],text)": "u"}, labels
+    run_id = train(db, extra=", model_set => 'churn'")
+    db.execute("SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0; SET min_parallel_table_scan_size = 0; "
+               "SET max_parallel_workers_per_gather = 2")
+    q = "SELECT id, groupml.predict('churn', ARRAY[f1, f2, f3], country) FROM clicks"
+    plan = "\n".join(r[0] for r in db.execute("EXPLAIN " + q))
+    assert "Gather" not in plan, plan
+    assert dict(db.execute(q).fetchall()) == by_fit(db, run_id, "jsonb_build_object('country', c.country)")
