@@ -5,14 +5,13 @@ bad inputs, row-level security, and pg_dump / pg_restore."""
 import os
 import shutil
 import subprocess
-import time
 
 import numpy as np
 import psycopg
 import pytest
 
 from groupml.datagen import create_table, grouped_classification
-from pg_helpers import sql_error
+from pg_helpers import cron_runs, sql_error
 
 pytestmark = pytest.mark.integration
 
@@ -341,14 +340,7 @@ def test_pg_cron_retrains_a_model_set(cluster, db, dbname, clicks):
             assert pg.execute("SELECT command, database, jobname FROM cron.job WHERE jobid = %s", [jobid]
                               ).fetchone() == ("CALL groupml.retrain_model_set('churn', margin => 0.5)", dbname,
                                                "groupml_retrain_churn")
-            deadline = time.monotonic() + 150
-            runs = []
-            while time.monotonic() < deadline:
-                runs = pg.execute("SELECT status, return_message FROM cron.job_run_details WHERE jobid = %s",
-                                  [jobid]).fetchall()
-                if any(r[0] in ("succeeded", "failed") for r in runs):
-                    break
-                time.sleep(1)
+            runs = cron_runs(pg, jobid)
             pg.execute("SELECT cron.unschedule(%s)", [jobid])
             jobid = None
             assert runs and runs[0] == ("succeeded", "CALL"), runs
