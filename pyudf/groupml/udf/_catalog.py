@@ -29,13 +29,19 @@ NEEDS: Dict[str, List[Tuple[str, str]]] = {
     "train_groups with workers or a strategy": _RUN + _EXECUTOR,
     "drop_snapshot": [("snapshots", "SELECT"), ("snapshots", "DELETE"), ("grouped_runs", "SELECT")],
     "calibrate_cost_model": [("cost_runs", "SELECT"), ("cost_runs", "INSERT")],
+    "publish": [("runs", "SELECT"), ("models", "SELECT"), ("model_sets", "INSERT"), ("model_sets", "UPDATE"),
+                ("model_set_versions", "INSERT"), ("model_set_versions", "UPDATE"), ("model_set_models", "INSERT")],
+    "activate_model_set": [("model_sets", "UPDATE")],
+    "drop_model_set": [("model_sets", "UPDATE"), ("model_sets", "DELETE"), ("model_set_versions", "DELETE")],
+    "grant_model_set": [("model_sets", "UPDATE")],
     "_gap_task": [("snapshot_blocks", "SELECT")],
     "_gap_partial": [("snapshot_blocks", "SELECT")],
 }
 
 #: the sequence of each catalog table whose rows take a serial id
 SEQUENCES: Dict[str, str] = {"runs": "runs_run_id_seq", "models": "models_model_id_seq",
-                             "cost_runs": "cost_runs_run_id_seq", "snapshots": "snapshots_snapshot_id_seq"}
+                             "cost_runs": "cost_runs_run_id_seq", "snapshots": "snapshots_snapshot_id_seq",
+                             "model_set_versions": "model_set_versions_version_id_seq"}
 
 _WRITES = "it writes groupml's catalog"
 _VIEWS = "groupml.best_models, groupml.progress, groupml.run_trial_info"
