@@ -7,4 +7,4 @@ AS $python$
 from groupml.udf.train import train_groups; return train_groups(source, group_by, features, label, model, search, options, run_id, workers, strategy)
 $python$;
 COMMENT ON PROCEDURE @extschema@.train_groups(regclass, text[], text[], text, text, jsonb, jsonb, bigint, integer, text) IS
-  'Train and select one model per group of a table and store them in groupml.models (committed group by group). workers => p > 1 (or an explicit strategy) runs the planner-driven executor over p worker backends: auto | grouped | gtp | mtp | dp. Pass an existing run_id to resume an interrupted run. See groupml.help(''train_groups'') and groupml.help(''grouped'').';
+  'Train and select one model per group of a table and store them in groupml.models (committed group by group). workers => p > 1 (or an explicit strategy) runs the planner-driven executor over p worker backends: auto | grouped | gtp | mtp | dp | mop (model hopper parallelism: MLP configurations hop over p partitions of each group). Pass an existing run_id to resume an interrupted run. See groupml.help(''train_groups''), groupml.help(''grouped'') and groupml.help(''mop'').';

@@ -28,6 +28,8 @@ NEEDS: Dict[str, List[Tuple[str, str]]] = {
     "train_groups with workers or a strategy": _RUN + _EXECUTOR,
     "drop_snapshot": [("snapshots", "SELECT"), ("snapshots", "DELETE"), ("grouped_runs", "SELECT")],
     "calibrate_cost_model": [("cost_runs", "SELECT"), ("cost_runs", "INSERT")],
+    "replay": [("runs", "SELECT"), ("grouped_runs", "SELECT"), ("trials", "SELECT"), ("run_schedule", "SELECT"),
+               ("snapshots", "SELECT"), ("snapshot_groups", "SELECT"), ("snapshot_blocks", "SELECT")],
     "_gap_task": [("snapshot_blocks", "SELECT")],
     "_gap_partial": [("snapshot_blocks", "SELECT")],
 }
@@ -38,7 +40,8 @@ _VIEWS = "GRANT SELECT ON groupml.best_models, groupml.progress, groupml.run_tri
 ALSO: Dict[str, str] = {"train_groups": _VIEWS, "train_groups with workers or a strategy": _VIEWS}
 #: why an entry point needs its rights, when it is not that it writes the catalog
 _WORKER = "it is the worker side of train_groups and reads its training snapshots"
-WHY: Dict[str, str] = {"_gap_task": _WORKER, "_gap_partial": _WORKER}
+WHY: Dict[str, str] = {"_gap_task": _WORKER, "_gap_partial": _WORKER,
+                       "replay": "it reads the run's visit log, trials and training snapshot"}
 
 
 def missing_privileges(session, needs: Iterable[Tuple[str, str]]) -> List[Tuple[str, str]]:
