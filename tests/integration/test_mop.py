@@ -135,3 +135,65 @@ def test_replay_refuses_what_it_cannot_replay(db, clicks):
         assert state == want and hint, (args, message)
     # nothing was written
     assert db.execute("SELECT count(*) FROM groupml.runs").fetchone()[0] == 1
+
+
+def terminate_worker_when(dsn, worker, condition_sql, timeout=120.0):
+    """A thread that terminates worker backend ``worker`` of the running train_groups (found by
+    its application_name) while it runs a task, once ``condition_sql`` is true."""
+    fired = threading.Event()
+
+    def watch():
+        with psycopg.connect(dsn, autocommit=True) as w:
+            deadline = time.time() + timeout
+            while time.time() < deadline:
+                if w.execute(condition_sql).fetchone()[0]:
+                    pid = w.execute("SELECT pid FROM pg_stat_activity WHERE application_name LIKE %s AND "
+                                    "state = 'active'", [f"groupml worker {worker} run %"]).fetchone()
+                    if pid:
+                        w.execute("SELECT pg_terminate_backend(%s)", [pid[0]])
+                        fired.set()
+                        return
+                time.sleep(0.005)
+
+    t = threading.Thread(target=watch)
+    t.start()
+    return t, fired
+
+
+FAULT_SPEC = dict(SPEC, space=dict(SPEC["space"], epochs=[4]))
+AFTER_FIRST_EPOCH = "SELECT coalesce(max(epochs_done), 0) >= 1 FROM groupml.grouped_runs"
+
+
+def test_a_worker_terminated_mid_run_hands_its_units_to_a_replica(db, dsn):
+    make_table(db, n=6000)
+    t, fired = terminate_worker_when(dsn, 0, AFTER_FIRST_EPOCH)
+    try:
+        run_id = mop(db, spec=FAULT_SPEC, options={"replicas": 2})
+    finally:
+        t.join()
+    assert fired.is_set()
+    log = check_run(db, run_id, 2, epochs=4)
+    v = [e for e in log if e["kind"] == "visit"]
+    # after the loss every unit ran on worker 1, partition 0's too
+    assert any(e["worker"] == 1 and e["shard"] == 0 for e in v)
+    tid, model = stored_best(db, run_id)
+    assert bytes(db.execute("SELECT groupml.replay(%s, %s)", [run_id, tid]).fetchone()[0]) == model
+
+
+def test_losing_the_only_holder_of_a_partition_stops_resumably(db, dsn):
+    make_table(db, n=6000)
+    t, fired = terminate_worker_when(dsn, 1, AFTER_FIRST_EPOCH)
+    try:
+        state, message, hint = sql_error(
+            db, "CALL groupml.train_groups('clicks', ARRAY[]::text[], " + FEATS + ", 'clicked', 'mlp', %s::jsonb, "
+                "'{\"keep_snapshot\": true}', NULL, workers => 2, strategy => 'mop')", [json.dumps(FAULT_SPEC)])
+    finally:
+        t.join()
+    assert fired.is_set()
+    assert state == "08006" and "no live holder" in message and "run_id =>" in hint and "replicas" in hint
+    run_id, status = db.execute("SELECT run_id, status FROM groupml.runs").fetchone()
+    assert status == "failed"
+    assert mop(db, spec=FAULT_SPEC, run_id=run_id) == run_id            # resumes and finishes
+    check_run(db, run_id, 2, epochs=4)
+    tid, model = stored_best(db, run_id)
+    assert bytes(db.execute("SELECT groupml.replay(%s, %s)", [run_id, tid]).fetchone()[0]) == model

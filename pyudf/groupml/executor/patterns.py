@@ -113,12 +113,19 @@ class ShardedMLPTrainer(ScoredTrainer):
         return None if c["state"] else {"family": self.family.name, "params": c["params"], "stats": self.stats}
 
     def _on_worker(self, c, op: str) -> bytes:
+        """Run ``op`` (scoring or serialising a state: no partition rows) on the least loaded
+        live worker of the group; a worker lost meanwhile hands it to another one."""
         ctx = self.ctx
-        live = [i for i in range(len(ctx.shards)) if ctx.pool.alive(ctx.shards[i][0])] or [0]
-        s = min(live, key=lambda i: (ctx.pool.load(ctx.shards[i][0]), i))
-        fut = ctx.pool.submit(ctx.shards[s][0], ctx.request(s, op=op, init=self._init(c)), c["state"],
-                              ctx.meta(s, "eval", c["done"], []), fn="task")
-        return await_result(fut, ctx.abort)
+        while True:
+            live = [i for i in range(len(ctx.shards)) if ctx.pool.alive(ctx.shards[i][0])] or [0]
+            s = min(live, key=lambda i: (ctx.pool.load(ctx.shards[i][0]), i))
+            fut = ctx.pool.submit(ctx.shards[s][0], ctx.request(s, op=op, init=self._init(c)), c["state"],
+                                  ctx.meta(s, "eval", c["done"], []), fn="task")
+            try:
+                return await_result(fut, ctx.abort)
+            except WorkerLostError as exc:
+                if type(exc) is not WorkerLostError or ctx.pool.alive(ctx.shards[s][0]) or len(live) < 2:
+                    raise
 
     def run(self, iterations: int) -> None:
         ctx = self.ctx
