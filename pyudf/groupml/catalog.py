@@ -200,9 +200,10 @@ def building_snapshots_of_run(session, run_id: int) -> List[int]:
 
 
 def ready_snapshot_of_run(session, run_id: int) -> Optional[int]:
+    """The run's snapshot when it is 'ready', else None."""
     row = session.query("SELECT snapshot_id FROM groupml.grouped_runs g WHERE run_id = $1 AND EXISTS "
-                        "(SELECT 1 FROM groupml.snapshots s WHERE s.snapshot_id = g.snapshot_id AND s.status = 'ready')",
-                        [run_id], ["bigint"])
+                        "(SELECT 1 FROM groupml.snapshots s WHERE s.snapshot_id = g.snapshot_id "
+                        "AND s.status = 'ready')", [run_id], ["bigint"])
     return row[0]["snapshot_id"] if row else None
 
 

@@ -192,16 +192,16 @@ def _check_sampled_space(family, spec, families=None, n_samples: int = 64) -> No
     choices). With a choice of ``families``, a dimension outside the ``model`` one applies to
     every family, so every one checks it."""
     from .learners import MODEL_KEY
-    from .search import _space, make_procedure
+    from .search import DISTRIBUTIONS, Categorical, is_subspace, make_procedure
 
     checkers = [family] if families is None else list(families.values())
     for dim in spec.space:
         if families is not None and dim.name == MODEL_KEY:
             continue
-        if isinstance(dim, _space.DISTRIBUTIONS):
+        if isinstance(dim, DISTRIBUTIONS):
             values = [dim.low, dim.high]
-        elif isinstance(dim, _space.Categorical):
-            values = [v for v in dim.items if not _space.is_subspace(v)]
+        elif isinstance(dim, Categorical):
+            values = [v for v in dim.items if not is_subspace(v)]
         else:
             values = [dim.value]
         for v in values:
@@ -396,7 +396,7 @@ def fit_group(X: np.ndarray, y: np.ndarray, model: str, search: dict, options: d
 
 def unpack_rows(raw: Optional[bytes], width: int) -> np.ndarray:
     """Packed rows (big-endian float8 values, ``width`` per row, as the packed-row SQL of
-    :mod:`groupml.udf._source` builds them) as an (n, width) float64 matrix."""
+    :mod:`groupml.sourcesql` builds them) as an (n, width) float64 matrix."""
     return np.frombuffer(raw or b"", dtype=">f8").astype(np.float64).reshape(-1, width)
 
 

@@ -26,9 +26,10 @@ import numpy as np
 
 from ..errors import FeatureNotSupportedError, InvalidParameterError, PrerequisiteStateError
 from ..fitting import FitResult, budget_cap, finite, json_default, parse_options, plan_search, search_and_select
-from ..learners import (TrialAccessors, TrialRecord, access_pattern, find_trial, as_data, check_lgbm_text, get_learner_family,
-                        merge_stats, mlp, pack_container, partial_stats, unpack_container, validation_loss,
-                        validation_metrics)
+from ..learners import (TrialAccessors, TrialRecord, access_pattern, as_data, check_lgbm_text, find_trial,
+                        get_learner_family, merge_stats, mlp, pack_container, partial_stats, unpack_container,
+                        validation_loss, validation_metrics)
+from ..search import search_budget
 from ..validation import check_choice
 
 # the strategies the executor runs for each access pattern (``auto`` chooses among them)
@@ -69,7 +70,6 @@ def check_strategy(pattern: str, strategy: str, model: str) -> None:
 
 
 def search_slots(spec, family) -> int:
-    from ..search import search_budget
     if spec.slots is not None:
         return int(spec.slots)
     return max(1, int(search_budget(spec, max_iter=budget_cap(spec.to_dict().get("space", {}), family)).in_flight))

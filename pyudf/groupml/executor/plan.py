@@ -5,8 +5,11 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..planner import (Calibration, Placement, UnitCosts, choose_strategy, constrained_wrap_around, even_split,
-                       whole_groups)
+from ..errors import GroupmlError
+from ..fitting import budget_cap
+from ..planner import (Calibration, Placement, UnitCosts, check_placement, choose_strategy, constrained_wrap_around,
+                       even_split, whole_groups, wrap_around)
+from ..search import search_budget
 from .core import EXPLICIT_PATTERNS, PATTERN_STRATEGIES
 from .snapshot import pieces_for
 
@@ -14,9 +17,6 @@ STRATEGY_CHOICES = ("auto", "grouped", "gtp", "mtp", "dp", "mop")
 
 
 def workload_of(spec, family) -> Dict[str, int]:
-    from ..search import search_budget
-    from ..fitting import budget_cap
-
     max_iter = budget_cap(spec.to_dict().get("space", {}), family)
     budget = search_budget(spec, max_iter=max_iter)
     k = max(1, int(budget.in_flight))
@@ -102,7 +102,6 @@ def placement_for(strategy: str, group_sizes: Dict[int, int], workers: int, patt
             and plan.strategy == "grouped" and plan.placement is not None):
         return plan.placement
     if strategy == "grouped" and pattern == "sequential":
-        from ..planner import wrap_around
         return wrap_around(group_sizes, workers, group_isolation=True)
     if strategy == "grouped":
         return constrained_wrap_around(group_sizes, workers)
@@ -118,9 +117,6 @@ def resumed_plan(prev_strategy: Optional[str], prev_plan: Optional[Mapping[str, 
     placement that does not cover the snapshot's groups). The plan is a function of unit costs
     measured from runs -- the interrupted attempt's own tasks included -- so planning again
     could move groups to other shards and their checkpoints would no longer apply."""
-    from ..errors import GroupmlError
-    from ..planner import check_placement
-
     if not prev_strategy or not prev_plan or not prev_plan.get("placement"):
         return None
     if strategy != "auto" and strategy != prev_strategy:

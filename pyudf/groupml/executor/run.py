@@ -22,6 +22,7 @@ from typing import Any, Callable, Dict, List, Optional
 from .. import catalog
 from ..catalog import mark_run_failed
 from ..errors import GroupmlError, UndefinedObjectError
+from ..planner import check_placement
 from ..validation import check_bool, check_choice, check_number
 from .checkpoint import decode, encode, fingerprint
 from . import baselines  # noqa: F401  (its strategies register themselves in core's table)
@@ -231,7 +232,6 @@ def _plan_run(session, run_id: int, groups, *, model: str, search: dict, source:
         chosen = plan.strategy
         placement = placement_for(chosen, sizes, workers, pattern,
                                   plan=plan if exec_options["placement"] == "auto" else None)
-    from ..planner import check_placement
     check_placement(placement, sizes)
     tasks = group_tasks(chosen, placement, groups, workers, pattern)
     if again is None:
@@ -569,7 +569,7 @@ def _resume_points(session, run_id: int, pending, fps, d: int):
     an interrupted attempt that have a usable checkpoint; the rows of every other pending
     group are deleted (it restarts from its first epoch). A checkpoint is usable when it was
     made for this call (fingerprint), decodes, and the models in it are safe to hand to
-    LightGBM or torch (:func:`groupml.executor.patterns.check_checkpoint_models`)."""
+    LightGBM or torch (:func:`groupml.executor.core.check_checkpoint_models`)."""
     rows = catalog.run_checkpoints(session, run_id)
     resume, logs = {}, {}
     for g in pending:

@@ -204,8 +204,6 @@ def _remember(cache: "OrderedDict", key: tuple, value: Any, size: int, req: Mapp
 # ------------------------------------------------------------- sequential and sampling patterns
 # (snapshot_id, group_no, pieces) -> ((X, y), bytes): raw shard matrices for the MLP and LightGBM ops
 _MCACHE: "OrderedDict[tuple, Tuple[Any, int]]" = OrderedDict()
-TASK_OPS = ("mlp_stats", "mlp_visit", "mlp_eval", "mlp_model", "fit", "lgbm_rank", "lgbm_ports", "mlp_block",
-            "lgbm_fit", "snapshot_part", "mlp_grad")
 
 
 def shard_arrays(session, req: Mapping[str, Any]) -> Tuple[np.ndarray, np.ndarray]:
@@ -354,3 +352,5 @@ TASK_HANDLERS = {
     "lgbm_ports": (_op_lgbm_ports, False), "mlp_block": (_op_mlp_block, True), "lgbm_fit": (_op_lgbm_fit, True),
     "snapshot_part": (_op_snapshot_part, False), "mlp_grad": (_op_mlp_grad, True),
 }
+#: the ops of _gap_task, in the order its error message lists them
+TASK_OPS = tuple(TASK_HANDLERS)
