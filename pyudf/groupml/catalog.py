@@ -223,6 +223,11 @@ def add_epochs_done(session, run_id: int, n: int, last_event: str) -> None:
                   ["bigint", "bigint", "text"])
 
 
+def set_last_event(session, run_id: int, last_event: str) -> None:
+    session.query("UPDATE groupml.grouped_runs SET last_event = $2, updated_at = clock_timestamp() WHERE run_id = $1",
+                  [run_id, last_event], ["bigint", "text"])
+
+
 def add_passes_done(session, run_id: int, passes: int, last_event: str) -> None:
     session.query("UPDATE groupml.grouped_runs SET passes_done = passes_done + $2, last_event = $3, "
                   "updated_at = clock_timestamp() WHERE run_id = $1",

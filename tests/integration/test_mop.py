@@ -197,3 +197,38 @@ def test_losing_the_only_holder_of_a_partition_stops_resumably(db, dsn):
     check_run(db, run_id, 2, epochs=4)
     tid, model = stored_best(db, run_id)
     assert bytes(db.execute("SELECT groupml.replay(%s, %s)", [run_id, tid]).fetchone()[0]) == model
+
+
+def test_progress_shows_epochs_sub_epochs_and_losses_and_a_cancelled_run_resumes(db, dsn):
+    make_table(db, n=6000)
+    seen = []
+
+    def watch_then_cancel():
+        with psycopg.connect(dsn, autocommit=True) as w:
+            deadline = time.time() + 120
+            while time.time() < deadline:
+                row = w.execute("SELECT last_event, epochs_done FROM groupml.progress WHERE strategy = 'mop'").fetchone()
+                if row and row[0] and "loss" in row[0]:
+                    seen.append(row[0])
+                    w.execute("SELECT pg_cancel_backend(%s)", [pid])
+                    return
+                time.sleep(0.01)
+
+    pid = db.info.backend_pid
+    t = threading.Thread(target=watch_then_cancel)
+    t.start()
+    try:
+        state, message, _ = sql_error(
+            db, "CALL groupml.train_groups('clicks', ARRAY[]::text[], " + FEATS + ", 'clicked', 'mlp', %s::jsonb, "
+                "'{\"keep_snapshot\": true, \"checkpoint_every_s\": 0}', NULL, workers => 2, strategy => 'mop')",
+            [json.dumps(FAULT_SPEC)])
+    finally:
+        t.join()
+    assert seen and state == "57014"
+    # "trial 0 epoch 1 sub-epoch 1/2 loss 0.5123; trial 1 ..."
+    assert "mop: trial " in seen[0] and " sub-epoch " in seen[0] and "/2" in seen[0]
+    run_id = db.execute("SELECT run_id FROM groupml.runs").fetchone()[0]
+    assert mop(db, spec=FAULT_SPEC, run_id=run_id) == run_id
+    check_run(db, run_id, 2, epochs=4)
+    tid, model = stored_best(db, run_id)
+    assert bytes(db.execute("SELECT groupml.replay(%s, %s)", [run_id, tid]).fetchone()[0]) == model

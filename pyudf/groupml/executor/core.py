@@ -160,10 +160,11 @@ class GroupCtx:
     """What every task of one group carries: pool, snapshot, group, shards."""
 
     def __init__(self, pool, *, snapshot_id: int, group_no: int, group_key: str, d: int, shards: Sequence[tuple],
-                 mem_mb: float, abort=None, replicas: int = 1):
+                 mem_mb: float, abort=None, replicas: int = 1, progress: Optional[Callable[[str], None]] = None):
         self.pool, self.snapshot_id, self.group_no, self.group_key = pool, snapshot_id, group_no, group_key
         self.d, self.shards, self.mem_mb, self.abort = d, list(shards), mem_mb, abort
         self.replicas = int(replicas)     # workers holding a copy of each shard (model hopper parallelism)
+        self.progress = progress          # progress(line): where the group's training is, between commits
 
     def request(self, s: int, **extra) -> str:
         return json.dumps(dict({"snapshot": self.snapshot_id, "group_no": self.group_no,

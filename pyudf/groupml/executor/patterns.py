@@ -164,6 +164,27 @@ class ShardedMLPTrainer(ScoredTrainer):
                         c["status"] = "max_iter"
                     if self.interrupt_check is not None:
                         self.interrupt_check()
+                if ctx.progress is not None:
+                    ctx.progress(self._progress(sched))
+
+    def score(self, trial_id: int) -> float:
+        loss = super().score(trial_id)
+        self._get(trial_id)["loss"] = loss            # the last validation loss, for the progress line
+        return loss
+
+    def _progress(self, sched: HopScheduler, most: int = 16) -> str:
+        """One line of where the configurations are: epoch, sub-epoch (partitions visited in
+        it) and the last validation loss of each (``groupml.progress.last_event``)."""
+        n = len(self.ctx.shards)
+        parts = []
+        for tid, c in list(self._cfgs.items())[:most]:
+            if c["status"] != "running":
+                continue
+            loss = c.get("loss")
+            parts.append(f"trial {tid} epoch {c['done']} sub-epoch {sched.sub_epoch(tid)}/{n}"
+                         + (f" loss {loss:.4g}" if loss is not None else ""))
+        more = f"; +{len(self._cfgs) - most} more" if len(self._cfgs) > most else ""
+        return f"group {self.ctx.group_key} mop: " + "; ".join(parts) + more
 
     def _lost_unit(self, sched: HopScheduler, tid: int, w: int, exc: "WorkerLostError") -> None:
         """A visit failed because its worker went away (Cerebro 5.6): the unit goes back to the
@@ -356,7 +377,8 @@ def fit_unsplit_glm(pool, *, family, model: str, search: dict, fit_options: dict
 def fit_other_group(pool, *, family, spec, opts, model: str, search: dict, fit_options: dict, g: Mapping[str, Any],
                     shards: Sequence[tuple], snapshot_id: int, d: int, X_val, y_val, mem_mb: float, abort,
                     on_epoch_raw: Callable, interrupt_check: Callable, lgbm_timeout_s: float = 120.0,
-                    flexible: bool = True, checkpoint=None, resume=None, mode: str = "shards", replicas: int = 1):
+                    flexible: bool = True, checkpoint=None, resume=None, mode: str = "shards", replicas: int = 1,
+                    progress: Optional[Callable[[str], None]] = None):
     """The FitResult of one MLP / LightGBM group over the worker pool (see the module doc).
 
     ``mode`` (:func:`groupml.executor.plan.group_tasks`): ``'shards'`` with one shard is a
@@ -373,7 +395,7 @@ def fit_other_group(pool, *, family, spec, opts, model: str, search: dict, fit_o
     if pre is not None:
         return pre
     ctx = GroupCtx(pool, snapshot_id=snapshot_id, group_no=g["group_no"], group_key=g["gkey"], d=d, shards=shards,
-                   mem_mb=mem_mb, abort=abort, replicas=replicas if mode == "mop" else 1)
+                   mem_mb=mem_mb, abort=abort, replicas=replicas if mode == "mop" else 1, progress=progress)
     pattern = pattern_of(family)
     if mode == "shards" and len(shards) == 1:
         return fit_on_worker(ctx, model=model, search=search, fit_options=fit_options, g=g,

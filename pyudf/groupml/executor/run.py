@@ -273,6 +273,14 @@ class _GroupDriver:
         self.family, self.spec, self.opts = family, spec, opts
         self.model, self.search, self.fit_options, self.exec_options = model, search, fit_options, exec_options
         self.events, self.abort = events, abort
+        self.progress: Dict[str, str] = {}      # group key -> its trainer's latest progress line
+
+    def take_progress(self) -> Optional[str]:
+        """The newest progress line of a group in flight (None: nothing new), consumed."""
+        if not self.progress:
+            return None
+        gkey = next(iter(self.progress))
+        return self.progress.pop(gkey, None)
 
     def check_abort(self) -> None:
         if self.abort.is_set():
@@ -298,7 +306,8 @@ class _GroupDriver:
                                    mem_mb=ex["worker_memory_mb"], abort=self.abort, on_epoch_raw=on_epoch_raw,
                                    interrupt_check=self.check_abort, lgbm_timeout_s=ex["network_timeout_s"],
                                    flexible=ex["flexible_hops"], checkpoint=on_block, resume=resume,
-                                   mode=t["mode"], replicas=ex["replicas"])
+                                   mode=t["mode"], replicas=ex["replicas"],
+                                   progress=lambda line: self.progress.__setitem__(gkey, line))
         if (t["mode"] == "shards" and len(t["shards"]) == 1 and resume is None
                 and int(g["n_train"]) <= self.plan.whole_max_rows):
             return fit_unsplit_glm(pool, family=self.family, model=self.model, search=self.search,
@@ -364,6 +373,10 @@ def _train_pending(session, run: _RunContext, driver: "_GroupDriver", pending) -
                 raise _RunDeleted()
             wrote = _flush_events(session, run_id, events, run.group_logs, run.fps,
                                   {in_flight[f]["gkey"] for f in finished if f.exception() is None})
+            line = driver.take_progress()
+            if line is not None:
+                catalog.set_last_event(session, run_id, line)
+                wrote = True
             for fut in finished:
                 g = in_flight.pop(fut)
                 all_log.extend(_finish_group(session, run, driver, g, fut.result()))
