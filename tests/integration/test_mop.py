@@ -232,3 +232,19 @@ def test_progress_shows_epochs_sub_epochs_and_losses_and_a_cancelled_run_resumes
     check_run(db, run_id, 2, epochs=4)
     tid, model = stored_best(db, run_id)
     assert bytes(db.execute("SELECT groupml.replay(%s, %s)", [run_id, tid]).fetchone()[0]) == model
+
+
+def test_asha_drives_mop_epoch_by_epoch(db, clicks):
+    spec = {"method": "asha", "n_trials": 6, "max_epochs": 4, "min_epochs": 1, "eta": 2, "epoch_iters": 1,
+            "space": {"lr": {"loguniform": [0.001, 0.1]}, "layers": ["8"], "epochs": [4],
+                      "batch_size": [32]}}
+    run_id = mop(db, spec=spec)
+    log = visits(db, run_id)
+    v = as_visits(log)
+    assert visit_log_violations(v, 2) == []
+    epochs = {}
+    for x in v:
+        epochs[x["trial"]] = max(epochs.get(x["trial"], 0), x["epoch"] + 1)
+    assert len(epochs) >= 6 and min(epochs.values()) < 4 and max(epochs.values()) == 4   # ASHA stopped some early
+    tid, model = stored_best(db, run_id)
+    assert bytes(db.execute("SELECT groupml.replay(%s, %s)", [run_id, tid]).fetchone()[0]) == model
