@@ -1,8 +1,8 @@
 """Every benchmark script still runs, at a tiny size, to its comparison.
 
 The scripts in bench/ are run by hand, so nothing else notices when the code under them
-changes: bench_bandit's default mode failed for days on a Trainer method its wrapper did
-not have, while docs/performance.md kept its figures. Each script here runs once, small,
+changes (a wrapper missing a new Trainer method, say) while docs/performance.md keeps their
+figures. Each script here runs once, small,
 and must exit 0 and print the line that compares groupml with its alternative (or the
 figure the script exists for). No timing is asserted; the cluster scripts start their own
 throwaway cluster, as they do when run by hand.
@@ -14,6 +14,8 @@ import subprocess
 import sys
 
 import pytest
+
+pytestmark = pytest.mark.integration
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BENCH = os.path.join(ROOT, "bench")
@@ -58,7 +60,9 @@ def test_every_benchmark_script_has_a_small_run():
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))
-def test_benchmark_runs_to_its_comparison(name):
+def test_benchmark_runs_to_its_comparison(name, postgresql_cluster):
+    # postgresql_cluster: the working tree's extension files are in the server's extension
+    # directory before a script's own cluster creates the extension
     args, expected = RUNS[name]
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", PYTHONWARNINGS="ignore")
     proc = subprocess.run([sys.executable, os.path.join(BENCH, name.split()[0])] + args, cwd=ROOT, env=env,

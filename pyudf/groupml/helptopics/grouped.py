@@ -30,6 +30,9 @@ CALL groupml.train_groups(source, group_by, features, label, model, search, opti
             at a time, synchronous per pass; MLP: per mini-batch step, the coordinator applies
             the averaged gradient; LightGBM: its own data-parallel mode). Every model runs all
             four; MTP for the MLP is one task per config epoch block, for LightGBM one per config.
+            mop (MLP only, never chosen by auto): model hopper parallelism, every group cut into p
+            partitions, configurations hop between them under Cerebro's randomized scheduler
+            (help('mop')).
   options   besides validation_fraction/metric/seed: keep_snapshot (false), snapshot (reuse a kept
             snapshot_id), worker_memory_mb (512: shard rows cached per worker; beyond, re-read every
             pass), block_rows (8192), lock_timeout_ms (10000), drivers (groups in flight),
@@ -39,7 +42,9 @@ CALL groupml.train_groups(source, group_by, features, label, model, search, opti
             whole_group_tasks (true: a GLM group that is not split runs its whole search as one
             task on its worker -- no per-pass round trips, no epoch checkpoint; false: a task per pass),
             whole_group_max_work (1e10: groups with more planned rows x (features+1) x configs x
-            iterations keep a task per pass and their epoch checkpoints)
+            iterations keep a task per pass and their epoch checkpoints), placement ('auto': the
+            cheaper of wrap-around and whole groups; 'wrap_around': always Kingpin's placement),
+            replicas (1: workers holding a copy of each partition under strategy 'mop')
 
   Workers only see COMMITTED data: the source must be a regular table or view (temp tables are
   refused), and CALL must run outside an explicit transaction block. Models, trials, per-epoch
@@ -58,7 +63,10 @@ CALL groupml.train_groups(source, group_by, features, label, model, search, opti
 """
 
 TOPICS["explain_train_groups"] = """\
-groupml.explain_train_groups(source, group_by, features, label, model, search, options, workers, strategy) -> TABLE
+groupml.explain_train_groups(source regclass, group_by text[], features text[], label text, model text,
+                             search jsonb DEFAULT '{}', options jsonb DEFAULT '{}', workers integer DEFAULT 4,
+                             strategy text DEFAULT 'auto')
+  -> TABLE (strategy text, chosen boolean, worker integer, estimated_seconds float8, shards jsonb, explanation text)
   One row per (strategy, worker): the planner's estimated busy seconds, and for the chosen strategy
   the shards the worker would hold and why it was chosen. Reads group sizes only; trains nothing.
   The unit costs are calibrated from the tasks of the latest runs of the same model family
@@ -74,8 +82,9 @@ TOPICS["progress"] = """\
 groupml.progress (view)
   Live state of train_groups runs: status, strategy, workers, groups done of n_groups, epoch blocks and
   data passes done, last event, elapsed time. Committed as the run goes, so another session sees it.
-  trained_by: the pid of the session training the run now. A run 'running' with no trained_by was
-  interrupted (a crash, cancel or terminate) and waits to be resumed with run_id => its id.
+  trained_by: the pid of the session training the run now. A cancelled call stores its run as
+  'cancelled'; a run whose call ended without a word (terminated, a crash) reads 'cancelled' here at
+  once, and the next train_groups call stores it. Resume either with run_id => its id.
   Example: SELECT run_id, status, trained_by, groups_done, n_groups, last_event FROM groupml.progress;
 """
 
@@ -98,6 +107,8 @@ groupml.snapshots / snapshot_groups / snapshot_blocks, groupml.drop_snapshot(sna
 TOPICS["drop_snapshot"] = """groupml.drop_snapshot(snapshot_id bigint) -> boolean
   Deletes a training snapshot kept with options.keep_snapshot (its groups and blocks go with it);
   false when there is no such snapshot. Refused (55006) while another session trains a run that
-  uses it; needs SELECT and DELETE on groupml.snapshots (42501 names them). See help('snapshots').
+  uses it; needs SELECT and DELETE on groupml.snapshots (42501 names them), and drops only the
+  snapshots the role sees (row-level security: its own and those of roles it is a member of;
+  groupml_admin: all). See help('snapshots').
   Example: SELECT groupml.drop_snapshot(3);
 """
