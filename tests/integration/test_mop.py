@@ -248,3 +248,10 @@ def test_asha_drives_mop_epoch_by_epoch(db, clicks):
     assert len(epochs) >= 6 and min(epochs.values()) < 4 and max(epochs.values()) == 4   # ASHA stopped some early
     tid, model = stored_best(db, run_id)
     assert bytes(db.execute("SELECT groupml.replay(%s, %s)", [run_id, tid]).fetchone()[0]) == model
+
+
+def test_explain_train_groups_describes_a_mop_plan(db, clicks):
+    rows = db.execute(f"SELECT strategy, explanation FROM groupml.explain_train_groups('clicks', ARRAY[]::text[], "
+                      f"{FEATS}, 'clicked', 'mlp', %s::jsonb, '{{}}', 2, 'mop') WHERE chosen",
+                      [json.dumps(SPEC)]).fetchall()
+    assert rows and rows[0][0] == "mop" and "partitions" in rows[0][1]

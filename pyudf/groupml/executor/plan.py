@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
@@ -82,6 +83,7 @@ def _mop_plan(gtp, sizes: Dict[int, int], workers: int):
     over rows held 1/p per worker, so its time approaches task parallelism's)."""
     gtp.strategy = "mop"
     gtp.placement = even_split(sizes, workers)
+    gtp.estimates["mop"] = dataclasses.replace(gtp.estimates["gtp"], strategy="mop", placement=gtp.placement)
     gtp.explanation = (f"mop was requested: every group is cut into {workers} partitions (hash buckets of the "
                        f"snapshot's shuffled rows, one per worker); configurations hop from partition to partition "
                        f"under Cerebro's randomized scheduler, so each worker holds 1/{workers} of the rows. Its "
