@@ -411,7 +411,7 @@ COMMENT ON FUNCTION @extschema@.revoke_model_set(text, name) IS
 CREATE PROCEDURE @extschema@.retrain_model_set(model_set text, margin float8 DEFAULT 0, workers integer DEFAULT 1)
 LANGUAGE plpython3u
 AS $python$
-from groupml.udf.modelsets import retrain_model_set; return retrain_model_set(model_set, margin, workers)
+from groupml.udf.retrain import retrain_model_set; return retrain_model_set(model_set, margin, workers)
 $python$;
 COMMENT ON PROCEDURE @extschema@.retrain_model_set(text, float8, integer) IS
   'Train a model set again with the arguments of its active version''s run, on the source''s rows now; the new version becomes active only if its mean validation score is no worse than the active version''s by more than margin (model_set_versions.decision says why). Commits as it goes, like train_groups.';
@@ -485,3 +485,14 @@ CREATE TRIGGER model_sets_on_run_done AFTER UPDATE OF status ON @extschema@.runs
     EXECUTE FUNCTION @extschema@._model_sets_run_done();
 COMMENT ON TRIGGER model_sets_on_run_done ON @extschema@.runs IS
   'A run marked done makes its pending model set versions ready and active in that transaction (groupml.publish, train_groups(model_set => ...)).';
+-- Model hopper parallelism: train_groups(..., strategy => 'mop'); replay a configuration
+-- from the run's visit log
+COMMENT ON PROCEDURE @extschema@.train_groups(regclass, text[], text[], text, text, jsonb, jsonb, bigint, integer, text, text) IS
+  'Train and select one model per group of a table and store them in groupml.models (committed group by group). workers => p > 1 (or an explicit strategy) runs the planner-driven executor over p worker backends: auto | grouped | gtp | mtp | dp | mop (model hopper parallelism: MLP configurations hop over p partitions of each group). Pass an existing run_id to resume an interrupted run. model_set => name makes the run a new version of that model set, activated when the run finishes (groupml.help(''model_sets'')). See groupml.help(''train_groups''), groupml.help(''grouped'') and groupml.help(''mop'').';
+CREATE FUNCTION @extschema@.replay(run_id bigint, trial_id integer, group_key jsonb DEFAULT NULL) RETURNS bytea
+LANGUAGE plpython3u
+AS $python$
+from groupml.udf.mop import replay; return replay(run_id, trial_id, group_key)
+$python$;
+COMMENT ON FUNCTION @extschema@.replay(bigint, integer, jsonb) IS
+  'Retrain one configuration (trial) of a train_groups run whose MLP groups were split into partitions (strategy => ''mop'') sequentially in this backend, from the run''s visit log in groupml.run_schedule, and return its model bytes: the same bytes as the run''s model of that trial on the same host. Needs the run''s snapshot (options.keep_snapshot). group_key may be NULL when the trial is in one group.';

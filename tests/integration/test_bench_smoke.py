@@ -37,6 +37,8 @@ RUNS = {
     "bench_grouped.py": (["--rows", "3000", "--features", "5", "--pattern-rows", "1000", "--repeat", "1",
                           "--patterns", "glm"],
                          r"client \(COPY\+pandas\+sklearn\) .*x best strategy"),
+    "bench_mop.py": (["--rows", "1500", "--configs", "2", "--epochs", "1"],
+                     r"mop: \d+\.\d+x task-parallel speed at 0\.50 of its storage; \d+\.\d+x faster than data-parallel"),
     "bench_ingest.py": (["--rows", "4000", "--groups", "4"], r"ratio snapshot load / COPY BINARY: \d"),
     "bench_learners.py": (["--rows", "4000"], r"scikit-learn loop \(lbfgs\): .*speed-up \d+\.\d+x"),
     "bench_predict.py": (["--rows", "1500", "--groups", "3", "--models", "logistic", "--repeat", "1"],

@@ -34,6 +34,8 @@ NEEDS: Dict[str, List[Tuple[str, str]]] = {
     "activate_model_set": [("model_sets", "UPDATE")],
     "drop_model_set": [("model_sets", "UPDATE"), ("model_sets", "DELETE"), ("model_set_versions", "DELETE")],
     "grant_model_set": [("model_sets", "UPDATE")],
+    "replay": [("runs", "SELECT"), ("grouped_runs", "SELECT"), ("trials", "SELECT"), ("run_schedule", "SELECT"),
+               ("snapshots", "SELECT"), ("snapshot_groups", "SELECT"), ("snapshot_blocks", "SELECT")],
     "_gap_task": [("snapshot_blocks", "SELECT")],
     "_gap_partial": [("snapshot_blocks", "SELECT")],
 }
@@ -51,7 +53,8 @@ ALSO: Dict[str, str] = {"train_groups": f"GRANT SELECT ON groupml.trials, groupm
                         "train_groups with workers or a strategy": f"GRANT SELECT ON {_VIEWS} TO {{role}}"}
 #: why an entry point needs its rights, when it is not that it writes the catalog
 _WORKER = "it is the worker side of train_groups and reads its training snapshots"
-WHY: Dict[str, str] = {"_gap_task": _WORKER, "_gap_partial": _WORKER}
+WHY: Dict[str, str] = {"_gap_task": _WORKER, "_gap_partial": _WORKER,
+                       "replay": "it reads the run's visit log, trials and training snapshot"}
 
 
 def missing_privileges(session, needs: Iterable[Tuple[str, str]]) -> List[Tuple[str, str]]:
