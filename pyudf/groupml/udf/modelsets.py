@@ -113,7 +113,7 @@ def _run_row(session, run_id, owner: str):
 
 def _group_types(session, run) -> List[str]:
     """The group columns' types in the run's source, now (a version records them)."""
-    from ._source import columns
+    from ..sourcesql import columns
 
     group_by = list(run["group_by"] or [])
     if not group_by:
@@ -540,7 +540,7 @@ def _auth_token():
 
 @sql_entry
 def predict_table_sql(model_set, source, key_column, features, group_by, on_missing):
-    from ._source import check_column_privileges, check_columns, check_select_privilege, columns, source_oid
+    from ..sourcesql import check_column_privileges, check_columns, check_select_privilege, columns, source_oid
 
     session = backend_session()
     on_missing = check_on_missing(on_missing, OWNER_TABLE)
