@@ -29,6 +29,7 @@ from ._factory import LEARNER_FAMILIES, access_pattern, get_learner_family, make
 from ._mlp import MLPModel, MLPTrainer
 from ._lgbm import LightGBMModel, LightGBMTrainer, train_lightgbm, train_lightgbm_distributed
 from ._hopper import HopScheduler, hop_order
+from ._transformed import TransformedModel
 from ._sharded import replay, run_mop, train_sharded, visit
 
 __all__ = [
@@ -37,5 +38,5 @@ __all__ = [
     "EXTRA_FAMILIES", "LearnerFamily", "LEARNER_FAMILIES", "access_pattern", "get_learner_family",
     "make_trainer", "model_identity", "MLPModel", "MLPTrainer", "LightGBMModel", "LightGBMTrainer", "train_lightgbm",
     "train_lightgbm_distributed", "replay", "run_mop", "train_sharded", "visit",
-    "HopScheduler", "hop_order",
+    "HopScheduler", "hop_order", "TransformedModel",
 ]
