@@ -8,7 +8,7 @@ search_path (a source's views may name their tables bare).
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Sequence
+from typing import Any, List, Mapping, Sequence
 
 from ..db import quote_ident, quote_literal
 from ._transform import Transform, part_names

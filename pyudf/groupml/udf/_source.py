@@ -8,7 +8,7 @@ and pack rows with the same C-level expression. Identifiers are always quoted.
 from __future__ import annotations
 
 import contextlib
-from typing import Dict, Iterable, List
+from typing import Dict, Iterable, List, Optional
 
 from ..db import error_parts, quote_ident, quote_literal
 from ..errors import (DataError, DatatypeMismatchError, GroupmlError, InsufficientPrivilegeError, InvalidParameterError,
@@ -298,11 +298,15 @@ def group_clause_sql(group_by: List[str], source: str) -> str:
 
 
 def packed_scan_sql(source: str, group_by: List[str], features: List[str], label: str, cols: Dict[str, str],
-                    where: str = "") -> str:
+                    where: str = "", feature_exprs: Optional[List[str]] = None) -> str:
     """One row per group: (gkey text, n_rows, block bytea of packed rows, features then label;
     a row with a NULL value is left out of the block but counted in n_rows). ``where``: an
-    SQL condition built by groupml itself (never from input), e.g. a hash-bucket filter."""
-    packed = packed_row_expr(cols, list(features) + [label])
+    SQL condition built by groupml itself (never from input), e.g. a hash-bucket filter.
+    ``feature_exprs``: float8 expressions (a transform's encoding, built by groupml) packed in
+    place of the feature columns."""
+    packed = packed_row_expr(cols, list(features) + [label]) if feature_exprs is None else \
+        " OPERATOR(pg_catalog.||) ".join([f"pg_catalog.float8send({e})" for e in feature_exprs]
+                                         + [value_expr(label, cols[label])])
     return (f"SELECT {group_key_sql(group_by)}::text AS gkey, pg_catalog.count(*) AS n_rows, "
             f"pg_catalog.string_agg({packed}, ''::bytea) AS block FROM {source}"
             + (f" WHERE {where}" if where else "") + group_clause_sql(group_by, source))

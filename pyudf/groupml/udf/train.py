@@ -13,6 +13,7 @@ again with the same run_id resumes.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import time
@@ -28,14 +29,18 @@ from ._catalog import check_catalog_privileges
 from ._source import (check_column_privileges, check_columns, check_distinct_group_keys, check_group_by_apart,
                       check_group_by_sortable, check_group_keys, check_label_not_a_feature, check_select_privilege, columns, group_clause_sql,
                       group_key_sql, packed_scan_sql, reading_source, source_oid)
+from ._transform import check_no_kept_snapshot, feature_specs, needs_transform, run_transform, transform_option
 from . import parse_object, pinned, sql_entry
 
 OWNER = "train_groups"
 
 
-def _load_blocks(session, source: str, group_by, features, label, cols):
+def _load_blocks(session, source: str, group_by, features, label, cols, transform=None):
+    from ..transforms.sql import encode_exprs
+
     with reading_source(session, source, OWNER):    # the source's views may name their tables bare
-        return session.query(packed_scan_sql(source, group_by, features, label, cols))
+        return session.query(packed_scan_sql(source, group_by, features, label, cols,
+                                             feature_exprs=encode_exprs(transform) if transform else None))
 
 
 def _validate(session, oid, group_by, features, label, model, search, options):
@@ -43,11 +48,14 @@ def _validate(session, oid, group_by, features, label, model, search, options):
     returns its schema-qualified name with the parsed arguments."""
     search_obj = parse_object(search, "search", OWNER)
     options_obj = parse_object(options, "options", OWNER)
+    raw = transform_option(options_obj)         # taken out of the options: the run stores its transform
     source = check_select_privilege(session, oid, OWNER)
     cols = columns(session, source)
     group_by = check_columns(cols, group_by or [], "group_by", source, numeric=False, owner=OWNER)
     check_group_by_sortable(session, source, group_by, cols, OWNER)
-    features = check_columns(cols, features, "features", source, numeric=True, owner=OWNER)
+    features = check_columns(cols, features, "features", source, numeric=raw is False, owner=OWNER)
+    if needs_transform(raw, cols, features):
+        feature_specs(session, source, features)        # 0A000 for a type no transform encodes
     if not features:
         raise InvalidParameterError("The 'features' value of train_groups must name at least one column; got []",
                                     hint="Pass ARRAY['f1', 'f2', ...].")
@@ -58,7 +66,7 @@ def _validate(session, oid, group_by, features, label, model, search, options):
     check_label_not_a_feature(label, features, OWNER)
     check_group_by_apart(group_by, features, label, OWNER)
     check_column_privileges(session, source, list(group_by) + list(features) + [label], OWNER)
-    return source, search_obj, options_obj, cols, group_by, features
+    return source, search_obj, options_obj, cols, group_by, features, raw
 
 
 def _check_workers(workers, strategy):
@@ -242,8 +250,10 @@ def _train_groups(session, oid, group_by, features, label, model, search, option
 
     check_catalog_privileges(session, "train_groups" if workers == 1 and strategy == "auto"
                              else "train_groups with workers or a strategy")
-    source, search_obj, options_obj, cols, group_by, features = _validate(session, oid, group_by, features,
-                                                                          label, model, search, options)
+    source, search_obj, options_obj, cols, group_by, features, raw = _validate(session, oid, group_by, features,
+                                                                               label, model, search, options)
+    if needs_transform(raw, cols, features):
+        check_no_kept_snapshot(options_obj)
     executor = workers != 1 or strategy != "auto"
     processes, options_obj, (fit_options, exec_options, family, spec, opts, pattern) = _check_options(
         session, source, group_by, features, label, model, search_obj, options_obj, workers, strategy)
@@ -263,15 +273,19 @@ def _train_groups(session, oid, group_by, features, label, model, search, option
     with _attempt(session, run_id, source, group_by, features, label, model, search_obj, options_obj,
                   (strategy, workers) if executor else None) as (run_id, done), \
             _failed_run_on_error(session, run_id, _executor_args(workers, strategy) if executor else None):
+        transform = run_transform(session, run_id, source, features, label, raw, cols, model)
+        session.commit()
+        store = functools.partial(_store, transform=transform)
         if executor:
             from ..executor.run import run_grouped
 
             run_grouped(session, run_id=run_id, source=source, group_by=group_by, features=features, label=label,
                         cols=cols, model=model, search=search_obj, fit_options=fit_options, exec_options=exec_options,
-                        workers=workers, strategy=strategy, family=family, spec=spec, opts=opts, store=_store)
+                        workers=workers, strategy=strategy, family=family, spec=spec, opts=opts, store=store,
+                        transform=transform)
             return {"run_id": run_id}
         _train_in_backend(session, run_id, done, source, group_by, features, label, cols, model, search_obj,
-                          options_obj, processes)
+                          options_obj, processes, transform, store)
         return {"run_id": run_id}
 
 
@@ -456,7 +470,7 @@ def _attempt(session, run_id, source, group_by, features, label, model, search_o
 
 
 def _train_in_backend(session, run_id, done, source, group_by, features, label, cols, model, search_obj,
-                      options_obj, processes) -> None:
+                      options_obj, processes, transform=None, store=None) -> None:
     """The groups of the run not in ``done``, trained by this backend (or its helper processes),
     largest first; each group's model and trials are stored and committed as it finishes."""
     from ..executor.run import RunClock
@@ -472,14 +486,14 @@ def _train_in_backend(session, run_id, done, source, group_by, features, label, 
         helpers = _start_helpers(_helper_count(processes, estimate)) if estimate is not None else None
         if helpers is not None:
             stack.enter_context(helpers)
-        blocks = _load_blocks(session, source, group_by, features, label, cols)
+        blocks = _load_blocks(session, source, group_by, features, label, cols, transform)
         check_group_keys(session, [b["gkey"] for b in blocks], len(group_by), OWNER)
         check_distinct_group_keys(session, [b["gkey"] for b in blocks], OWNER)
         session.query("UPDATE groupml.runs SET n_groups = $2 WHERE run_id = $1", [run_id, len(blocks)],
                       ["bigint", "integer"])
         clock.charge(session, run_id)           # the loading
         session.commit()        # progress shows the count while the first group trains
-        d = len(features)
+        d = transform.width if transform is not None else len(features)
         jobs = [b for b in blocks if b["gkey"] not in done and json.dumps(json.loads(b["gkey"])) not in done]
         jobs.sort(key=lambda b: -int(b["n_rows"]))  # largest first, so no big group starts last (LPT)
         if helpers is None and estimate is None and len(jobs) > 1:
@@ -495,7 +509,7 @@ def _train_in_backend(session, run_id, done, source, group_by, features, label, 
                 raise UndefinedObjectError(
                     f"Run {run_id} was deleted while it was being trained; this call stops",
                     hint="Nothing of the run is left (its groups went with it); start a new run.")
-            _store(session, run_id, b["gkey"], result)
+            (store or _store)(session, run_id, b["gkey"], result)
             record_fit_cost(session, result, source="train_groups")
             # committed with the group, so a cancelled call's groups keep their times and the two
             # columns cover the same groups (every group of the run) however often it resumed
@@ -709,8 +723,8 @@ def _auto_workers(session, inputs, strategy: str, exec_options, pattern: str):
 def _explain_train_groups(session, oid, group_by, features, label, model, search, options, workers, strategy):
     from ..executor.plan import placement_for
 
-    source, search_obj, options_obj, cols, group_by, features = _validate(session, oid, group_by, features,
-                                                                          label, model, search, options)
+    source, search_obj, options_obj, cols, group_by, features, raw = _validate(session, oid, group_by, features,
+                                                                               label, model, search, options)
     _, _, (fit_options, exec_options, family, spec, opts, pattern) = _check_options(
         session, source, group_by, features, label, model, search_obj, options_obj, workers, strategy)
     inputs = _plan_inputs(session, source, group_by, features, label, model, search_obj, exec_options, family, spec,
@@ -797,8 +811,11 @@ def gap_partial(request, theta):
     return _gap(session, request, theta)
 
 
-def _store(session, run_id, gkey: str, result) -> None:
+def _store(session, run_id, gkey: str, result, transform=None) -> None:
     row = result.as_sql()
+    if transform is not None and row["model"] is not None:     # scoring applies it to raw columns
+        from ..learners._transformed import wrap
+        row["model"] = wrap(row["model"], transform)
     session.query(
         "INSERT INTO groupml.models (run_id, group_key, fit) VALUES ($1, $2::jsonb, "
         "ROW($3, $4, $5::jsonb, $6, $7, $8::jsonb, $9, $10, $11, $12, $13::jsonb, $14, $15)::groupml.fit)",
