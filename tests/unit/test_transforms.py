@@ -39,7 +39,7 @@ def test_kinds_follow_the_sql_type():
 
 
 def test_fit_imputes_encodes_and_flags_missing_values():
-    t = Transform.fit(SPECS, COLS)
+    t = Transform.fit(SPECS, COLS, {"scale": "none"})
     assert t.output_names() == ["amount", "amount:missing", "vip", "vip:missing", "country=FR", "country=DE",
                                 "country:missing", "day:epoch_days", "day:month", "day:dow", "day:missing"]
     X = t.transform(rows(COLS))
@@ -74,12 +74,20 @@ def test_cap_ties_are_broken_by_value():
 def test_scaling_follows_the_family_and_the_setting():
     spec = [{"name": "x", "kind": "numeric", "type": "integer"}]
     cols = {"x": [1, 2, 3, 4]}
-    assert Transform.fit(spec, cols, family="logistic").transform([{"x": 4}])[0, 0] == 4.0
+    assert Transform.fit(spec, cols, family="lightgbm").transform([{"x": 4}])[0, 0] == 4.0
+    assert Transform.fit(spec, cols, family="logistic").settings["scaled"]
     mlp = Transform.fit(spec, cols, family="mlp")
     assert mlp.transform([{"x": 2.5}])[0, 0] == pytest.approx(0.0)
     assert mlp.transform([{"x": 4}])[0, 0] == pytest.approx(1.5 / np.std([1, 2, 3, 4]))
-    assert Transform.fit(spec, cols, {"scale": "standard"}, family="logistic").settings["scaled"]
+    assert Transform.fit(spec, cols, {"scale": "standard"}, family="lightgbm").settings["scaled"]
     assert not Transform.fit(spec, cols, {"scale": "none"}, family="mlp").settings["scaled"]
+    from groupml.transforms import _transform
+    monkey = _transform.INTERNALLY_STANDARDISED
+    try:        # a family that standardises itself is left unscaled under 'auto'
+        _transform.INTERNALLY_STANDARDISED = frozenset({"logistic"})
+        assert not Transform.fit(spec, cols, family="logistic").settings["scaled"]
+    finally:
+        _transform.INTERNALLY_STANDARDISED = monkey
     const = Transform.fit(spec, {"x": [5, 5]}, {"scale": "standard"})
     assert const.transform([{"x": 6}])[0, 0] == 1.0    # a constant column keeps std 1
 
@@ -97,7 +105,7 @@ def test_json_round_trip_keeps_the_encoding():
 
 def test_timestamps_are_taken_in_utc_and_infinity_is_missing():
     spec = [{"name": "ts", "kind": "timestamp", "type": "timestamp with time zone"}]
-    t = Transform.fit(spec, {"ts": ["2024-03-05T01:00:00+02:00", "infinity"]})
+    t = Transform.fit(spec, {"ts": ["2024-03-05T01:00:00+02:00", "infinity"]}, {"scale": "none"})
     x = t.transform([{"ts": "2024-03-05T01:00:00+02:00"}, {"ts": "infinity"}])
     assert x[0, 3] == 23.0 and x[0, 1] == 3.0 and x[0, 2] == 1.0     # 2024-03-04 23:00 UTC, a Monday
     assert x[1, -1] == 1.0 and x[0, -1] == 0.0
@@ -136,7 +144,7 @@ def test_sql_statistics_build_the_same_transform_as_python():
     for j, vals in enumerate((days, [3, 3, 3], [1, 2, 6])):
         row[f"m3_{j}"], row[f"s3_{j}"] = float(np.mean(vals)), float(np.std(vals))
     sql = Transform.from_stats(SPECS, stats_of(row, SPECS, {2: [{"v": "FR", "n": 2}, {"v": "DE", "n": 1}]}),
-                               py.settings, False)
+                               py.settings, py.settings["scaled"])
     assert sql.output_names() == py.output_names()
     r = rows(COLS)
     assert np.allclose(sql.transform(r), py.transform(r))

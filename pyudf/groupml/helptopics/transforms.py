@@ -17,9 +17,10 @@ Raw columns in: train_groups on feature columns of any common type.
   Settings (options.transform):
     max_categories      (default 20) one-hot columns per category column: the most frequent
                         values (ties by value); the rest share one 'other' column.
-    scale               auto (default) | standard | none. auto standardises numeric columns
-                        and date parts ((x - mean) / std) for mlp only: GLMs standardise
-                        internally, tree models need no scaling.
+    scale               auto (default) | standard | none. standard: numeric columns and date
+                        parts as (x - mean) / std. auto: standard for every family except
+                        lightgbm and lightgbm_regressor (trees need no scaling) and families
+                        whose solver standardises its inputs itself (not done twice).
     missing_indicators  (default true) a 0/1 column per feature column that had NULLs.
   Fitting: once per run, on every row of the source with a non-NULL label, all groups
   together (validation rows included), so every group's model has the same inputs. A NULL is

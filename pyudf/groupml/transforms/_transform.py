@@ -7,7 +7,8 @@ model is trained on. It is fitted once per run and stored with every model of th
 Encoding of each column kind (the kind comes from the column's SQL type, :func:`kind_of_type`):
 
 ``numeric``   the value; a NULL becomes the training mean; standardised ``(x - mean) / std``
-              when the transform scales (a constant column keeps std 1).
+              when the transform scales (a constant column keeps std 1): under scale 'auto'
+              for every family but LightGBM's and those in :data:`INTERNALLY_STANDARDISED`.
 ``boolean``   0/1; a NULL becomes the most frequent value.
 ``category``  one-hot over the ``max_categories`` most frequent values (ties by value), plus
               an ``other`` column when training saw more; a value not among them -- an
@@ -42,9 +43,12 @@ KINDS = ("numeric", "boolean", "category", "date", "timestamp")
 DEFAULT_MAX_CATEGORIES = 20
 MAX_MAX_CATEGORIES = 1000
 SCALE_CHOICES = ("auto", "standard", "none")
-#: families whose inputs the transform standardises under scale 'auto' (GLMs standardise
-#: internally and tree models do not need it)
-SCALED_FAMILIES = frozenset({"mlp"})
+#: Families whose learner standardises its inputs itself: scale 'auto' leaves their numeric
+#: outputs unscaled, so the work is not done twice. A GLM family belongs here once its solver
+#: standardises internally (and stores coefficients on its input's scale).
+INTERNALLY_STANDARDISED: frozenset = frozenset()
+#: Families that need no scaling at all (trees split on order only).
+UNSCALED_FAMILIES = frozenset({"lightgbm", "lightgbm_regressor"})
 
 _NUMERIC_TYPES = {"smallint", "integer", "bigint", "real", "double precision", "numeric"}
 _TEXT_TYPES = {"text", "character varying", "character", "name"}
@@ -100,8 +104,8 @@ def check_spec(spec: Any, owner: str = "train_groups options") -> Dict[str, Any]
     if scale not in SCALE_CHOICES:
         raise InvalidParameterError(f"The 'scale' value of the transform must be one of auto, standard, none; "
                                     f"got {json.dumps(scale)}",
-                                    hint="auto standardises numeric columns for mlp only (GLMs standardise "
-                                         "internally).")
+                                    hint="auto standardises numeric columns except for LightGBM and families "
+                                         "that standardise internally.")
     ind = spec.get("missing_indicators", True)
     if not isinstance(ind, bool):
         raise InvalidParameterError(f"The 'missing_indicators' value of the transform must be true or false; got "
@@ -112,7 +116,7 @@ def check_spec(spec: Any, owner: str = "train_groups options") -> Dict[str, Any]
 def scales_for(spec: Mapping[str, Any], family: Optional[str]) -> bool:
     """Whether a transform with settings ``spec`` standardises numerics for ``family``."""
     if spec["scale"] == "auto":
-        return family in SCALED_FAMILIES
+        return family not in UNSCALED_FAMILIES and family not in INTERNALLY_STANDARDISED
     return spec["scale"] == "standard"
 
 
