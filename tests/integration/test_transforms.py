@@ -201,3 +201,12 @@ def test_a_resumed_run_keeps_its_first_transform(db, shop):
                f"'bought', 'logistic', %s::jsonb, %s::jsonb, {run_id})", [GRID, OPTS])
     assert db.execute("SELECT transform::text FROM groupml.runs WHERE run_id = %s", [run_id]).fetchone()[0] == first
     assert fits(db, run_id)["DE"].transform.to_json() == Transform.from_json(first).to_json()
+
+
+def test_an_empty_source_trains_no_groups(db):
+    db.execute("CREATE TABLE words (country text, f1 text, clicked boolean)")
+    for extra in ("", ", NULL, workers => 2"):
+        run_id = db.execute(f"CALL groupml.train_groups('words', ARRAY['country'], ARRAY['f1'], 'clicked', "
+                            f"'logistic', '{{}}', '{{}}'{extra})").fetchone()[0]
+        status, t = db.execute("SELECT status, transform FROM groupml.runs WHERE run_id = %s", [run_id]).fetchone()
+        assert status == "done" and Transform.from_json(t).output_names() == ["f1:other"]

@@ -65,6 +65,14 @@ def test_unseen_category_goes_to_other_or_to_all_zeros():
     assert full.transform([{"c": None}]).tolist() == [[1, 0, 0]]
 
 
+def test_a_column_without_values_keeps_one_output():
+    t = Transform.fit([{"name": "c", "kind": "category", "type": "text"}], {"c": [None, None]},
+                      {"missing_indicators": False})
+    assert t.output_names() == ["c:other"] and t.width == 1
+    assert t.transform([{"c": None}, {"c": "new"}]).tolist() == [[1.0], [1.0]]
+    assert Transform.fit([{"name": "c", "kind": "category", "type": "text"}], {"c": []}).width == 1
+
+
 def test_cap_ties_are_broken_by_value():
     t = Transform.fit([{"name": "c", "kind": "category", "type": "text"}], {"c": ["z", "y", "x", "x"]},
                       {"max_categories": 2})

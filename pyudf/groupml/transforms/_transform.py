@@ -13,7 +13,8 @@ Encoding of each column kind (the kind comes from the column's SQL type, :func:`
 ``category``  one-hot over the ``max_categories`` most frequent values (ties by value), plus
               an ``other`` column when training saw more; a value not among them -- an
               unseen one too -- sets ``other`` (all zeros when there is no ``other`` column);
-              a NULL becomes the most frequent value.
+              a NULL becomes the most frequent value. A column without any value in training
+              has the ``other`` column only (1 for every row: nothing is learned from it).
 ``date``      parts ``epoch_days``, ``month`` (1-12), ``dow`` (0 = Sunday); ``timestamp`` adds
               ``hour``; each part is a numeric output (mean-imputed, scaled like numerics).
               A timestamp with time zone is taken in UTC; an infinite date counts as NULL.
@@ -203,7 +204,7 @@ class Transform:
             elif spec["kind"] == "category":
                 top = [list(t) for t in st["top"]]
                 c["categories"] = [t[0] for t in top[:cap]]
-                c["other"] = len(top) > cap
+                c["other"] = len(top) > cap or not top       # no value in training: 'other' only
                 c["mode"] = top[0][0] if top else None
                 nulls = st["nulls"]
             else:
