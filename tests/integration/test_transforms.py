@@ -210,3 +210,26 @@ def test_an_empty_source_trains_no_groups(db):
                             f"'logistic', '{{}}', '{{}}'{extra})").fetchone()[0]
         status, t = db.execute("SELECT status, transform FROM groupml.runs WHERE run_id = %s", [run_id]).fetchone()
         assert status == "done" and Transform.from_json(t).output_names() == ["f1:other"]
+
+
+@pytest.mark.parametrize("model, spec, scaled", [
+    ("mlp", {"method": "grid", "space": {"lr": [0.01], "layers": ["8"], "epochs": [4], "batch_size": [64]}}, True),
+    ("lightgbm", {"num_leaves": [7], "num_boost_round": [20]}, False)])
+def test_other_families_train_on_raw_columns(db, shop, model, spec, scaled):
+    arr = "ARRAY[" + ", ".join(f"'{f}'" for f in FEATS) + "]"
+    run_id = db.execute(f"CALL groupml.train_groups('shop', ARRAY['country'], {arr}, 'bought', %s, %s::jsonb, "
+                        f"%s::jsonb)", [model, json.dumps(spec), OPTS]).fetchone()[0]
+    t = Transform.from_json(db.execute("SELECT transform FROM groupml.runs WHERE run_id = %s",
+                                       [run_id]).fetchone()[0])
+    assert t.settings["scaled"] is scaled          # scale 'auto': MLPs standardised, trees not
+    rows = db.execute("SELECT groupml.predict_proba_row(m.fit, c), groupml.predict_proba(m.fit, %s::float8[]) "
+                      "FROM shop c JOIN groupml.models m ON m.run_id = %s AND m.group_key->>'country' = c.country "
+                      "WHERE c.id = 7", [list(t.transform([{f: None for f in FEATS}])[0]), run_id]).fetchall()
+    assert len(rows) == 1 and 0.0 <= rows[0][0] <= 1.0
+    # an all-NULL row through predict_proba_row equals the imputed vector through predict_proba
+    nulls = db.execute("SELECT groupml.predict_proba_row(m.fit, %s::jsonb) FROM groupml.models m WHERE m.run_id = %s "
+                       "AND m.group_key->>'country' = 'FR'", [json.dumps({f: None for f in FEATS}), run_id]).fetchone()
+    enc = db.execute("SELECT groupml.predict_proba(m.fit, %s::float8[]) FROM groupml.models m WHERE m.run_id = %s "
+                     "AND m.group_key->>'country' = 'FR'", [list(t.transform([{f: None for f in FEATS}])[0]),
+                                                            run_id]).fetchone()
+    assert nulls[0] == pytest.approx(enc[0], abs=1e-12)
