@@ -233,3 +233,13 @@ def test_other_families_train_on_raw_columns(db, shop, model, spec, scaled):
                      "AND m.group_key->>'country' = 'FR'", [list(t.transform([{f: None for f in FEATS}])[0]),
                                                             run_id]).fetchone()
     assert nulls[0] == pytest.approx(enc[0], abs=1e-12)
+
+
+def test_explain_and_auto_workers_take_raw_columns(db, shop):
+    arr = "ARRAY[" + ", ".join(f"'{f}'" for f in FEATS) + "]"
+    rows = db.execute(f"SELECT strategy, chosen FROM groupml.explain_train_groups('shop', ARRAY['country'], {arr}, "
+                      f"'bought', 'logistic', %s::jsonb, %s::jsonb, workers => 2)", [GRID, OPTS]).fetchall()
+    assert any(chosen for _, chosen in rows)
+    run_id = train(db, extra=", NULL, workers => 0")
+    assert db.execute("SELECT status FROM groupml.runs WHERE run_id = %s", [run_id]).fetchone()[0] == "done"
+    assert isinstance(fits(db, run_id)["FR"], TransformedModel)

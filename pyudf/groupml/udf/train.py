@@ -259,7 +259,8 @@ def _train_groups(session, oid, group_by, features, label, model, search, option
         session, source, group_by, features, label, model, search_obj, options_obj, workers, strategy)
     if workers == 0:
         workers, why = _auto_workers(session, _plan_inputs(session, source, group_by, features, label, model,
-                                                           search_obj, exec_options, family, spec, opts, pattern),
+                                                           search_obj, exec_options, family, spec, opts, pattern,
+                                                           imputed=needs_transform(raw, cols, features)),
                                      strategy, exec_options, pattern)
         session.notice(f"groupml: {why}")
     if executor:
@@ -673,13 +674,14 @@ def explain_train_groups(source, group_by, features, label, model, search, optio
 
 
 def _plan_inputs(session, source, group_by, features, label, model, search_obj, exec_options, family, spec, opts,
-                 pattern, owner: str = OWNER) -> Dict[str, Any]:
+                 pattern, owner: str = OWNER, imputed: bool = False) -> Dict[str, Any]:
     """What the planner needs of a request: every group's training rows (a count query over
-    the source, NULLs left out), the workload, the calibration and the pass-task limit."""
+    the source, NULLs left out), the workload, the calibration and the pass-task limit.
+    ``imputed``: a transform imputes NULL features (only a NULL label leaves a row out)."""
     from ..executor.costs import load_calibration
     from ..executor.plan import pass_task_rows, workload_of
 
-    notnull = " AND ".join(f"{quote_ident(c)} IS NOT NULL" for c in list(features) + [label])
+    notnull = " AND ".join(f"{quote_ident(c)} IS NOT NULL" for c in ([] if imputed else list(features)) + [label])
     with reading_source(session, source, owner):
         rows = session.query(f"SELECT {group_key_sql(group_by)}::text AS gkey, pg_catalog.count(*) FILTER "
                              f"(WHERE {notnull}) AS n FROM {source}{group_clause_sql(group_by, source)}")
@@ -728,7 +730,7 @@ def _explain_train_groups(session, oid, group_by, features, label, model, search
     _, _, (fit_options, exec_options, family, spec, opts, pattern) = _check_options(
         session, source, group_by, features, label, model, search_obj, options_obj, workers, strategy)
     inputs = _plan_inputs(session, source, group_by, features, label, model, search_obj, exec_options, family, spec,
-                          opts, pattern, owner="explain_train_groups")
+                          opts, pattern, owner="explain_train_groups", imputed=needs_transform(raw, cols, features))
     chose = ""
     if workers == 0:
         workers, chose = _auto_workers(session, inputs, strategy, exec_options, pattern)
