@@ -172,6 +172,11 @@ def test_a_wrapped_model_scores_encoded_rows_and_keeps_its_transform():
     assert back.transform.to_json() == t.to_json()
     with pytest.raises(ModelFormatError):
         load_model(blob[:20])
+    # the models of one run share the transform: the cache's key (length, first 2 kB) still
+    # tells two of them apart
+    from groupml.udf.predict import KEY_PREFIX
+    m2 = GLMModel("logistic", np.arange(t.width, dtype=float) / 20, 0.5, {"l2": 0.1})
+    assert wrap(m2.to_bytes(), t)[:KEY_PREFIX] != blob[:KEY_PREFIX]
     other = Transform.fit(SPECS[:1], COLS)
     with pytest.raises(ModelFormatError):
         load_model(wrap(m.to_bytes(), other))

@@ -26,7 +26,7 @@ Raw columns in: train_groups on feature columns of any common type.
   together (validation rows included), so every group's model has the same inputs. A NULL is
   imputed with the mean (numbers, date parts) or the most frequent value (booleans,
   categories). The transform is stored in groupml.runs.transform and inside every model of the
-  run (model bytes of kind 'xform': its JSON, then the model); a resumed run keeps the
+  run (model bytes of kind 'xform': the model, then the transform's JSON); a resumed run keeps the
   transform of its first attempt. (fit).n_features is the number of encoded columns.
   Scoring: groupml.predict_row(fit, row) / predict_proba_row(fit, row) take the same raw
   columns. A NULL is imputed as in training; a category value not among the kept ones --

@@ -1,8 +1,11 @@
 """A model with its raw-column transform (kind ``xform``): what train_groups stores when it
 encoded raw columns, so scoring applies the same encoding.
 
-Payload: a 4-byte big-endian length, the transform's JSON (:meth:`Transform.to_json`), then
-the inner model's own bytes (any registered kind). Nothing is unpickled.
+Payload: a 4-byte big-endian length, the inner model's own bytes (any registered kind), then
+the transform's JSON (:meth:`Transform.to_json`). The inner model comes first so that the
+bytes the scoring cache keys on (a model's length and first 2 kB,
+:data:`groupml.udf.predict.KEY_PREFIX`) tell apart the models of one run, which share their
+transform. Nothing is unpickled.
 """
 
 from __future__ import annotations
@@ -33,8 +36,8 @@ class TransformedModel:
 
 def wrap(model_bytes: bytes, transform) -> bytes:
     """``model_bytes`` (a groupml model) stored with ``transform``."""
-    doc = transform.to_json().encode("utf-8")
-    return pack_model(KIND, struct.pack(">I", len(doc)) + doc + bytes(model_bytes))
+    inner = bytes(model_bytes)
+    return pack_model(KIND, struct.pack(">I", len(inner)) + inner + transform.to_json().encode("utf-8"))
 
 
 def _load(payload: bytes) -> TransformedModel:
@@ -44,11 +47,11 @@ def _load(payload: bytes) -> TransformedModel:
         raise ModelFormatError("The groupml model of kind 'xform' is truncated",
                                hint="Retrain the model or load the value stored by train_groups.")
     n = struct.unpack(">I", payload[:4])[0]
-    if n > MAX_TRANSFORM_BYTES or len(payload) < 4 + n:
+    if len(payload) < 4 + n or len(payload) - 4 - n > MAX_TRANSFORM_BYTES:
         raise ModelFormatError("The groupml model of kind 'xform' is truncated",
                                hint="Retrain the model or load the value stored by train_groups.")
-    transform = Transform.from_json(payload[4:4 + n].decode("utf-8"))
-    inner = load_model(payload[4 + n:])
+    transform = Transform.from_json(payload[4 + n:].decode("utf-8"))
+    inner = load_model(payload[4:4 + n])
     if isinstance(inner, TransformedModel) or transform.width != int(inner.n_features):
         raise ModelFormatError("The transform stored with the model does not match it",
                                hint="Retrain the model or load the value stored by train_groups.")
