@@ -243,3 +243,28 @@ def test_explain_and_auto_workers_take_raw_columns(db, shop):
     run_id = train(db, extra=", NULL, workers => 0")
     assert db.execute("SELECT status FROM groupml.runs WHERE run_id = %s", [run_id]).fetchone()[0] == "done"
     assert isinstance(fits(db, run_id)["FR"], TransformedModel)
+
+
+def test_predict_row_runs_in_parallel_workers(db, shop):
+    # PARALLEL SAFE for real: scoring raw rows runs no statement in a parallel worker
+    run_id = train(db)
+    db.execute("CREATE TABLE pts WITH (fillfactor = 10) AS SELECT * FROM shop")
+    db.execute("ANALYZE pts")
+    sql = ("SELECT c.id, groupml.predict_row(m.fit, c), groupml.predict_proba_row(m.fit, to_jsonb(c)) FROM pts c "
+           f"JOIN groupml.models m ON m.run_id = {int(run_id)} AND m.group_key->>'country' = c.country")
+    serial = sorted(db.execute(sql).fetchall())
+    for s in ("SET parallel_setup_cost = 0", "SET parallel_tuple_cost = 0", "SET min_parallel_table_scan_size = 0",
+              "SET max_parallel_workers_per_gather = 2", "SET parallel_leader_participation = off"):
+        db.execute(s)
+    plan = db.execute(f"EXPLAIN (VERBOSE, FORMAT JSON) {sql}").fetchone()[0][0]["Plan"]
+
+    def nodes(node):
+        yield node
+        for child in node.get("Plans", ()):
+            yield from nodes(child)
+
+    below = [out for g in nodes(plan) if g["Node Type"] in ("Gather", "Gather Merge")
+             for n in nodes(g) if n is not g for out in n.get("Output", ())]
+    assert any("groupml.predict_row(" in o for o in below) and any("groupml.predict_proba_row(" in o for o in below), \
+        plan
+    assert sorted(db.execute(sql).fetchall()) == serial
