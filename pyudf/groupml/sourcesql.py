@@ -8,7 +8,7 @@ and pack rows with the same C-level expression. Identifiers are always quoted.
 from __future__ import annotations
 
 import contextlib
-from typing import Dict, Iterable, List
+from typing import Dict, Iterable, List, Optional
 
 from .db import error_parts, quote_ident, quote_literal
 from .errors import (DataError, DatatypeMismatchError, GroupmlError, InsufficientPrivilegeError, InvalidParameterError,
@@ -216,18 +216,22 @@ def check_column_privileges(session, source: str, names: Iterable[str], owner: s
 
 
 def check_training_source(session, oid: int, group_by, features, label, owner: str, *,
-                          label_example: str = "'clicked'"):
+                          label_example: str = "'clicked'", numeric_features: bool = True, check_features=None):
     """The checks of a source and its columns every training entry point makes, in order:
     SELECT on relation ``oid`` (:func:`check_select_privilege`), group-by columns that exist
     and can be grouped and sorted, at least one numeric feature, a numeric label that is not
     a feature, group-by columns apart from both, and SELECT on every column read.
-    ``label_example`` is the hint's example of a label argument. Returns (schema-qualified
-    source name, its columns, group_by, features) as lists of names."""
+    ``label_example`` is the hint's example of a label argument. With ``numeric_features``
+    false, features of any type pass here and ``check_features(source, cols, features)`` (a
+    transform's check of what it can encode) decides. Returns (schema-qualified source name,
+    its columns, group_by, features) as lists of names."""
     source = check_select_privilege(session, oid, owner)
     cols = columns(session, source)
     group_by = check_columns(cols, group_by or [], "group_by", source, numeric=False, owner=owner)
     check_group_by_sortable(session, source, group_by, cols, owner)
-    features = check_columns(cols, features, "features", source, numeric=True, owner=owner)
+    features = check_columns(cols, features, "features", source, numeric=numeric_features, owner=owner)
+    if check_features is not None:
+        check_features(source, cols, features)
     if not features:
         raise InvalidParameterError(f"The 'features' value of {owner} must name at least one column; got []",
                                     hint="Pass ARRAY['f1', 'f2', ...].")
@@ -324,11 +328,15 @@ def group_clause_sql(group_by: List[str], source: str) -> str:
 
 
 def packed_scan_sql(source: str, group_by: List[str], features: List[str], label: str, cols: Dict[str, str],
-                    where: str = "") -> str:
+                    where: str = "", feature_exprs: Optional[List[str]] = None) -> str:
     """One row per group: (gkey text, n_rows, block bytea of packed rows, features then label;
     a row with a NULL value is left out of the block but counted in n_rows). ``where``: an
-    SQL condition built by groupml itself (never from input), e.g. a hash-bucket filter."""
-    packed = packed_row_expr(cols, list(features) + [label])
+    SQL condition built by groupml itself (never from input), e.g. a hash-bucket filter.
+    ``feature_exprs``: float8 expressions (a transform's encoding, built by groupml) packed in
+    place of the feature columns."""
+    packed = packed_row_expr(cols, list(features) + [label]) if feature_exprs is None else \
+        " OPERATOR(pg_catalog.||) ".join([f"pg_catalog.float8send({e})" for e in feature_exprs]
+                                         + [value_expr(label, cols[label])])
     return (f"SELECT {group_key_sql(group_by)}::text AS gkey, pg_catalog.count(*) AS n_rows, "
             f"pg_catalog.string_agg({packed}, ''::bytea) AS block FROM {source}"
             + (f" WHERE {where}" if where else "") + group_clause_sql(group_by, source))

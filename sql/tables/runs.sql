@@ -21,10 +21,14 @@ CREATE TABLE @extschema@.runs (
     key_settings jsonb,
     -- the measured time of what estimated_seconds estimates: one backend, the groups' searches
     -- summed; with workers, the training after the snapshot (the planner's makespan)
-    train_seconds float8
+    train_seconds float8,
+    -- the raw-column transform fitted on the run's feature columns (NULL: numeric features as given)
+    transform    jsonb
 );
 COMMENT ON TABLE @extschema@.runs IS
   'One row per catalog-writing training run (groupml.train_groups). Progress is committed group by group.';
+COMMENT ON COLUMN @extschema@.runs.transform IS
+  'The raw-column transform of the run (imputation, one-hot categories, date parts, scaling) as JSON, fitted once on the source and stored with every model of the run; NULL when the features were used as given. See groupml.help(''transforms'').';
 ALTER TABLE @extschema@.runs ENABLE ROW LEVEL SECURITY;
 CREATE POLICY runs_by_role ON @extschema@.runs
     USING (pg_catalog.pg_has_role(pg_catalog.to_regrole(pg_catalog.quote_ident(created_by)), 'MEMBER') OR pg_catalog.pg_has_role('groupml_admin', 'MEMBER'));

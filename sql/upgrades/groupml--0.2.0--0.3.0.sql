@@ -496,3 +496,39 @@ from groupml.udf.mop import replay; return replay(run_id, trial_id, group_key)
 $python$;
 COMMENT ON FUNCTION @extschema@.replay(bigint, integer, jsonb) IS
   'Retrain one configuration (trial) of a train_groups run whose MLP groups were split into partitions (strategy => ''mop'') sequentially in this backend, from the run''s visit log in groupml.run_schedule, and return its model bytes: the same bytes as the run''s model of that trial on the same host. Needs the run''s snapshot (options.keep_snapshot). group_key may be NULL when the trial is in one group.';
+
+-- Raw columns in: train_groups fits a transform on raw feature columns (numbers, booleans,
+-- text and enum categories, dates and timestamps, NULLs) and stores it with every model;
+-- predict_row scores a row of the same raw columns.
+ALTER TABLE @extschema@.runs ADD COLUMN transform jsonb;
+COMMENT ON COLUMN @extschema@.runs.transform IS
+  'The raw-column transform of the run (imputation, one-hot categories, date parts, scaling) as JSON, fitted once on the source and stored with every model of the run; NULL when the features were used as given. See groupml.help(''transforms'').';
+
+-- predict_row / predict_proba_row: one row of raw columns (jsonb, or a row) with a fit that stores a transform
+CREATE FUNCTION @extschema@.predict_row(fit @extschema@.fit, columns jsonb)
+RETURNS float8 LANGUAGE plpython3u IMMUTABLE STRICT PARALLEL SAFE
+AS $python$
+from groupml.udf.predict import predict_row; return predict_row(fit, columns)
+$python$;
+COMMENT ON FUNCTION @extschema@.predict_row(@extschema@.fit, jsonb) IS
+  'Predict one row of raw columns with a fit whose model stores a transform (train_groups on raw feature columns): the class (0/1) for classifiers, the value for regressors. columns: a JSON object keyed by the training columns (extra keys ignored), e.g. to_jsonb(c). The transform imputes NULLs and sends unseen categories to the other column. See groupml.help(''transforms'').';
+
+CREATE FUNCTION @extschema@.predict_row(fit @extschema@.fit, columns anyelement)
+RETURNS float8 LANGUAGE sql STABLE STRICT PARALLEL SAFE
+AS $sql$ SELECT @extschema@.predict_row(fit, pg_catalog.to_jsonb(columns)) $sql$;
+COMMENT ON FUNCTION @extschema@.predict_row(@extschema@.fit, anyelement) IS
+  'Predict one row of raw columns with a fit whose model stores a transform (train_groups on raw feature columns): the class (0/1) for classifiers, the value for regressors. columns: a row -- a table row such as c, or ROW(a, b, ...) with the training columns in their order. See groupml.help(''transforms'').';
+
+CREATE FUNCTION @extschema@.predict_proba_row(fit @extschema@.fit, columns jsonb)
+RETURNS float8 LANGUAGE plpython3u IMMUTABLE STRICT PARALLEL SAFE
+AS $python$
+from groupml.udf.predict import predict_proba_row; return predict_proba_row(fit, columns)
+$python$;
+COMMENT ON FUNCTION @extschema@.predict_proba_row(@extschema@.fit, jsonb) IS
+  'Probability of class 1 for one row of raw columns with a fit whose model stores a transform (train_groups on raw feature columns), for classifiers. columns: a JSON object keyed by the training columns (extra keys ignored), e.g. to_jsonb(c). The transform imputes NULLs and sends unseen categories to the other column. See groupml.help(''transforms'').';
+
+CREATE FUNCTION @extschema@.predict_proba_row(fit @extschema@.fit, columns anyelement)
+RETURNS float8 LANGUAGE sql STABLE STRICT PARALLEL SAFE
+AS $sql$ SELECT @extschema@.predict_proba_row(fit, pg_catalog.to_jsonb(columns)) $sql$;
+COMMENT ON FUNCTION @extschema@.predict_proba_row(@extschema@.fit, anyelement) IS
+  'Probability of class 1 for one row of raw columns with a fit whose model stores a transform (train_groups on raw feature columns), for classifiers. columns: a row -- a table row such as c, or ROW(a, b, ...) with the training columns in their order. See groupml.help(''transforms'').';

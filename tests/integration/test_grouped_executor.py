@@ -510,7 +510,8 @@ def test_bad_input_writes_nothing(cluster, dbname, db, clicks):
     cases = [
         ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'nope'], 'clicked', 'logistic', "
          "workers => 2)", "42703", "groupml: Column 'nope' of train_groups features does not exist in public.clicks"),
-        ("CALL groupml.train_groups('words', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', workers => 2)",
+        ("CALL groupml.train_groups('words', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', '{}', "
+         "'{\"transform\": false}', workers => 2)",
          "42804", "groupml: Column 'f1' of train_groups features must be numeric or boolean; it is text"),
         ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'missing', 'logistic', workers => 2)",
          "42703", "groupml: Column 'missing' of train_groups label does not exist in public.clicks"),

@@ -461,7 +461,9 @@ def test_bad_input_writes_nothing(db, clicks):
     cases = [
         ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'nope'], 'clicked', 'logistic')",
          "42703", "groupml: Column 'nope' of train_groups features does not exist in public.clicks"),
-        ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'country'], 'clicked', 'logistic')",
+        # a text feature is encoded by a transform, unless the options turn it off
+        ("CALL groupml.train_groups('clicks', ARRAY[]::text[], ARRAY['f1', 'country'], 'clicked', 'logistic', '{}', "
+         "'{\"transform\": false}')",
          "42804", "groupml: Column 'country' of train_groups features must be numeric or boolean; it is text"),
         ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'missing', 'logistic')",
          "42703", "groupml: Column 'missing' of train_groups label does not exist in public.clicks"),

@@ -117,3 +117,10 @@ def test_cycle_finder_finds_a_cycle():
 
 def test_no_import_cycles():
     assert _cycles(GRAPH) == []
+
+
+def test_every_groupml_import_names_a_module_that_exists():
+    """A module removed or renamed is not imported any more, also not inside a function, where
+    only the code path that reaches the import would find out."""
+    missing = [f"{m} line {line}: {target}" for m in MODULES for target, line in _imports(m) if target not in MODULES]
+    assert missing == []

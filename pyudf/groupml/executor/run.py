@@ -109,9 +109,11 @@ def split_options(options: Dict[str, Any]):
 
 def run_grouped(session, *, run_id: int, source: str, group_by, features, label, cols, model: str,
                 search: dict, fit_options: dict, exec_options: dict, workers: int, strategy: str,
-                family, spec, opts, store) -> Dict[str, Any]:
-    """Snapshot, plan, train every pending group on the worker pool, finish the run."""
-    d = len(features)
+                family, spec, opts, store, transform=None) -> Dict[str, Any]:
+    """Snapshot, plan, train every pending group on the worker pool, finish the run.
+    ``transform``: the run's raw-column transform (:mod:`groupml.transforms`), which encodes
+    the snapshot's rows, or None."""
+    d = transform.width if transform is not None else len(features)
     clock = RunClock(time.time())
     seed, fraction = opts["seed"], opts["validation_fraction"]
     # schedule times are seconds since the run's first attempt started, so the entries of a
@@ -129,14 +131,14 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
         session.notice(f"groupml: dropped snapshot {orphan}: no run refers to it (its run was deleted, or its "
                        f"build stopped before the run recorded it)")
     sid, pool = _snapshot_for_run(session, run_id, source, group_by, features, label, cols, seed, fraction,
-                                  exec_options, new_pool if workers > 1 else None)
+                                  exec_options, new_pool if workers > 1 else None, transform)
     catalog.set_run_snapshot(session, run_id, sid)
     clock.charge(session, run_id)               # the snapshot
     session.commit()
 
     groups = catalog.snapshot_groups(session, sid)
     plan = _plan_run(session, run_id, groups, model=model, search=search, source=source, features=features,
-                     family=family, spec=spec, exec_options=exec_options, workers=workers, strategy=strategy)
+                     family=family, spec=spec, exec_options=exec_options, workers=workers, strategy=strategy, d=d)
     done, pending, fps, resume_states, group_logs = _pending_groups(
         session, run_id, groups, plan.tasks, model=model, search=search, fit_options=fit_options,
         pattern=plan.pattern, d=d)
@@ -208,10 +210,10 @@ class _RunPlan:
 
 
 def _plan_run(session, run_id: int, groups, *, model: str, search: dict, source: str, features, family, spec,
-              exec_options: dict, workers: int, strategy: str) -> _RunPlan:
+              exec_options: dict, workers: int, strategy: str, d: Optional[int] = None) -> _RunPlan:
     """The run's strategy and placement: planned now, or a resumed run's first plan; recorded
     in groupml.runs / grouped_runs on the first attempt."""
-    d = len(features)
+    d = len(features) if d is None else d
     sizes = {g["group_no"]: int(g["n_train"]) for g in groups}
     pattern = pattern_of(family)
     wl = workload_of(spec, family)
@@ -489,7 +491,7 @@ class _RunDeleted(Exception):
 
 
 def _snapshot_for_run(session, run_id: int, source: str, group_by, features, label, cols, seed: int,
-                      fraction: float, exec_options: Dict[str, Any], new_pool):
+                      fraction: float, exec_options: Dict[str, Any], new_pool, transform=None):
     """(snapshot id, worker pool or None) of a run: its own snapshot when it is ready and
     intact, else the kept one named by ``options.snapshot``, else a new one -- built by the
     workers when ``new_pool`` (a pool factory; None for one worker) and the group-by types
@@ -521,7 +523,8 @@ def _snapshot_for_run(session, run_id: int, source: str, group_by, features, lab
                 parallel = _SnapshotParts(pool, session)
             sid = build_snapshot(session, source, group_by, features, label, cols, seed=seed, fraction=fraction,
                                  block_rows=exec_options["block_rows"], keep=exec_options["keep_snapshot"],
-                                 parallel=parallel, on_created=lambda s: catalog.set_run_snapshot(session, run_id, s))
+                                 parallel=parallel, on_created=lambda s: catalog.set_run_snapshot(session, run_id, s),
+                                 transform=transform)
         except BaseException as exc:
             if pool is not None:
                 pool.close()

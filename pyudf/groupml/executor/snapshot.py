@@ -117,7 +117,7 @@ def can_build_in_parallel(group_by, cols: Mapping[str, str]) -> bool:
 
 def build_snapshot(session, source: str, group_by, features, label, cols, *, seed: int, fraction: float,
                    block_rows: int = DEFAULT_BLOCK_ROWS, keep: bool = False, progress=None, parallel=None,
-                   on_created: Optional[Callable[[int], None]] = None) -> int:
+                   on_created: Optional[Callable[[int], None]] = None, transform=None) -> int:
     """Materialise ``source`` into a new snapshot; returns its id (the caller commits).
 
     ``parallel``: an object with ``parts`` (workers) that, called with ``(snapshot_id,
@@ -126,7 +126,8 @@ def build_snapshot(session, source: str, group_by, features, label, cols, *, see
     ``on_created(snapshot_id)`` (the caller records it with its run)."""
     sid = catalog.insert_snapshot(session, source=source, group_by=group_by, features=features, label=label,
                                   seed=seed, fraction=fraction, block_rows=block_rows, keep=keep)
-    d = len(features)
+    d = transform.width if transform is not None else len(features)
+    exprs = _encoding(transform)
     if parallel is not None:
         bucket_rows: Dict[int, int] = {}
         try:
@@ -148,7 +149,7 @@ def build_snapshot(session, source: str, group_by, features, label, cols, *, see
                 "settings": {n: shown_as[n] for n in KEY_SETTINGS},
                 "group_by": list(group_by),
                 "features": list(features), "label": label, "seed": seed, "fraction": fraction,
-                "block_rows": block_rows}
+                "block_rows": block_rows, "transform": transform.to_dict() if transform is not None else None}
         if on_created is not None:
             on_created(sid)
         session.commit()                            # the workers' inserts reference the snapshot row
@@ -166,7 +167,8 @@ def build_snapshot(session, source: str, group_by, features, label, cols, *, see
         cur = None
         try:
             with session.callers_search_path():
-                cur = source_cursor(lambda: session.cursor(packed_scan_sql(source, group_by, features, label, cols)),
+                cur = source_cursor(lambda: session.cursor(packed_scan_sql(source, group_by, features, label, cols,
+                                                                           feature_exprs=exprs)),
                                     source, "train_groups")
                 for r in _each_group(cur):
                     check_group_keys(session, [r["gkey"]], len(group_by), "train_groups")
@@ -211,12 +213,14 @@ def build_part(session, req: Mapping[str, Any]) -> bytes:
     gb, feats, label = list(req["group_by"]), list(req["features"]), str(req["label"])
     cols = columns(session, req["source"])           # the name must cast to regclass
     check_columns(cols, gb + feats + [label], "columns", req["source"], numeric=False, owner=owner)
-    d = len(feats)
+    transform = _transform_of(req.get("transform"))
+    d = transform.width if transform is not None else len(feats)
     # the coordinator's key text of each group, found by value: numeric 1.0 and 1.00 are one
     # group whose key text depends on which row the aggregate kept
     nos = {_key_value(k): (int(no), k) for k, no in req["group_nos"].items()}
     sql = packed_scan_sql(req["source"], gb, feats, label, cols,
-                          where=f"{bucket_sql(gb)} OPERATOR(pg_catalog.=) ANY ($1::int[])")
+                          where=f"{bucket_sql(gb)} OPERATOR(pg_catalog.=) ANY ($1::int[])",
+                          feature_exprs=_encoding(transform))
     n_total, g = 0, 0
     path = req.get("search_path")      # the coordinator's caller's: the source reads as it would there
     settings = req.get("settings") or {}
@@ -237,6 +241,22 @@ def build_part(session, req: Mapping[str, Any]) -> bytes:
                                                 int(req["block_rows"])))
             g += 1
     return json.dumps({"groups": g, "rows": n_total}).encode("utf-8")
+
+
+def _transform_of(doc):
+    """A request's transform (its dict form), or None."""
+    if doc is None:
+        return None
+    from ..transforms import Transform
+    return Transform.from_json(doc)
+
+
+def _encoding(transform):
+    """The transform's float8 expressions for the packed scan (None: the columns as they are)."""
+    if transform is None:
+        return None
+    from ..transforms.sql import encode_exprs
+    return encode_exprs(transform)
 
 
 def check_snapshot(session, snapshot_id: int, source: str, group_by, features, label, seed: int,

@@ -174,6 +174,9 @@ CALL groupml.train_groups(source regclass, group_by text[], features text[], lab
   anything is written). The calling role needs SELECT on the columns it reads (a table grant
   or column grants). The source is resolved once, on the caller's search_path, and kept
   schema-qualified (runs.source): worker backends and later resumes read exactly that relation.
+  features: column names of any common type -- numbers, booleans, text and enum categories,
+  dates and timestamps, with NULLs: they are encoded by a transform stored with every model
+  (options "transform"; help('transforms')), and groupml.predict_row scores raw rows.
   options: those of learn_over_groups except "threads", plus "processes": groups trained at the
   same time by helper processes of this backend (plain Python processes it spawns and ends; they
   never connect to the database; BLAS one thread each). Default min(CPUs, 4) for tables of

@@ -39,6 +39,7 @@ from ._factory import LEARNER_FAMILIES, access_pattern, get_learner_family, make
 from ._mlp import MLPModel, MLPTrainer
 from ._lgbm import LightGBMModel, LightGBMTrainer, train_lightgbm, train_lightgbm_distributed
 from ._hopper import POLICIES as HOP_POLICIES, HopScheduler, hop_order, replica_holders, visit_log_violations
+from ._transformed import TransformedModel, wrap as wrap_transformed
 from ._sharded import replay, run_mop, train_sharded, visit
 from ._trials import TrialAccessors, TrialRecord, find_trial
 from ._choice import (MODEL_KEY, check_family_choice, choice_param_names, chosen_families, mentions_model,
@@ -62,7 +63,7 @@ __all__ = [
     "EXTRA_FAMILIES", "LearnerFamily", "LEARNER_FAMILIES", "access_pattern", "get_learner_family",
     "make_trainer", "model_identity", "MLPModel", "MLPTrainer", "LightGBMModel", "LightGBMTrainer", "train_lightgbm",
     "train_lightgbm_distributed", "replay", "run_mop", "train_sharded", "visit",
-    "HopScheduler", "hop_order", "HOP_POLICIES", "replica_holders", "visit_log_violations", "TrialAccessors", "TrialRecord", "find_trial",
+    "HopScheduler", "hop_order", "TransformedModel", "wrap_transformed", "HOP_POLICIES", "replica_holders", "visit_log_violations", "TrialAccessors", "TrialRecord", "find_trial",
     "MODEL_KEY", "check_family_choice", "choice_param_names", "chosen_families", "mentions_model", "split_params",
     "dpsgd", "mlp", "pack_container", "unpack_container", "as_data", "mask_of_hash", "row_hash_and_order", "merge_standardization",
     "check_lgbm_text", "extend_margins", "free_ports", "lgb_module", "train_lightgbm_rank_isolated",

@@ -172,3 +172,57 @@ def predict_proba_batch(fit, features):
     if len(features) == 0:
         return []
     return _in_chunks(probabilities, model, _matrix(model, features, "predict_proba_batch"), "predict_proba_batch")
+
+
+def raw_row(model, columns, fn: str) -> np.ndarray:
+    """A row of raw columns (jsonb text: an object keyed by the training columns, or ``f1``,
+    ``f2``, ... in their order, as ``to_jsonb(ROW(...))`` writes an anonymous row) encoded by
+    the transform stored with ``model``: a 1 x width matrix."""
+    import json
+
+    from ..errors import DatatypeMismatchError, UndefinedColumnError
+    from ..transforms import apply
+
+    transform = getattr(model, "transform", None)
+    if transform is None:
+        raise InvalidParameterError(
+            f"The fit given to {fn} was trained on numeric features, without a transform of raw columns",
+            hint="Score it with groupml.predict(fit, ARRAY[...]); train_groups stores a transform when features "
+                 "are raw columns (or with options '{\"transform\": true}').")
+    try:
+        row = json.loads(columns) if isinstance(columns, (str, bytes)) else columns
+    except ValueError:
+        row = None
+    names = transform.input_names
+    if not isinstance(row, dict):
+        raise DatatypeMismatchError(f"The 'columns' value of {fn} must be a JSON object or a row",
+                                    hint=f"Pass the row itself, e.g. {fn}(m.fit, c) or {fn}(m.fit, "
+                                         f"to_jsonb(c)), with the columns {', '.join(names)}.")
+    positional = [f"f{i + 1}" for i in range(len(names))]
+    if not all(n in row for n in names) and set(row) == set(positional):
+        row = {n: row[p] for n, p in zip(names, positional)}      # an anonymous ROW(...) in training order
+    missing = [n for n in names if n not in row]
+    if missing:
+        raise UndefinedColumnError(
+            f"The row given to {fn} has no column '{missing[0]}'; the model was trained on the columns "
+            f"{', '.join(names)}",
+            hint=f"Pass a row with those columns (extra ones are ignored), or ROW({', '.join(names)}) in that "
+                 f"order.")
+    try:
+        return apply(transform, [row])
+    except DatatypeMismatchError as exc:
+        raise DatatypeMismatchError(f"The row given to {fn}: {exc.message}", hint=exc.hint) from None
+
+
+@sql_entry
+def predict_row(fit, columns):
+    model = _model_of(fit, "predict_row")
+    X = raw_row(model, columns, "predict_row")
+    return float(labels(model, one_row(model, X, "predict_row"), "predict_row")[0])
+
+
+@sql_entry
+def predict_proba_row(fit, columns):
+    model = _model_of(fit, "predict_proba_row")
+    X = raw_row(model, columns, "predict_proba_row")
+    return float(probabilities(model, one_row(model, X, "predict_proba_row"), "predict_proba_row")[0])

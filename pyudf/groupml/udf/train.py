@@ -13,6 +13,8 @@ again with the same run_id resumes.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import json
 import os
 import time
@@ -25,17 +27,22 @@ from ..db import backend_session, quote_ident, quote_literal
 from ..procpool import MAX_PROCESSES
 from ..validation import check_number, shown
 from ..errors import DataError, GroupmlError, InvalidParameterError, ObjectInUseError, UndefinedObjectError
+from ..learners import wrap_transformed
 from ._catalog import check_catalog_privileges
 from ..sourcesql import (check_distinct_group_keys, check_group_keys, check_training_source, columns,
                          group_clause_sql, group_key_sql, packed_scan_sql, reading_source, source_oid)
+from ._transform import check_no_kept_snapshot, feature_specs, needs_transform, run_transform, transform_option
 from . import modelsets, parse_object, pinned, sql_entry
 
 OWNER = "train_groups"
 
 
-def _load_blocks(session, source: str, group_by, features, label, cols):
+def _load_blocks(session, source: str, group_by, features, label, cols, transform=None):
+    from ..transforms.sql import encode_exprs
+
     with reading_source(session, source, OWNER):    # the source's views may name their tables bare
-        return session.query(packed_scan_sql(source, group_by, features, label, cols))
+        return session.query(packed_scan_sql(source, group_by, features, label, cols,
+                                             feature_exprs=encode_exprs(transform) if transform else None))
 
 
 def _validate(session, oid, group_by, features, label, model, search, options):
@@ -43,9 +50,15 @@ def _validate(session, oid, group_by, features, label, model, search, options):
     returns its schema-qualified name with the parsed arguments."""
     search_obj = parse_object(search, "search", OWNER)
     options_obj = parse_object(options, "options", OWNER)
+    raw = transform_option(options_obj)         # taken out of the options: the run stores its transform
+
+    def encodable(source, cols, feats):         # 0A000 for a type no transform encodes
+        if needs_transform(raw, cols, feats):
+            feature_specs(session, source, feats)
     source, cols, group_by, features = check_training_source(session, oid, group_by, features, label, OWNER,
-                                                             label_example="label => 'clicked'")
-    return source, search_obj, options_obj, cols, group_by, features
+                                                             label_example="label => 'clicked'",
+                                                             numeric_features=raw is False, check_features=encodable)
+    return source, search_obj, options_obj, cols, group_by, features, raw
 
 
 def _check_workers(workers, strategy):
@@ -230,14 +243,17 @@ def _train_groups(session, oid, group_by, features, label, model, search, option
 
     check_catalog_privileges(session, "train_groups" if workers == 1 and strategy == "auto"
                              else "train_groups with workers or a strategy")
-    source, search_obj, options_obj, cols, group_by, features = _validate(session, oid, group_by, features,
-                                                                          label, model, search, options)
+    source, search_obj, options_obj, cols, group_by, features, raw = _validate(session, oid, group_by, features,
+                                                                               label, model, search, options)
+    if needs_transform(raw, cols, features):
+        check_no_kept_snapshot(options_obj)
     executor = workers != 1 or strategy != "auto"
     processes, options_obj, (fit_options, exec_options, family, spec, opts, pattern) = _check_options(
         session, source, group_by, features, label, model, search_obj, options_obj, workers, strategy)
     if workers == 0:
         workers, why = _auto_workers(session, _plan_inputs(session, source, group_by, features, label, model,
-                                                           search_obj, exec_options, family, spec, opts, pattern),
+                                                           search_obj, exec_options, family, spec, opts, pattern,
+                                                           imputed=needs_transform(raw, cols, features)),
                                      strategy, exec_options, pattern)
         session.notice(f"groupml: {why}")
     if executor:
@@ -253,15 +269,19 @@ def _train_groups(session, oid, group_by, features, label, model, search, option
                   (strategy, workers) if executor else None) as (run_id, done), \
             _failed_run_on_error(session, run_id, _executor_args(workers, strategy) if executor else None):
         modelsets.publish_pending(session, run_id, model_set)       # ready and active when the run is done
+        transform = run_transform(session, run_id, source, features, label, raw, cols, model)
+        session.commit()
+        store = functools.partial(_store, transform=transform)
         if executor:
             from ..executor.run import run_grouped
 
             run_grouped(session, run_id=run_id, source=source, group_by=group_by, features=features, label=label,
                         cols=cols, model=model, search=search_obj, fit_options=fit_options, exec_options=exec_options,
-                        workers=workers, strategy=strategy, family=family, spec=spec, opts=opts, store=_store)
+                        workers=workers, strategy=strategy, family=family, spec=spec, opts=opts, store=store,
+                        transform=transform)
             return {"run_id": run_id}
         _train_in_backend(session, run_id, done, source, group_by, features, label, cols, model, search_obj,
-                          options_obj, processes)
+                          options_obj, processes, transform, store)
         return {"run_id": run_id}
 
 
@@ -422,7 +442,7 @@ def _attempt(session, run_id, source, group_by, features, label, model, search_o
 
 
 def _train_in_backend(session, run_id, done, source, group_by, features, label, cols, model, search_obj,
-                      options_obj, processes) -> None:
+                      options_obj, processes, transform=None, store=None) -> None:
     """The groups of the run not in ``done``, trained by this backend (or its helper processes),
     largest first; each group's model and trials are stored and committed as it finishes."""
     from ..executor.run import RunClock
@@ -439,13 +459,13 @@ def _train_in_backend(session, run_id, done, source, group_by, features, label, 
         helpers = _start_helpers(_helper_count(processes, estimate)) if estimate is not None else None
         if helpers is not None:
             stack.enter_context(helpers)
-        blocks = _load_blocks(session, source, group_by, features, label, cols)
+        blocks = _load_blocks(session, source, group_by, features, label, cols, transform)
         check_group_keys(session, [b["gkey"] for b in blocks], len(group_by), OWNER)
         check_distinct_group_keys(session, [b["gkey"] for b in blocks], OWNER)
         catalog.set_run_groups(session, run_id, len(blocks))
         clock.charge(session, run_id)           # the loading
         session.commit()        # progress shows the count while the first group trains
-        d = len(features)
+        d = transform.width if transform is not None else len(features)
         jobs = [b for b in blocks if b["gkey"] not in done and json.dumps(json.loads(b["gkey"])) not in done]
         jobs.sort(key=lambda b: -int(b["n_rows"]))  # largest first, so no big group starts last (LPT)
         if helpers is None and estimate is None and len(jobs) > 1:
@@ -460,7 +480,7 @@ def _train_in_backend(session, run_id, done, source, group_by, features, label, 
                 raise UndefinedObjectError(
                     f"Run {run_id} was deleted while it was being trained; this call stops",
                     hint="Nothing of the run is left (its groups went with it); start a new run.")
-            _store(session, run_id, b["gkey"], result)
+            (store or _store)(session, run_id, b["gkey"], result)
             record_fit_cost(session, result, source="train_groups")
             # committed with the group, so a cancelled call's groups keep their times and the two
             # columns cover the same groups (every group of the run) however often it resumed
@@ -622,13 +642,14 @@ def explain_train_groups(source, group_by, features, label, model, search, optio
 
 
 def _plan_inputs(session, source, group_by, features, label, model, search_obj, exec_options, family, spec, opts,
-                 pattern, owner: str = OWNER) -> Dict[str, Any]:
+                 pattern, owner: str = OWNER, imputed: bool = False) -> Dict[str, Any]:
     """What the planner needs of a request: every group's training rows (a count query over
-    the source, NULLs left out), the workload, the calibration and the pass-task limit."""
+    the source, NULLs left out), the workload, the calibration and the pass-task limit.
+    ``imputed``: a transform imputes NULL features (only a NULL label leaves a row out)."""
     from ..executor.costs import load_calibration
     from ..executor.plan import pass_task_rows, workload_of
 
-    notnull = " AND ".join(f"{quote_ident(c)} IS NOT NULL" for c in list(features) + [label])
+    notnull = " AND ".join(f"{quote_ident(c)} IS NOT NULL" for c in ([] if imputed else list(features)) + [label])
     with reading_source(session, source, owner):
         rows = session.query(f"SELECT {group_key_sql(group_by)}::text AS gkey, pg_catalog.count(*) FILTER "
                              f"(WHERE {notnull}) AS n FROM {source}{group_clause_sql(group_by, source)}")
@@ -672,12 +693,12 @@ def _auto_workers(session, inputs, strategy: str, exec_options, pattern: str):
 def _explain_train_groups(session, oid, group_by, features, label, model, search, options, workers, strategy):
     from ..executor.plan import placement_for
 
-    source, search_obj, options_obj, cols, group_by, features = _validate(session, oid, group_by, features,
-                                                                          label, model, search, options)
+    source, search_obj, options_obj, cols, group_by, features, raw = _validate(session, oid, group_by, features,
+                                                                               label, model, search, options)
     _, _, (fit_options, exec_options, family, spec, opts, pattern) = _check_options(
         session, source, group_by, features, label, model, search_obj, options_obj, workers, strategy)
     inputs = _plan_inputs(session, source, group_by, features, label, model, search_obj, exec_options, family, spec,
-                          opts, pattern, owner="explain_train_groups")
+                          opts, pattern, owner="explain_train_groups", imputed=needs_transform(raw, cols, features))
     chose = ""
     if workers == 0:
         workers, chose = _auto_workers(session, inputs, strategy, exec_options, pattern)
@@ -760,8 +781,11 @@ def gap_partial(request, theta):
     return _gap(session, request, theta)
 
 
-def _store(session, run_id, gkey: str, result) -> None:
-    """A finished group's model and trials."""
+def _store(session, run_id, gkey: str, result, transform=None) -> None:
+    """A finished group's model and trials; with a transform, the model carries it (scoring
+    applies it to raw columns)."""
+    if transform is not None and result.model is not None:
+        result = dataclasses.replace(result, model=wrap_transformed(result.model, transform))
     catalog.insert_model(session, run_id, gkey, result)
     for t in result.trials:
         catalog.insert_trial(session, run_id, gkey, t)

@@ -1,0 +1,7 @@
+CREATE FUNCTION @extschema@.predict_row(fit @extschema@.fit, columns jsonb)
+RETURNS float8 LANGUAGE plpython3u IMMUTABLE STRICT PARALLEL SAFE
+AS $python$
+from groupml.udf.predict import predict_row; return predict_row(fit, columns)
+$python$;
+COMMENT ON FUNCTION @extschema@.predict_row(@extschema@.fit, jsonb) IS
+  'Predict one row of raw columns with a fit whose model stores a transform (train_groups on raw feature columns): the class (0/1) for classifiers, the value for regressors. columns: a JSON object keyed by the training columns (extra keys ignored), e.g. to_jsonb(c). The transform imputes NULLs and sends unseen categories to the other column. See groupml.help(''transforms'').';
