@@ -94,7 +94,7 @@ def client_pattern(dsn, d, model):
 
 def pattern_estimates(model, spec, n_train):
     """The planner's makespan per strategy for p = 2, 4, 8, 16 (what train_groups plans)."""
-    from groupml.executor.patterns import pattern_of, validate_any
+    from groupml.executor.core import pattern_of, validate_any
     from groupml.executor.plan import make_plan, workload_of
 
     family, sp, _ = validate_any(model, spec, {})

@@ -26,7 +26,8 @@ FEATS = [f"f{j + 1}" for j in range(D)]
 IN_BACKEND = """
 import time
 from groupml.db import backend_session
-from groupml.executor.snapshot import build_snapshot, snapshot_groups
+from groupml.catalog import snapshot_groups
+from groupml.executor.snapshot import build_snapshot
 from groupml.executor.worker import load_shard
 s = backend_session()
 cols = {c: 'double precision' for c in %(feats)r}

@@ -17,6 +17,8 @@ import sys
 import threading
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from . import interrupts
+
 
 def quote_ident(name: str) -> str:
     """Quote an identifier the way PostgreSQL's quote_ident does (always quoted)."""
@@ -300,3 +302,6 @@ def pending_interrupt_check(flags=None):
                                 hint="pg_cancel_backend or a statement_timeout or lock_timeout ended the "
                                      "statement; run it again, with a longer timeout if one ended it.")
     return check
+
+
+interrupts.install(cancel_check_here)       # what the pure packages call cancel_check_here

@@ -52,17 +52,17 @@ class FitResult:
     def as_sql(self) -> Dict[str, Any]:
         """The row of the SQL composite type groupml.fit (jsonb fields as JSON text)."""
         def js(v):
-            return None if v is None else json.dumps(v, allow_nan=False, default=_json_default)
+            return None if v is None else json.dumps(v, allow_nan=False, default=json_default)
         return {
             "status": self.status, "family": self.family, "params": js(self.params),
-            "metric": self.metric, "score": self.score, "metrics": js(_finite(self.metrics)),
+            "metric": self.metric, "score": self.score, "metrics": js(finite(self.metrics)),
             "n_train": self.n_train, "n_validation": self.n_validation, "n_skipped": self.n_skipped,
-            "n_features": self.n_features, "trials": js(_finite(self.trials)), "message": self.message,
+            "n_features": self.n_features, "trials": js(finite(self.trials)), "message": self.message,
             "model": self.model,
         }
 
 
-def _json_default(v):
+def json_default(v):
     if isinstance(v, (np.integer,)):
         return int(v)
     if isinstance(v, (np.floating,)):
@@ -70,14 +70,14 @@ def _json_default(v):
     raise TypeError(f"not JSON serializable: {type(v).__name__}")
 
 
-def _finite(obj):
+def finite(obj):
     """JSON has no NaN: replace non-finite floats by null, recursively."""
     if isinstance(obj, float) or isinstance(obj, np.floating):
         return float(obj) if math.isfinite(obj) else None
     if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
+        return {k: finite(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
+        return [finite(v) for v in obj]
     return obj
 
 
@@ -121,7 +121,7 @@ def plan_search(family, search: dict, *, family_choice: bool = False):
     """Parse and validate a search spec for a family; grid/random points are checked up front.
     ``family_choice``: the space may choose the model family too (a ``model`` dimension,
     :mod:`groupml.learners._choice`); each configuration is then checked by its own family."""
-    from .learners._choice import check_family_choice, choice_param_names, chosen_families, mentions_model
+    from .learners import check_family_choice, choice_param_names, chosen_families, mentions_model
     from .search import make_procedure, parse_search
 
     choosing = family_choice and mentions_model(search)
@@ -163,7 +163,7 @@ def _validate_config(family, families, params) -> Dict[str, Any]:
     the search chooses families, else ``family``), with its ``model`` when it names one."""
     if families is None:
         return family.validate_params(params)
-    from .learners._choice import MODEL_KEY, split_params
+    from .learners import MODEL_KEY, split_params
 
     name, own = split_params(params, family.name)
     return {MODEL_KEY: name, **families[name].validate_params(own)}
@@ -172,7 +172,7 @@ def _validate_config(family, families, params) -> Dict[str, Any]:
 def _identity(family, families, valid) -> Dict[str, Any]:
     """What makes a validated configuration a distinct model (:func:`learners.model_identity`)."""
     from .learners import model_identity
-    from .learners._choice import MODEL_KEY
+    from .learners import MODEL_KEY
 
     if families is None:
         return model_identity(family, valid)
@@ -191,17 +191,17 @@ def _check_sampled_space(family, spec, families=None, n_samples: int = 64) -> No
     here, not after part of the search trained), then a random sample of the space (nested
     choices). With a choice of ``families``, a dimension outside the ``model`` one applies to
     every family, so every one checks it."""
-    from .learners._choice import MODEL_KEY
-    from .search import _space, make_procedure
+    from .learners import MODEL_KEY
+    from .search import DISTRIBUTIONS, Categorical, is_subspace, make_procedure
 
     checkers = [family] if families is None else list(families.values())
     for dim in spec.space:
         if families is not None and dim.name == MODEL_KEY:
             continue
-        if isinstance(dim, _space.DISTRIBUTIONS):
+        if isinstance(dim, DISTRIBUTIONS):
             values = [dim.low, dim.high]
-        elif isinstance(dim, _space.Categorical):
-            values = [v for v in dim.items if not _space.is_subspace(v)]
+        elif isinstance(dim, Categorical):
+            values = [v for v in dim.items if not is_subspace(v)]
         else:
             values = [dim.value]
         for v in values:
@@ -396,7 +396,7 @@ def fit_group(X: np.ndarray, y: np.ndarray, model: str, search: dict, options: d
 
 def unpack_rows(raw: Optional[bytes], width: int) -> np.ndarray:
     """Packed rows (big-endian float8 values, ``width`` per row, as the packed-row SQL of
-    :mod:`groupml.udf._source` builds them) as an (n, width) float64 matrix."""
+    :mod:`groupml.sourcesql` builds them) as an (n, width) float64 matrix."""
     return np.frombuffer(raw or b"", dtype=">f8").astype(np.float64).reshape(-1, width)
 
 

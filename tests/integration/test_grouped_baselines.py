@@ -88,7 +88,8 @@ MLP = {"method": "grid", "epoch_iters": 1,
 def gtp_results(db, run_id, spec):
     """What GTP stores for every group: the whole search of the group on one worker
     (patterns.local_fit, the worker's 'fit' task), run here on the run's snapshot rows."""
-    from groupml.executor.patterns import local_fit, unpack_fit
+    from groupml.executor.core import unpack_fit
+    from groupml.executor.patterns import local_fit
 
     val = snapshot_rows(db, run_id, validation=True)
     out = {}

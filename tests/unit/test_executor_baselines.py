@@ -11,7 +11,7 @@ import pytest
 from groupml.executor import checkpoint, worker
 from groupml.executor.baselines import DataParallelMLPTrainer, MTPLGBMTrainer, MTPMLPTrainer
 from groupml.executor.invariants import schedule_violations
-from groupml.executor.patterns import _Ctx, check_strategy, fit_with_trainer, validate_any
+from groupml.executor.core import GroupCtx, check_strategy, fit_with_trainer, validate_any
 from groupml.learners import LightGBMTrainer, MLPTrainer, load_model, train_lightgbm
 from groupml.learners import _dpsgd, _mlp
 
@@ -54,7 +54,7 @@ def group(monkeypatch):
     def ctx(bounds, workers=None):
         workers = workers or list(range(len(bounds)))
         shards = [(w, s, n, [[s, 0, n]]) for w, (s, n) in zip(workers, bounds)]
-        return _Ctx(FakePool(), snapshot_id=1, group_no=0, group_key="g", d=3, shards=shards, mem_mb=64)
+        return GroupCtx(FakePool(), snapshot_id=1, group_no=0, group_key="g", d=3, shards=shards, mem_mb=64)
     return X, y, Xv, yv, ctx
 
 
@@ -190,7 +190,7 @@ def test_dp_worker_op_rejects_a_malformed_step():
         mlp_grad(req, state + np.array([0, 99], "<i4").tobytes(), X, y)
     with pytest.raises(InvalidParameterError, match="sent"):
         mlp_grad(req, state + np.array([0, 5, 7], "<i4").tobytes(), X, y)
-    for rows in (-2, "2", 2.0, None, True):                   # -2 used to fail inside numpy
+    for rows in (-2, "2", 2.0, None, True):                   # -2 would fail inside numpy
         bad = dict(req, configs=[dict(req["configs"][0], rows=rows)])
         with pytest.raises(InvalidParameterError, match=r"A DP step's 'rows' must be a count of rows; got "):
             mlp_grad(bad, state + np.array([0, 5], "<i4").tobytes(), X, y)

@@ -152,7 +152,8 @@ def test_a_checkpoint_of_another_trainer_is_refused():
 
 def test_lightgbm_texts_of_a_checkpoint_are_checked_before_a_resume_loads_them():
     from groupml.errors import ModelFormatError
-    from groupml.executor.patterns import ShardedLGBMTrainer, check_checkpoint_models
+    from groupml.executor.core import check_checkpoint_models
+    from groupml.executor.patterns import ShardedLGBMTrainer
 
     import lightgbm as lgb
     rng = np.random.default_rng(0)

@@ -205,14 +205,15 @@ def test_glm_pass_returns_promptly_after_an_abort_although_a_worker_never_report
     import threading
     import time
 
-    from groupml.executor.glm import ShardEvaluator, _Aborted
+    from groupml.executor.core import Aborted
+    from groupml.executor.glm import ShardEvaluator
 
     abort = threading.Event()
     ev = ShardEvaluator(_StuckPool(), snapshot_id=1, group_no=0, group_key='{"g": 1}', family="logistic", d=2,
                         shards=[(0, 0, 10, [[0, 0, 10]]), (1, 10, 10, [[0, 10, 10]])], abort=abort)
     threading.Timer(0.2, abort.set).start()
     t0 = time.monotonic()
-    with pytest.raises(_Aborted):
+    with pytest.raises(Aborted):
         ev(np.zeros((3, 2)), [_Cfg(1), _Cfg(2)])
     assert time.monotonic() - t0 < 2.0
 

@@ -11,8 +11,9 @@ import pytest
 from groupml.errors import FeatureNotSupportedError
 from groupml.executor import worker
 from groupml.executor.invariants import schedule_violations
-from groupml.executor.patterns import (ShardedMLPTrainer, _Ctx, budget_cap, check_strategy, fit_with_trainer,
-                                       local_fit, unpack_fit, validate_any)
+from groupml.executor.core import GroupCtx, check_strategy, fit_with_trainer, unpack_fit, validate_any
+from groupml.executor.patterns import ShardedMLPTrainer, local_fit
+from groupml.fitting import budget_cap
 from groupml.learners import MLPTrainer, load_model, replay
 from groupml.learners._sharded import state_weights
 
@@ -58,7 +59,7 @@ def sharded(monkeypatch):
     monkeypatch.setattr(worker, "validation_arrays", lambda session, req: data(100, seed=1))
     pool = FakePool(arrays)
     shards = [(i % 2, s, n, [[s, 0, n]]) for i, (s, n) in enumerate(cuts)]
-    ctx = _Ctx(pool, snapshot_id=1, group_no=0, group_key="g", d=3, shards=shards, mem_mb=64)
+    ctx = GroupCtx(pool, snapshot_id=1, group_no=0, group_key="g", d=3, shards=shards, mem_mb=64)
     return X, y, cuts, pool, ctx
 
 
@@ -88,7 +89,7 @@ def test_one_shard_hopper_equals_the_mlp_trainer(monkeypatch):
     arrays = {json.dumps([[0, 0, 400]]): (X, y)}
     monkeypatch.setattr(worker, "shard_arrays", lambda session, req: arrays[json.dumps(req["pieces"])])
     monkeypatch.setattr(worker, "validation_arrays", lambda session, req: (Xv, yv))
-    ctx = _Ctx(FakePool(arrays), snapshot_id=1, group_no=0, group_key="g", d=3, shards=[(0, 0, 400, [[0, 0, 400]])],
+    ctx = GroupCtx(FakePool(arrays), snapshot_id=1, group_no=0, group_key="g", d=3, shards=[(0, 0, 400, [[0, 0, 400]])],
                mem_mb=64)
     fam, _, _ = validate_any("mlp", {}, {})
     params = {"layers": [5], "epochs": 3, "dropout": 0.2, "seed": 4}

@@ -658,7 +658,8 @@ def test_genuine_training_states_load_and_continue_exactly(optimizer, extra):
 
 def test_mlp_states_of_a_checkpoint_are_checked_before_a_resume_uses_them():
     from groupml.executor.baselines import DataParallelMLPTrainer, MTPMLPTrainer
-    from groupml.executor.patterns import ShardedMLPTrainer, check_checkpoint_models
+    from groupml.executor.core import check_checkpoint_models
+    from groupml.executor.patterns import ShardedMLPTrainer
 
     blob, _, _ = _trained_state()
     import torch

@@ -191,7 +191,8 @@ class _FakeSession:
 
 
 def test_record_cost_run_and_load_cost_model():
-    from groupml.udf.search import load_cost_model, record_cost_run, record_fit_cost
+    from groupml.executor.costs import load_cost_model
+    from groupml.udf.search import record_cost_run, record_fit_cost
 
     s = _FakeSession()
     assert load_cost_model(s).runs == []                      # empty table: priors
@@ -216,7 +217,7 @@ def test_record_cost_run_and_load_cost_model():
 def test_load_cost_model_skips_rows_it_cannot_use():
     # a row written by hand (NaN or infinite seconds; the table's CHECK now refuses both) used
     # to fail every role's planning with "The 'seconds' value of cost model run must be finite"
-    from groupml.udf.search import load_cost_model
+    from groupml.executor.costs import load_cost_model
 
     s = _FakeSession()
     good = [(1000, 5, 1, 0.003), (10000, 5, 1, 0.02), (10000, 20, 4, 0.3), (5000, 50, 8, 0.4)]

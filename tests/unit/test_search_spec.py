@@ -286,10 +286,10 @@ def test_messages_show_values_in_sql_words_and_cut_long_texts():
 
 
 def test_unknown_names_are_cut_short_in_messages():
-    # an unknown key, parameter, family or column of 100 kB was echoed whole
+    # an unknown key, parameter, family or column of 100 kB is not echoed whole
     from groupml.errors import GroupmlError
     from groupml.learners import get_family, get_learner_family
-    from groupml.udf._source import check_columns
+    from groupml.sourcesql import check_columns
     from groupml.validation import check_keys
 
     long = "k" * 100_000

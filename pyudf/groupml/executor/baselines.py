@@ -9,7 +9,7 @@ Coordinator side (driver threads, no plpy) and the worker ops they call through
   Configs of one group run at the same time on different workers.
 
   - MLP (:class:`MTPMLPTrainer`): a task is one config's epoch block (op ``mlp_block``:
-    ``epoch_iters`` epochs of :func:`groupml.learners._mlp.train_epoch` over the whole
+    ``epoch_iters`` epochs of :func:`groupml.learners.mlp.train_epoch` over the whole
     group, then the validation decision values); the training state travels as bytes,
     so the search procedure drives it exactly as it drives ``MLPTrainer`` -- and the
     result is bit for bit that of GTP (same rows, order, seeds and code).
@@ -20,7 +20,7 @@ Coordinator side (driver threads, no plpy) and the worker ops they call through
 
 * **DP** for the MLP (:class:`DataParallelMLPTrainer`): every group split over all
   workers; each mini-batch step is a synchronous round (see
-  :mod:`groupml.learners._dpsgd`): the coordinator holds the models (it loads torch),
+  :mod:`groupml.learners.dpsgd`): the coordinator holds the models (it loads torch),
   sends every worker the weights and its rows of the batch (op ``mlp_grad``, all
   configs of the round in one task), averages the returned gradients by batch share and
   applies the optimizer step. Equal to single-process training up to float32 rounding
@@ -37,24 +37,14 @@ from typing import Any, Dict, List, Mapping, Optional
 import numpy as np
 
 from ..errors import InvalidParameterError
-from .patterns import (ShardedLGBMTrainer, ShardedMLPTrainer, _load_configs, _save_configs, _Scored, _shard_stats,
-                       await_result)
+from ..learners import MLPModel, as_data, dpsgd, lgb_module, mlp, mlp_family, pack_container, unpack_container
+from .core import (ScoredTrainer, await_result, load_configs, register_checkpoint_format, register_trainer,
+                   save_configs, shard_stats)
+from .patterns import ShardedLGBMTrainer, ShardedMLPTrainer
 
 
 # a baseline's checkpoint must be resumed under the same strategy (its format names it)
 _RESUME_HINT = "Resume with the same model, strategy and options, or restart the run."
-
-
-def baseline_trainer(mode: str, pattern: str, family, ctx, X_val, y_val, opts, lgbm_timeout_s: float = 120.0,
-                     resume: Optional[Mapping[str, Any]] = None):
-    """The engine.Trainer of a group under MTP (``mode='configs'``, MLP or LightGBM) or the
-    MLP's per-step DP (``mode='steps'``); ``resume`` is the group's epoch checkpoint."""
-    if mode == "steps":
-        stats = None if resume is None else resume["trainer"].get("stats")
-        return DataParallelMLPTrainer(family, ctx, X_val, y_val, metric=opts["metric"], stats=stats)
-    if pattern == "sequential":
-        return MTPMLPTrainer(family, ctx, X_val, y_val, metric=opts["metric"])
-    return MTPLGBMTrainer(family, ctx, X_val, y_val, metric=opts["metric"], timeout_s=lgbm_timeout_s)
 
 
 def pick_copy(ctx, trial_id: int) -> int:
@@ -90,10 +80,10 @@ class MTPMLPTrainer(ShardedMLPTrainer):
     # epoch checkpoints: between blocks a config is its state bytes and epoch count (the
     # validation decision values are recomputed by a worker after a resume)
     def checkpoint_state(self) -> Dict[str, Any]:
-        return _save_configs(self, self.CKPT_FORMAT, ("state", "done", "status", "version"))
+        return save_configs(self, self.CKPT_FORMAT, ("state", "done", "status", "version"))
 
     def load_checkpoint(self, state: Mapping[str, Any]) -> None:
-        _load_configs(self, state, self.CKPT_FORMAT, ("state", "done", "status", "version"), stats=True,
+        load_configs(self, state, self.CKPT_FORMAT, ("state", "done", "status", "version"), stats=True,
                       hint=_RESUME_HINT)
 
     def run(self, iterations: int) -> None:
@@ -135,22 +125,19 @@ def mlp_block(req: Mapping[str, Any], blob: Optional[bytes], X: np.ndarray, y: n
     group (a fresh state when ``blob`` is empty, initialised as ``MLPTrainer`` does), then
     its decision values on the validation rows. Packed: header (status, epochs_done,
     state_bytes) + state bytes + float8 decision values."""
-    from ..learners import _container, _mlp
-    from ..learners._data import as_data
-
-    fam = _mlp._family(req["family"])
+    fam = mlp_family(req["family"])
     d = int(req["d"])
     X, y = as_data(X, y, "the group's training rows")
     y = fam.prepare_labels(y, "the group's training rows")
     if blob:
-        run = _mlp.run_from_bytes(bytes(blob))
+        run = mlp.run_from_bytes(bytes(blob))
     else:
-        run = _mlp.new_run(fam, req["params"], d, _mlp.merge_stats([_mlp.partial_stats(X, y)], d))
-    Xt, yt = _mlp.as_tensors(X, y)
-    prepared = _mlp.standardize(run.net, Xt, yt, run.regression)      # once for every epoch
+        run = mlp.new_run(fam, req["params"], d, mlp.merge_stats([mlp.partial_stats(X, y)], d))
+    Xt, yt = mlp.as_tensors(X, y)
+    prepared = mlp.standardize(run.net, Xt, yt, run.regression)      # once for every epoch
     status = "running"
     for _ in range(int(req["epochs"])):
-        loss = _mlp.train_epoch(run, Xt, yt, epoch=run.epochs_done, shard_id=0, interrupt_check=interrupt_check,
+        loss = mlp.train_epoch(run, Xt, yt, epoch=run.epochs_done, shard_id=0, interrupt_check=interrupt_check,
                                 prepared=prepared)
         run.epochs_done += 1
         if not math.isfinite(loss):
@@ -160,15 +147,14 @@ def mlp_block(req: Mapping[str, Any], blob: Optional[bytes], X: np.ndarray, y: n
             status = "max_iter"
             break
     with np.errstate(over="ignore", invalid="ignore"):
-        z = _mlp.decision_values(run.net, X_val, run.regression)
-    state = _mlp.run_to_bytes(run)
-    return _container.pack({"status": status, "epochs_done": run.epochs_done, "state_bytes": len(state)},
+        z = mlp.decision_values(run.net, X_val, run.regression)
+    state = mlp.run_to_bytes(run)
+    return pack_container({"status": status, "epochs_done": run.epochs_done, "state_bytes": len(state)},
                            state + z.astype("<f8").tobytes())
 
 
 def unpack_block(blob: bytes):
-    from ..learners import _container
-    return _container.unpack(blob, "MTP block result")
+    return unpack_container(blob, "MTP block result")
 
 
 # ------------------------------------------------------------------ MTP, sampling (LightGBM)
@@ -178,8 +164,6 @@ class MTPLGBMTrainer(ShardedLGBMTrainer):
     number of trees the search sees."""
 
     def _train(self, tids: List[int]) -> None:
-        from ..learners._lgbm import lgb_module
-
         ctx = self.ctx
         futs = []
         for tid in tids:
@@ -199,7 +183,7 @@ class MTPLGBMTrainer(ShardedLGBMTrainer):
 
 
 # ------------------------------------------------------------------ DP, sequential (MLP)
-class DataParallelMLPTrainer(_Scored):
+class DataParallelMLPTrainer(ScoredTrainer):
     """engine.Trainer for DP over the MLP: synchronous data-parallel SGD, one round of
     worker tasks per mini-batch step (all active configs of the group in each round)."""
 
@@ -218,61 +202,51 @@ class DataParallelMLPTrainer(_Scored):
         self.interrupt_check = None
         self.bounds = [(int(s[1]), int(s[2])) for s in ctx.shards]
         self.n = sum(r for _, r in self.bounds)
-        self.stats = stats if stats is not None else _shard_stats(ctx)     # given when resumed from a checkpoint
+        self.stats = stats if stats is not None else shard_stats(ctx)     # given when resumed from a checkpoint
 
     # epoch checkpoints: between blocks a config is its whole training state (weights,
     # optimizer moments, dropout generator) and its epoch count; rounds continue numbering
     def checkpoint_state(self) -> Dict[str, Any]:
-        from ..learners import _mlp
-
         for c in list(self._cfgs.values()) + list(self._retired.values()):
-            c["state"] = _mlp.run_to_bytes(c["run"])
-        out = _save_configs(self, self.CKPT_FORMAT, ("state", "done", "status", "version"))
+            c["state"] = mlp.run_to_bytes(c["run"])
+        out = save_configs(self, self.CKPT_FORMAT, ("state", "done", "status", "version"))
         out["rounds"] = int(self.rounds)
         return out
 
     def load_checkpoint(self, state: Mapping[str, Any]) -> None:
-        from ..learners import _mlp
-
-        _load_configs(self, state, self.CKPT_FORMAT, ("state", "done", "status", "version"), stats=True,
+        load_configs(self, state, self.CKPT_FORMAT, ("state", "done", "status", "version"), stats=True,
                       hint=_RESUME_HINT)
         self.rounds = int(state["rounds"])
         for c in list(self._cfgs.values()) + list(self._retired.values()):
-            c["run"] = _mlp.run_from_bytes(c["state"])
+            c["run"] = mlp.run_from_bytes(c["state"])
 
     def add(self, trial_id: int, params: Mapping[str, Any]) -> None:
-        from ..learners import _mlp
-
         p = self._admit(trial_id, params)
-        self._cfgs[trial_id] = {"params": p, "run": _mlp.new_run(self.family, p, self.d, self.stats), "done": 0,
+        self._cfgs[trial_id] = {"params": p, "run": mlp.new_run(self.family, p, self.d, self.stats), "done": 0,
                                 "status": "running", "version": 0}
 
     def run(self, iterations: int) -> None:
-        from ..learners import _dpsgd
-
         jobs: Dict[int, Dict[str, Any]] = {}
         for tid, c in self._cfgs.items():
             if c["status"] == "running":
                 target = min(c["done"] + int(iterations), int(c["params"]["epochs"]))
                 if target > c["done"]:
-                    jobs[tid] = {"target": target, "batches": _dpsgd.epoch_batches(c["run"], c["done"], self.n),
+                    jobs[tid] = {"target": target, "batches": dpsgd.epoch_batches(c["run"], c["done"], self.n),
                                  "pos": 0, "total": 0.0}
         while jobs:
             self._round(jobs)
 
     def _round(self, jobs: Dict[int, Dict[str, Any]]) -> None:
         """One synchronous step of every config in ``jobs``: p worker tasks, then the updates."""
-        from ..learners import _dpsgd
-
         ctx = self.ctx
         tids = sorted(jobs)
         per_cfg = []
         for tid in tids:
             run = self._cfgs[tid]["run"]
             idx = jobs[tid]["batches"][jobs[tid]["pos"]]
-            masks = _dpsgd.draw_masks(run, len(idx))
-            per_cfg.append((tid, run, idx, masks, _dpsgd.split_batch(idx, self.bounds),
-                            _dpsgd.state_vector(run.net).astype("<f8").tobytes()))
+            masks = dpsgd.draw_masks(run, len(idx))
+            per_cfg.append((tid, run, idx, masks, dpsgd.split_batch(idx, self.bounds),
+                            dpsgd.state_vector(run.net).astype("<f8").tobytes()))
         futs = []
         for s, (w, *_rest) in enumerate(ctx.shards):
             configs, blob = [], []
@@ -290,19 +264,17 @@ class DataParallelMLPTrainer(_Scored):
         self.rounds += 1
         offsets = [0] * len(outs)
         for tid, run, idx, masks, split, _state in per_cfg:
-            size = _dpsgd.grad_size(run.net)
+            size = dpsgd.grad_size(run.net)
             parts = []
             for s, out in enumerate(outs):
                 o = offsets[s]
                 parts.append((int(split[s][0].size), float(out[o]), out[o + 1:o + 1 + size]))
                 offsets[s] = o + 1 + size
-            loss, g = _dpsgd.combine(parts, len(idx), size)
-            _dpsgd.apply_step(run, g)
+            loss, g = dpsgd.combine(parts, len(idx), size)
+            dpsgd.apply_step(run, g)
             self._after_step(tid, jobs, loss)
 
     def _after_step(self, tid: int, jobs, loss: float) -> None:
-        from ..learners import _dpsgd
-
         c, job = self._cfgs[tid], jobs[tid]
         job["total"] += loss
         job["pos"] += 1
@@ -321,18 +293,37 @@ class DataParallelMLPTrainer(_Scored):
         if c["status"] != "running" or c["done"] >= job["target"]:
             del jobs[tid]
         else:
-            job.update(batches=_dpsgd.epoch_batches(run, c["done"], self.n), pos=0, total=0.0)
+            job.update(batches=dpsgd.epoch_batches(run, c["done"], self.n), pos=0, total=0.0)
         if self.interrupt_check is not None:
             self.interrupt_check()
 
     def _compute_margins(self, c) -> np.ndarray:
-        from ..learners import _mlp
         with np.errstate(over="ignore", invalid="ignore"):
-            return _mlp.decision_values(c["run"].net, self.X_val, c["run"].regression)
+            return mlp.decision_values(c["run"].net, self.X_val, c["run"].regression)
 
     def model(self, trial_id: int):
-        from ..learners import MLPModel
         return MLPModel.from_run(self._get(trial_id)["run"])
+
+
+# ------------------------------------------------------------------ this module's strategies
+@register_trainer("sequential", "configs")
+def _mtp_mlp_trainer(family, ctx, X_val, y_val, opts, *, lgbm_timeout_s, flexible, resume):
+    return MTPMLPTrainer(family, ctx, X_val, y_val, metric=opts["metric"])
+
+
+@register_trainer("sampling", "configs")
+def _mtp_lgbm_trainer(family, ctx, X_val, y_val, opts, *, lgbm_timeout_s, flexible, resume):
+    return MTPLGBMTrainer(family, ctx, X_val, y_val, metric=opts["metric"], timeout_s=lgbm_timeout_s)
+
+
+@register_trainer("sequential", "steps")
+def _dp_mlp_trainer(family, ctx, X_val, y_val, opts, *, lgbm_timeout_s, flexible, resume):
+    stats = None if resume is None else resume["trainer"].get("stats")
+    return DataParallelMLPTrainer(family, ctx, X_val, y_val, metric=opts["metric"], stats=stats)
+
+
+for _fmt in (MTPMLPTrainer.CKPT_FORMAT, DataParallelMLPTrainer.CKPT_FORMAT):
+    register_checkpoint_format(_fmt, "state")
 
 
 # (family, params, d) -> network: a worker's scratch networks for DP gradient tasks
@@ -341,13 +332,11 @@ _MAX_NETS = 64
 
 
 def _scratch_net(family: str, params: Mapping[str, Any], d: int):
-    from ..learners import _mlp
-
     key = json.dumps([family, params, d], sort_keys=True)
     net = _NETS.get(key)
     if net is None:
-        p = _mlp._family(family).validate_params(params)
-        net = _mlp.build_net(p, d)
+        p = mlp_family(family).validate_params(params)
+        net = mlp.build_net(p, d)
         _NETS[key] = net
         while len(_NETS) > _MAX_NETS:
             _NETS.popitem(last=False)
@@ -361,12 +350,10 @@ def mlp_grad(req: Mapping[str, Any], blob: bytes, X: np.ndarray, y: np.ndarray) 
     state vector), the local rows of the batch on this shard (int32) and their dropout
     masks (uint8, per hidden layer); returns per config ``[loss, gradient...]`` (float8)
     over those rows -- zeros when the shard holds none of the batch."""
-    from ..learners import _dpsgd, _mlp
-
-    fam = _mlp._family(req["family"])
+    fam = mlp_family(req["family"])
     d = int(req["d"])
     y = fam.prepare_labels(y, "the shard")
-    torch = _mlp.torch_module()
+    torch = mlp.torch_module()
     view = memoryview(bytes(blob))
     at = 0
     out = []
@@ -384,19 +371,19 @@ def mlp_grad(req: Mapping[str, Any], blob: bytes, X: np.ndarray, y: np.ndarray) 
         masks = None
         if cfg.get("masks"):
             masks = []
-            for w in _dpsgd.hidden_widths(net):
+            for w in dpsgd.hidden_widths(net):
                 m = np.frombuffer(view[at:at + rows * w], dtype=np.uint8).reshape(rows, w)
                 masks.append(torch.from_numpy(m.astype(bool)))
                 at += rows * w
-        size = _dpsgd.grad_size(net)
+        size = dpsgd.grad_size(net)
         if rows == 0:
             out.append(np.zeros(1 + size))
             continue
         if loc.min() < 0 or loc.max() >= X.shape[0]:
             raise InvalidParameterError(f"A DP step names rows outside this shard of {X.shape[0]} rows",
                                         hint="_gap_task is internal to train_groups.")
-        _dpsgd.load_state_vector(net, state)
-        loss, g = _dpsgd.part_gradient(net, fam.kind == "regression", X[loc], y[loc], masks)
+        dpsgd.load_state_vector(net, state)
+        loss, g = dpsgd.part_gradient(net, fam.kind == "regression", X[loc], y[loc], masks)
         out.append(np.concatenate([[loss], g.astype(np.float64)]))
     if at != len(view):
         raise InvalidParameterError(f"A DP step sent {len(view)} bytes; its configs describe {at}",

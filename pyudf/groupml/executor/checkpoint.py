@@ -11,7 +11,7 @@ Encoding: a nested tree of dicts (string keys), lists, JSON scalars, numpy array
 bytes. Arrays and bytes go into one ``.npz`` body (read back with
 ``allow_pickle=False``; object arrays are refused), the rest into a JSON header; a
 non-finite float becomes ``{"$float": "nan"}``. Never pickle. MLP training states
-inside a tree are the bytes of :func:`groupml.learners._mlp.run_to_bytes` (JSON header +
+inside a tree are the bytes of :func:`groupml.learners.mlp.run_to_bytes` (JSON header +
 ``torch.save`` of tensors, loaded by the workers with ``weights_only=True``) and
 LightGBM models are their model text; neither is loaded by this module.
 """
@@ -28,7 +28,7 @@ from typing import Any, Dict
 import numpy as np
 
 from ..errors import ModelFormatError
-from ..learners import _container
+from ..learners import pack_container, unpack_container
 
 FORMAT = "groupml-checkpoint"
 VERSION = 1
@@ -77,12 +77,12 @@ def encode(tree: Any) -> bytes:
     header = {"format": FORMAT, "version": VERSION, "tree": walk(tree)}
     buf = io.BytesIO()
     np.savez(buf, **arrays)
-    return _container.pack(header, buf.getvalue())
+    return pack_container(header, buf.getvalue())
 
 
 def decode(blob: bytes) -> Any:
     """The tree :func:`encode` wrote; ModelFormatError for anything else."""
-    header, body = _container.unpack(blob, _WHAT)
+    header, body = unpack_container(blob, _WHAT)
     if header.get("format") != FORMAT or header.get("version") != VERSION or "tree" not in header:
         raise ModelFormatError(f"The {_WHAT} has an unknown format", hint=_HINT)
     try:

@@ -5,7 +5,7 @@ recent planner-driven runs of the same model family -- bounded: at most ``MAX_RU
 and ``MAX_TASKS`` task rows -- plus what the tasks do not say themselves (the runs'
 feature counts and planned workloads, the trials' executed epochs and batch sizes), and
 hands them to the pure :func:`groupml.planner.calibrate_unit_costs`. Fields the records
-cannot measure fall back to the search issue's calibrated cost model (GLMs, when
+cannot measure fall back to the calibrated GLM cost model (:func:`load_cost_model`, when
 ``groupml.cost_runs`` has runs) or to the defaults.
 """
 
@@ -14,35 +14,48 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, Optional, Sequence
 
-from ..planner import Calibration, UnitCosts, calibrate_unit_costs, unit_costs_from_model
+from .. import catalog
+from ..errors import GroupmlError
+from ..fitting import default_cost_model
+from ..planner import Calibration, UnitCosts, calibrate_unit_costs, check_run, unit_costs_from_model
 
 MAX_RUNS = 5
 MAX_TASKS = 20000
 
-_RUNS_SQL = (
-    "SELECT r.run_id, pg_catalog.cardinality(r.features) AS d, "
-    "(r.status = 'done' AND r.source = $2 AND r.features OPERATOR(pg_catalog.=) $3::text[] AND r.search = $4::jsonb) AS same, "
-    "g.plan -> 'workload' AS workload "
-    "FROM groupml.runs r JOIN groupml.grouped_runs g ON g.run_id = r.run_id "
-    "WHERE r.family = $1 AND EXISTS (SELECT 1 FROM groupml.run_schedule s WHERE s.run_id = r.run_id) "
-    "ORDER BY r.run_id DESC LIMIT $5")
-_TASKS_SQL = (
-    "SELECT run_id, group_key::text AS group_key, kind, pass, worker, row_start, n_rows, trials, started, finished "
-    "FROM groupml.run_schedule WHERE run_id = ANY ($1) ORDER BY run_id DESC, started LIMIT $2")
-_TRIALS_SQL = (
-    "SELECT run_id, group_key::text AS group_key, trial_id, (metrics ->> 'iterations')::bigint AS iterations, "
-    "(metrics ->> 'passes')::bigint AS passes, params -> 'batch_size' AS batch_size, "
-    "params -> 'num_boost_round' AS num_boost_round "
-    "FROM groupml.trials WHERE run_id = ANY ($1) ORDER BY run_id DESC LIMIT $2")
+#: cost runs the GLM cost model is refitted on (the newest)
+MAX_COST_RUNS = 1000
+
+
+def load_cost_model(session, family: Optional[str] = None, before_run: Optional[int] = None):
+    """The cost model refitted on the newest recorded runs (all families when ``family`` is
+    None or has no runs of its own); the priors when the table is empty. ``before_run`` (a
+    groupml.runs id) counts only runs recorded before that run started: a run resumed later
+    plans its groups with the model its first attempt had (the batch size k steers the search)."""
+    rows = []
+    if family is not None:
+        rows = catalog.recent_cost_runs(session, MAX_COST_RUNS, family=family, before_run=before_run)
+    if len(rows) < 3:
+        rows = catalog.recent_cost_runs(session, MAX_COST_RUNS, before_run=before_run)
+    model = default_cost_model()
+    model.max_runs = MAX_COST_RUNS
+    runs = []
+    for r in reversed(rows):
+        run = {"n": int(r["n"]), "d": int(r["d"]), "k": int(r["k"]), "workers": int(r["workers"]),
+               "seconds": float(r["seconds"]) / int(r["passes"])}
+        try:
+            runs.append(check_run(run))
+        except GroupmlError:
+            pass     # a row written by hand (NaN, infinite seconds): planning must not fail on it
+    if runs:
+        model.add_runs(runs)
+    return model
 
 
 def base_costs(session, model: str, pattern: str, d: int, n_configs: int):
-    """(fallback UnitCosts, their source per field): the calibrated TuPAQ cost model of the
-    search issue for GLMs when ``groupml.cost_runs`` holds runs, the defaults otherwise."""
+    """(fallback UnitCosts, their source per field): the calibrated TuPAQ cost model for GLMs
+    when ``groupml.cost_runs`` holds runs, the defaults otherwise."""
     if pattern != "algebraic":
         return UnitCosts(), {}
-    from ..udf.search import load_cost_model
-
     cm = load_cost_model(session, model)
     if not cm.fitted_terms:
         return UnitCosts(), {}
@@ -59,22 +72,17 @@ def load_calibration(session, *, model: str, pattern: str, source: str, features
     from the latest ``max_runs`` runs of the family; the work ratio only from the complete
     ones with the same source, features and search."""
     base, base_src = base_costs(session, model, pattern, d, n_configs)
-    readable = session.query(
-        "SELECT pg_catalog.has_table_privilege('groupml.runs', 'SELECT') AND "
-        "pg_catalog.has_table_privilege('groupml.grouped_runs', 'SELECT') AND "
-        "pg_catalog.has_table_privilege('groupml.run_schedule', 'SELECT') AND "
-        "pg_catalog.has_table_privilege('groupml.trials', 'SELECT') AS ok")[0]["ok"]
-    if not readable:                               # e.g. explain_train_groups by a role without catalog access
+    if not catalog.can_read_run_records(session):   # e.g. explain_train_groups by a role without catalog access
         cal = calibrate_unit_costs([], pattern=pattern, d=d, base=base, base_sources=base_src)
         cal.reason = "this role cannot read the run catalog"
         return cal
-    runs = session.query(_RUNS_SQL, [model, source, list(features), json.dumps(search), int(max_runs)],
-                         ["text", "text", "text[]", "text", "integer"])
+    runs = catalog.recent_family_runs(session, family=model, source=source, features=features, search=search,
+                                      limit=max_runs)
     ids = [int(r["run_id"]) for r in runs]
-    tasks = session.query(_TASKS_SQL, [ids, int(max_tasks)], ["bigint[]", "integer"]) if ids else []
+    tasks = catalog.runs_tasks(session, ids, max_tasks) if ids else []
     trials = []
     if ids:                 # GLM pass tasks list their configs; whole-group GLM tasks need the trials' passes
-        for t in session.query(_TRIALS_SQL, [ids, int(max_tasks)], ["bigint[]", "integer"]):
+        for t in catalog.runs_trials(session, ids, max_tasks):
             t = dict(t)
             t["params"] = {"batch_size": _num(t.pop("batch_size")), "num_boost_round": _num(t.pop("num_boost_round"))}
             trials.append(t)

@@ -17,9 +17,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 from ..errors import FeatureNotSupportedError
-from ..learners import GLMTrainer, get_family
-from ..learners._data import as_data
+from ..fitting import plan_group, validate_request
+from ..learners import GLMTrainer, as_data, get_family
 from ..validation import check_choice
+from .core import Aborted, await_result, fit_with_trainer, precheck
 
 
 class ShardedGLMTrainer(GLMTrainer):
@@ -84,10 +85,6 @@ def fit_sharded_group(model: str, search: dict, options: dict, *, n_train: int, 
 
     ``checkpoint`` / ``resume``: epoch checkpoints (see :func:`groupml.fitting.search_and_select`);
     a resumed group's passes are numbered on from the checkpoint's."""
-    from ..fitting import plan_group, validate_request
-
-    from .patterns import fit_with_trainer, precheck
-
     family, spec, opts = validate_request(model, search, options)
     early = precheck(family, n_train=n_train, n_val=n_val, n_pos=n_pos, n_skipped=n_skipped, d=d, y_val=y_val)
     if early is not None:
@@ -145,8 +142,6 @@ class ShardEvaluator:
                 meta = {"group_key": self.group_key, "pass": self.pass_no, "shard": s, "row_start": start,
                         "n_rows": rows, "trials": trials}
                 futures.append(self.pool.submit(w, self._request(pieces, params, k, cw), th, meta))
-        from .patterns import await_result
-
         fsum = np.zeros(k)
         Gsum = np.zeros((d + 1, k))
         n_seen = 0
@@ -165,9 +160,5 @@ class ShardEvaluator:
                 n_seen += int(out[0])
         self.pass_no += 1
         if self.abort is not None and self.abort.is_set():
-            raise _Aborted()
+            raise Aborted()
         return fsum, Gsum
-
-
-class _Aborted(Exception):
-    """The run is being stopped (another group failed, or the coordinator was cancelled)."""

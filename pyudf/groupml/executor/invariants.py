@@ -44,6 +44,8 @@ from typing import Any, Iterable, List, Mapping
 
 def schedule_violations(entries: Iterable[Mapping[str, Any]], n_train: Mapping[str, int],
                         modes: Mapping[str, str]) -> List[str]:
+    """Every violation of the invariants above in ``entries`` (empty: the schedule is sound);
+    ``n_train``: training rows per group key, ``modes``: task mode per group key."""
     entries = list(entries)
     out: List[str] = []
     by_worker = defaultdict(list)
@@ -55,7 +57,7 @@ def schedule_violations(entries: Iterable[Mapping[str, Any]], n_train: Mapping[s
             if b[0] < a[1]:
                 out.append(f"worker exclusivity: worker {w} started {b[2]} pass {b[3]} at {b[0]:.6f} before "
                            f"{a[2]} pass {a[3]} finished at {a[1]:.6f}")
-    out.extend(_other_kinds([e for e in entries if e.get("kind", "pass") not in ("pass", "step")], n_train))
+    out.extend(_task_kind_violations([e for e in entries if e.get("kind", "pass") not in ("pass", "step")], n_train))
     out.extend(_rounds([e for e in entries if e.get("kind", "pass") == "pass"], n_train, modes, "pass"))
     out.extend(_rounds([e for e in entries if e.get("kind") == "step"], n_train, {}, "step"))
     return out
@@ -116,7 +118,105 @@ def _tiles(tasks, n: int) -> bool:
     return pos == n
 
 
-def _other_kinds(entries: List[Mapping[str, Any]], n_train: Mapping[str, int]) -> List[str]:
+def _by_config(tasks) -> "defaultdict[int, list]":
+    """The tasks of each config (a task serves every config in its ``trials``)."""
+    by_cfg = defaultdict(list)
+    for t in tasks:
+        for tid in t["trials"]:
+            by_cfg[tid].append(t)
+    return by_cfg
+
+
+def _whole_group_fit(g: str, n: int, tasks, kind: str) -> List[str]:
+    """'fit': an unsplit group's search saw the whole group."""
+    return [f"data sharding: the one-worker task of group {g} saw rows [{t['row_start']}, "
+            f"{t['row_start'] + t['n_rows']}) not [0, {n})" for t in tasks if t["row_start"] != 0 or t["n_rows"] != n]
+
+
+def _mtp_tasks(g: str, n: int, tasks, kind: str) -> List[str]:
+    """'block' / 'boost' (MTP): every task sees a whole copy of the group; a config's tasks
+    never overlap and move forward in epochs; a LightGBM config is boosted by one task."""
+    out = [f"data sharding: MTP {kind} task of group {g} saw rows [{t['row_start']}, "
+           f"{t['row_start'] + t['n_rows']}) not a whole copy [0, {n})"
+           for t in tasks if t["row_start"] != 0 or t["n_rows"] != n]
+    for tid, ts in _by_config(tasks).items():
+        if kind == "boost" and len(ts) > 1:
+            out.append(f"config isolation: config {tid} of group {g} was trained by {len(ts)} MTP tasks")
+        ts = sorted(ts, key=lambda t: t["started"])
+        for a, b in zip(ts, ts[1:]):
+            if b["started"] < a["finished"]:
+                out.append(f"config isolation: config {tid} of group {g} started a block at "
+                           f"{b['started']:.6f} while its block from epoch {a['pass']} ran until "
+                           f"{a['finished']:.6f}")
+            if b["pass"] <= a["pass"]:
+                out.append(f"config isolation: config {tid} of group {g} ran epoch {b['pass']} again "
+                           f"after a block from epoch {a['pass']}")
+    return out
+
+
+def _shard_stats(g: str, n: int, tasks, kind: str) -> List[str]:
+    """'stats': the shards' moments cover the group once."""
+    return [] if _tiles(tasks, n) else [f"data sharding: the shard statistics of group {g} do not tile [0, {n})"]
+
+
+def _lgbm_ranks(g: str, n: int, tasks, kind: str) -> List[str]:
+    """'rank': each distributed LightGBM job's ranks tile the group on distinct workers; one
+    job per config."""
+    out: List[str] = []
+    jobs = defaultdict(list)
+    for t in tasks:
+        jobs[t["pass"]].append(t)
+    seen = defaultdict(int)
+    for j, ranks in jobs.items():
+        if not _tiles(ranks, n):
+            out.append(f"data sharding: the ranks of LightGBM job {j} of group {g} do not tile [0, {n})")
+        if len({t["worker"] for t in ranks}) != len(ranks):
+            out.append(f"data sharding: LightGBM job {j} of group {g} put two ranks on one worker")
+        for tid in {t for r in ranks for t in r["trials"]}:
+            seen[tid] += 1
+    for tid, k in seen.items():
+        if k > 1:
+            out.append(f"config isolation: config {tid} of group {g} was trained by {k} LightGBM jobs")
+    return out
+
+
+def _mlp_visits(g: str, n: int, tasks, kind: str) -> List[str]:
+    """'visit' (MLP hops): each (config, epoch) visits every row once; a config's visits
+    never overlap in time and its epochs never go back."""
+    out: List[str] = []
+    for tid, vs in _by_config(tasks).items():
+        by_epoch = defaultdict(list)
+        for v in vs:
+            by_epoch[v["pass"]].append(v)
+        for ep, ev in by_epoch.items():
+            if not _tiles(ev, n):
+                out.append(f"data sharding: config {tid} of group {g} epoch {ep} did not visit every "
+                           f"row of [0, {n}) exactly once")
+        vs = sorted(vs, key=lambda v: v["started"])
+        for a, b in zip(vs, vs[1:]):
+            if b["started"] < a["finished"]:
+                out.append(f"config isolation: config {tid} of group {g} visited shard {b['shard']} "
+                           f"at {b['started']:.6f} while its visit to shard {a['shard']} ran until "
+                           f"{a['finished']:.6f}")
+            if b["pass"] < a["pass"]:
+                out.append(f"config isolation: config {tid} of group {g} went back from epoch "
+                           f"{a['pass']} to epoch {b['pass']}")
+    return out
+
+
+def _no_training_rows(g: str, n: int, tasks, kind: str) -> List[str]:
+    """'eval' (scoring on validation rows) and 'ports' (finding free ports): nothing to check."""
+    return []
+
+
+#: task kind -> its checker ``(group key, training rows, tasks, kind) -> violations``
+KIND_CHECKS = {"fit": _whole_group_fit, "block": _mtp_tasks, "boost": _mtp_tasks, "stats": _shard_stats,
+               "rank": _lgbm_ranks, "visit": _mlp_visits, "eval": _no_training_rows, "ports": _no_training_rows}
+
+
+def _task_kind_violations(entries: List[Mapping[str, Any]], n_train: Mapping[str, int]) -> List[str]:
+    """Violations among the schedule entries that are not synchronous rounds (every kind but
+    'pass' and 'step'), per group and kind by :data:`KIND_CHECKS`; an unknown kind is one."""
     out: List[str] = []
     groups = defaultdict(lambda: defaultdict(list))
     for e in entries:
@@ -124,74 +224,9 @@ def _other_kinds(entries: List[Mapping[str, Any]], n_train: Mapping[str, int]) -
     for g, kinds in groups.items():
         n = n_train[g]
         for kind, tasks in kinds.items():
-            if kind in ("eval", "ports"):
-                continue                      # scoring on validation rows / finding free ports: no training rows
-            if kind == "fit":
-                for t in tasks:
-                    if t["row_start"] != 0 or t["n_rows"] != n:
-                        out.append(f"data sharding: the one-worker task of group {g} saw rows [{t['row_start']}, "
-                                   f"{t['row_start'] + t['n_rows']}) not [0, {n})")
-            elif kind in ("block", "boost"):
-                for t in tasks:
-                    if t["row_start"] != 0 or t["n_rows"] != n:
-                        out.append(f"data sharding: MTP {kind} task of group {g} saw rows [{t['row_start']}, "
-                                   f"{t['row_start'] + t['n_rows']}) not a whole copy [0, {n})")
-                by_cfg = defaultdict(list)
-                for t in tasks:
-                    for tid in t["trials"]:
-                        by_cfg[tid].append(t)
-                for tid, ts in by_cfg.items():
-                    if kind == "boost" and len(ts) > 1:
-                        out.append(f"config isolation: config {tid} of group {g} was trained by {len(ts)} MTP tasks")
-                    ts = sorted(ts, key=lambda t: t["started"])
-                    for a, b in zip(ts, ts[1:]):
-                        if b["started"] < a["finished"]:
-                            out.append(f"config isolation: config {tid} of group {g} started a block at "
-                                       f"{b['started']:.6f} while its block from epoch {a['pass']} ran until "
-                                       f"{a['finished']:.6f}")
-                        if b["pass"] <= a["pass"]:
-                            out.append(f"config isolation: config {tid} of group {g} ran epoch {b['pass']} again "
-                                       f"after a block from epoch {a['pass']}")
-            elif kind == "stats":
-                if not _tiles(tasks, n):
-                    out.append(f"data sharding: the shard statistics of group {g} do not tile [0, {n})")
-            elif kind == "rank":
-                jobs = defaultdict(list)
-                for t in tasks:
-                    jobs[t["pass"]].append(t)
-                seen = defaultdict(int)
-                for j, ranks in jobs.items():
-                    if not _tiles(ranks, n):
-                        out.append(f"data sharding: the ranks of LightGBM job {j} of group {g} do not tile [0, {n})")
-                    if len({t["worker"] for t in ranks}) != len(ranks):
-                        out.append(f"data sharding: LightGBM job {j} of group {g} put two ranks on one worker")
-                    for tid in {t for r in ranks for t in r["trials"]}:
-                        seen[tid] += 1
-                for tid, k in seen.items():
-                    if k > 1:
-                        out.append(f"config isolation: config {tid} of group {g} was trained by {k} LightGBM jobs")
-            elif kind == "visit":
-                by_cfg = defaultdict(list)
-                for t in tasks:
-                    for tid in t["trials"]:
-                        by_cfg[tid].append(t)
-                for tid, vs in by_cfg.items():
-                    by_epoch = defaultdict(list)
-                    for v in vs:
-                        by_epoch[v["pass"]].append(v)
-                    for ep, ev in by_epoch.items():
-                        if not _tiles(ev, n):
-                            out.append(f"data sharding: config {tid} of group {g} epoch {ep} did not visit every "
-                                       f"row of [0, {n}) exactly once")
-                    vs = sorted(vs, key=lambda v: v["started"])
-                    for a, b in zip(vs, vs[1:]):
-                        if b["started"] < a["finished"]:
-                            out.append(f"config isolation: config {tid} of group {g} visited shard {b['shard']} "
-                                       f"at {b['started']:.6f} while its visit to shard {a['shard']} ran until "
-                                       f"{a['finished']:.6f}")
-                        if b["pass"] < a["pass"]:
-                            out.append(f"config isolation: config {tid} of group {g} went back from epoch "
-                                       f"{a['pass']} to epoch {b['pass']}")
-            else:
+            check = KIND_CHECKS.get(kind)
+            if check is None:
                 out.append(f"unknown task kind {kind!r} in the schedule of group {g}")
+            else:
+                out.extend(check(g, n, tasks, kind))
     return out

@@ -5,17 +5,18 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..planner import (Calibration, Placement, UnitCosts, choose_strategy, constrained_wrap_around, even_split,
-                       whole_groups)
+from ..errors import GroupmlError
+from ..fitting import budget_cap
+from ..planner import (Calibration, Placement, UnitCosts, check_placement, choose_strategy, constrained_wrap_around,
+                       even_split, whole_groups, wrap_around)
+from ..search import search_budget
+from .core import PATTERN_STRATEGIES
 from .snapshot import pieces_for
 
 STRATEGY_CHOICES = ("auto", "grouped", "gtp", "mtp", "dp")
 
 
 def workload_of(spec, family) -> Dict[str, int]:
-    from ..search import search_budget
-    from ..fitting import budget_cap
-
     max_iter = budget_cap(spec.to_dict().get("space", {}), family)
     budget = search_budget(spec, max_iter=max_iter)
     k = max(1, int(budget.in_flight))
@@ -48,8 +49,6 @@ def make_plan(group_sizes: Dict[int, int], n_configs: int, epochs: int, workers:
     ``placement`` (``options.placement``): 'wrap_around' forces Kingpin's placement on grouped
     learning for the sequential and sampling patterns, and the grouped estimate is then of it
     (:func:`placement_for` without a plan); GLMs always run constrained wrap-around."""
-    from .patterns import PATTERN_STRATEGIES
-
     sizes = {g: n for g, n in group_sizes.items()}
     if pattern == "sequential" and batch_size is None:
         batch_size = 64
@@ -85,7 +84,6 @@ def placement_for(strategy: str, group_sizes: Dict[int, int], workers: int, patt
             and plan.strategy == "grouped" and plan.placement is not None):
         return plan.placement
     if strategy == "grouped" and pattern == "sequential":
-        from ..planner import wrap_around
         return wrap_around(group_sizes, workers, group_isolation=True)
     if strategy == "grouped":
         return constrained_wrap_around(group_sizes, workers)
@@ -101,9 +99,6 @@ def resumed_plan(prev_strategy: Optional[str], prev_plan: Optional[Mapping[str, 
     placement that does not cover the snapshot's groups). The plan is a function of unit costs
     measured from runs -- the interrupted attempt's own tasks included -- so planning again
     could move groups to other shards and their checkpoints would no longer apply."""
-    from ..errors import GroupmlError
-    from ..planner import check_placement
-
     if not prev_strategy or not prev_plan or not prev_plan.get("placement"):
         return None
     if strategy != "auto" and strategy != prev_strategy:

@@ -16,21 +16,27 @@ import threading
 import time
 from dataclasses import dataclass
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
-import numpy as np
 
+from .. import catalog
+from ..catalog import mark_run_failed
 from ..errors import GroupmlError, UndefinedObjectError
+from ..planner import check_placement
 from ..validation import check_bool, check_choice, check_number
 from .checkpoint import decode, encode, fingerprint
-from .glm import ShardEvaluator, _Aborted, fit_sharded_group
+from . import baselines  # noqa: F401  (its strategies register themselves in core's table)
+from .core import Aborted, check_checkpoint_models, pattern_of
+from .costs import load_calibration
+from .glm import ShardEvaluator, fit_sharded_group
 from .invariants import schedule_violations
+from .patterns import fit_other_group, fit_unsplit_glm
 from .plan import group_tasks, make_plan, pass_task_rows, placement_for, resumed_plan, workload_of
 from .pool import (WorkerDataError, WorkerEndpointError, WorkerLockTimeoutError, WorkerLostError, WorkerPool,
                    WorkerStateError,
                    resolve_endpoints, server_identity)
 from .snapshot import (DEFAULT_BLOCK_ROWS, build_snapshot, can_build_in_parallel, check_snapshot, delete_snapshot,
-                       drop_orphan_snapshots, drop_snapshot, load_validation, snapshot_groups, snapshot_intact)
+                       drop_orphan_snapshots, drop_snapshot, load_validation, snapshot_intact)
 
 EXEC_KEYS = ("keep_snapshot", "snapshot", "worker_memory_mb", "block_rows", "lock_timeout_ms", "drivers",
              "network_timeout_s", "flexible_hops", "placement", "checkpoint_every_s", "whole_group_tasks",
@@ -106,8 +112,7 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
     seed, fraction = opts["seed"], opts["validation_fraction"]
     # schedule times are seconds since the run's first attempt started, so the entries of a
     # resumed group's attempts are on one clock
-    since = float(session.query("SELECT extract(epoch FROM clock_timestamp() - started_at)::float8 AS s "
-                                "FROM groupml.runs WHERE run_id = $1", [run_id], ["bigint"])[0]["s"])
+    since = catalog.run_elapsed_seconds(session, run_id)
 
     identity = server_identity(session)
 
@@ -121,11 +126,11 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
                        f"build stopped before the run recorded it)")
     sid, pool = _snapshot_for_run(session, run_id, source, group_by, features, label, cols, seed, fraction,
                                   exec_options, new_pool if workers > 1 else None)
-    _record_snapshot(session, run_id, sid)
+    catalog.set_run_snapshot(session, run_id, sid)
     clock.charge(session, run_id)               # the snapshot
     session.commit()
 
-    groups = snapshot_groups(session, sid)
+    groups = catalog.snapshot_groups(session, sid)
     plan = _plan_run(session, run_id, groups, model=model, search=search, source=source, features=features,
                      family=family, spec=spec, exec_options=exec_options, workers=workers, strategy=strategy)
     done, pending, fps, resume_states, group_logs = _pending_groups(
@@ -142,9 +147,10 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
     driver = _GroupDriver(pool, plan, sid=sid, d=d, family=family, spec=spec, opts=opts, model=model,
                           search=search, fit_options=fit_options, exec_options=exec_options, events=events,
                           abort=abort)
-    all_log = _train_pending(session, run_id, driver, pending, fps=fps, resume_states=resume_states,
-                             group_logs=group_logs, n_groups=len(groups), n_done=len(done), sid=sid,
-                             workers=workers, exec_options=exec_options, store=store, clock=clock)
+    run = _RunContext(run_id=run_id, sid=sid, workers=workers, exec_options=exec_options, store=store, clock=clock,
+                      fps=fps, resume_states=resume_states, group_logs=group_logs, n_groups=len(groups),
+                      n_done=len(done))
+    all_log = _train_pending(session, run, driver, pending)
     bad = schedule_violations(all_log, {g["gkey"]: int(g["n_train"]) for g in groups},
                               {g["gkey"]: plan.tasks[g["group_no"]]["mode"] for g in groups
                                if g["group_no"] in plan.tasks})
@@ -153,11 +159,10 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
     keep = exec_options["keep_snapshot"] or (exec_options["snapshot"] is not None)
     if not keep:
         drop_snapshot(session, sid)
-        session.query("UPDATE groupml.grouped_runs SET snapshot_id = NULL WHERE run_id = $1", [run_id], ["bigint"])
+        catalog.clear_run_snapshot(session, run_id)
     clock.charge(session, run_id, done=True)
-    session.query("UPDATE groupml.grouped_runs SET last_event = 'done', updated_at = clock_timestamp() "
-                  "WHERE run_id = $1", [run_id], ["bigint"])
-    session.query("DELETE FROM groupml.run_checkpoints WHERE run_id = $1", [run_id], ["bigint"])
+    catalog.mark_grouped_done(session, run_id)
+    catalog.delete_run_checkpoints(session, run_id)
     session.commit()
     return {"run_id": run_id, "strategy": plan.chosen, "snapshot_id": sid if keep else None}
 
@@ -187,10 +192,7 @@ class RunClock:
         """Add the time since the last charge (in the caller's transaction; commit follows);
         ``done`` also marks the run done."""
         wall, train = self.take()
-        session.query("UPDATE groupml.runs SET seconds = coalesce(seconds, 0) + $2, "
-                      "train_seconds = coalesce(train_seconds, 0) + $3"
-                      + (", status = 'done', finished_at = clock_timestamp()" if done else "")
-                      + " WHERE run_id = $1", [run_id, wall, train], ["bigint", "float8", "float8"])
+        catalog.charge_run_time(session, run_id, wall, train, done=done)
 
 
 @dataclass
@@ -207,18 +209,16 @@ def _plan_run(session, run_id: int, groups, *, model: str, search: dict, source:
     in groupml.runs / grouped_runs on the first attempt."""
     d = len(features)
     sizes = {g["group_no"]: int(g["n_train"]) for g in groups}
-    from .patterns import pattern_of
     pattern = pattern_of(family)
     wl = workload_of(spec, family)
-    from .costs import load_calibration          # unit costs measured from earlier runs' tasks
+    # unit costs measured from earlier runs' tasks
     cal = load_calibration(session, model=model, pattern=pattern, source=source, features=features, search=search,
                            d=d, n_configs=wl["n_configs"])
     whole_max_rows = pass_task_rows(exec_options, d, wl["n_configs"], wl["epochs"])
     plan = make_plan(sizes, wl["n_configs"], wl["epochs"], workers, strategy, pattern=pattern, blocks=wl["blocks"],
                      calibration=cal, pass_task_rows=whole_max_rows, placement=exec_options["placement"])
-    prev = session.query("SELECT strategy, plan::text AS plan FROM groupml.grouped_runs WHERE run_id = $1",
-                         [run_id], ["bigint"])
-    again = resumed_plan(prev[0]["strategy"], json.loads(prev[0]["plan"]) if prev and prev[0]["plan"] else None,
+    prev = catalog.recorded_plan(session, run_id)
+    again = resumed_plan(prev["strategy"], json.loads(prev["plan"]) if prev["plan"] else None,
                          sizes, workers, strategy) if prev else None
     if again is not None:          # a resumed run keeps its first attempt's plan (and its record)
         chosen, placement = again
@@ -228,19 +228,14 @@ def _plan_run(session, run_id: int, groups, *, model: str, search: dict, source:
         chosen = plan.strategy
         placement = placement_for(chosen, sizes, workers, pattern,
                                   plan=plan if exec_options["placement"] == "auto" else None)
-    from ..planner import check_placement
     check_placement(placement, sizes)
     tasks = group_tasks(chosen, placement, groups, workers, pattern)
     if again is None:
-        session.query("UPDATE groupml.runs SET n_groups = $2, estimated_seconds = $3 WHERE run_id = $1",
-                      [run_id, len(groups), plan.makespan], ["bigint", "integer", "float8"])
-        session.query("UPDATE groupml.grouped_runs SET strategy = $2, plan = $3::jsonb, last_event = $4, "
-                      "updated_at = clock_timestamp() WHERE run_id = $1",
-                      [run_id, chosen, json.dumps({"explanation": plan.explanation, "pattern": pattern,
-                                                   "makespan": plan.makespan, "per_worker": plan.per_worker,
-                                                   "placement": placement.to_dict(), "workload": wl,
-                                                   "unit_costs": cal.to_dict()}), "planned"],
-                      ["bigint", "text", "text", "text"])
+        catalog.set_run_estimate(session, run_id, len(groups), plan.makespan)
+        catalog.record_plan(session, run_id, chosen, {"explanation": plan.explanation, "pattern": pattern,
+                                                      "makespan": plan.makespan, "per_worker": plan.per_worker,
+                                                      "placement": placement.to_dict(), "workload": wl,
+                                                      "unit_costs": cal.to_dict()})
         session.notice(f"groupml: run {run_id}: {chosen} on {workers} worker(s), {pattern} pattern: "
                        f"{plan.explanation}")
     return _RunPlan(chosen, pattern, tasks, whole_max_rows)
@@ -250,8 +245,7 @@ def _pending_groups(session, run_id: int, groups, tasks, *, model: str, search: 
                     pattern: str, d: int):
     """(done keys, pending groups largest first, fingerprints, resume points, committed logs);
     commits groups_done."""
-    done = {r["k"] for r in session.query("SELECT group_key::text AS k FROM groupml.models WHERE run_id = $1",
-                                          [run_id], ["bigint"])}
+    done = catalog.stored_group_keys(session, run_id)
     pending = [g for g in groups if g["gkey"] not in done]
     fps = {g["gkey"]: fingerprint(model=model, search=search, fit_options=fit_options, pattern=pattern,
                                   mode=tasks.get(g["group_no"], {}).get("mode", "shards"),
@@ -259,8 +253,7 @@ def _pending_groups(session, run_id: int, groups, tasks, *, model: str, search: 
     # leftovers of an interrupted attempt: a group with a valid checkpoint continues after its
     # last committed epoch block, the others restart
     resume_states, group_logs = _resume_points(session, run_id, pending, fps, d)
-    session.query("UPDATE groupml.runs SET groups_done = $2 WHERE run_id = $1", [run_id, len(done)],
-                  ["bigint", "integer"])
+    catalog.set_groups_done(session, run_id, len(done))
     session.commit()
     pending.sort(key=lambda g: (-g["n_train"], g["group_no"]))
     return done, pending, fps, resume_states, group_logs
@@ -279,10 +272,9 @@ class _GroupDriver:
 
     def check_abort(self) -> None:
         if self.abort.is_set():
-            raise _Aborted()
+            raise Aborted()
 
     def __call__(self, g, Xv, resume):
-        from .patterns import fit_other_group, fit_unsplit_glm
         gno, gkey = g["group_no"], g["gkey"]
         t = self.plan.tasks.get(gno, {"mode": "shards", "shards": []})
         d, pool, events, ex = self.d, self.pool, self.events, self.exec_options
@@ -317,17 +309,37 @@ class _GroupDriver:
                                  resume=resume, interrupt_check=self.check_abort)
 
 
-def _train_pending(session, run_id: int, driver: _GroupDriver, pending, *, fps, resume_states, group_logs,
-                   n_groups: int, n_done: int, sid: int, workers: int, exec_options: dict,
-                   store, clock: RunClock) -> List[Dict[str, Any]]:
-    """Train the pending groups, a few at a time (main thread: catalog I/O, commits, cancel
-    checks); every finished group is stored and committed. Returns the whole schedule log."""
-    pool, tasks, events = driver.pool, driver.plan.tasks, driver.events
+@dataclass
+class _RunContext:
+    """What the main thread keeps of a run while its pending groups train."""
+    run_id: int
+    sid: int                             # the run's snapshot
+    workers: int
+    exec_options: Dict[str, Any]         # split_options' executor options
+    store: Callable                      # store(session, run_id, gkey, result): a group's model and trials
+    clock: "RunClock"
+    fps: Dict[str, str]                  # group key -> fingerprint of its checkpoints
+    resume_states: Dict[str, Any]        # group key -> the checkpoint it resumes from
+    group_logs: Dict[str, List[Dict[str, Any]]]  # group key -> its committed schedule entries
+    n_groups: int
+    n_done: int                          # groups stored so far
+
+
+def _driver_count(run: _RunContext, driver: "_GroupDriver", n_pending: int) -> int:
+    """Groups in flight at once: one under DP (a group spans every worker), else ``drivers``
+    or three per worker (at least two), never more than the pending groups."""
     if driver.plan.chosen == "dp":
         n_drivers = 1                       # DP: one group at a time across all workers
     else:
-        n_drivers = exec_options["drivers"] or max(2, 3 * workers)
-    n_drivers = max(1, min(n_drivers, len(pending) or 1))
+        n_drivers = run.exec_options["drivers"] or max(2, 3 * run.workers)
+    return max(1, min(n_drivers, n_pending or 1))
+
+
+def _train_pending(session, run: _RunContext, driver: "_GroupDriver", pending) -> List[Dict[str, Any]]:
+    """Train the pending groups, a few at a time (main thread: catalog I/O, commits, cancel
+    checks); every finished group is stored and committed. Returns the whole schedule log."""
+    pool, events, run_id = driver.pool, driver.events, run.run_id
+    n_drivers = _driver_count(run, driver, len(pending))
     all_log: List[Dict[str, Any]] = []
     ex = ThreadPoolExecutor(max_workers=n_drivers, thread_name_prefix="groupml-group") if pending else None
     in_flight: Dict[Any, Dict[str, Any]] = {}
@@ -338,61 +350,74 @@ def _train_pending(session, run_id: int, driver: _GroupDriver, pending, *, fps, 
         while pending or in_flight:
             while pending and len(in_flight) < n_drivers:
                 g = pending.pop(0)
-                Xv = load_validation(session, sid, g["group_no"], driver.d)
-                in_flight[ex.submit(driver, g, Xv, resume_states.pop(g["gkey"], None))] = g
+                Xv = load_validation(session, run.sid, g["group_no"], driver.d)
+                in_flight[ex.submit(driver, g, Xv, run.resume_states.pop(g["gkey"], None))] = g
             finished, _ = wait(list(in_flight), timeout=0.25, return_when=FIRST_COMPLETED)
             # also the cancel check. A run deleted meanwhile would fail the next insert on a foreign
             # key: the row lock (until this transaction's commit) waits out a delete in progress, and
             # keeps one from starting before this transaction's inserts are in
-            if not session.query("SELECT run_id FROM groupml.runs WHERE run_id = $1 FOR KEY SHARE",
-                                 [run_id], ["bigint"]):
+            if not catalog.lock_run_row(session, run_id):
                 raise _RunDeleted()
-            wrote = _flush_events(session, run_id, events, group_logs, fps,
+            wrote = _flush_events(session, run_id, events, run.group_logs, run.fps,
                                   {in_flight[f]["gkey"] for f in finished if f.exception() is None})
             for fut in finished:
                 g = in_flight.pop(fut)
-                result = fut.result()
-                gkey = g["gkey"]
-                log = pool.take_log(gkey)                  # since the group's last checkpoint
-                full = group_logs.pop(gkey, []) + log      # + committed blocks (earlier attempts too)
-                all_log.extend(full)
-                bad = schedule_violations(full, {gkey: int(g["n_train"])}, {gkey: tasks.get(g["group_no"], {}).get(
-                    "mode", "shards")})
-                if bad:
-                    raise ScheduleInvariantError("grouped learning broke an invariant: " + "; ".join(bad[:3]))
-                n_done += 1
-                _store_finished_group(session, run_id, gkey, result, log, store, f"{n_done}/{n_groups}")
+                all_log.extend(_finish_group(session, run, driver, g, fut.result()))
                 wrote = True
-            if finished or (wrote and time.perf_counter() - last_commit >= exec_options["checkpoint_every_s"]):
-                clock.charge(session, run_id)
+            if finished or (wrote and time.perf_counter() - last_commit >= run.exec_options["checkpoint_every_s"]):
+                run.clock.charge(session, run_id)
                 session.commit()
                 last_commit = time.perf_counter()
-        _flush_events(session, run_id, events, group_logs, fps)
+        _flush_events(session, run_id, events, run.group_logs, run.fps)
     except BaseException as exc:
-        driver.abort.set()
-        if pool is not None:
-            pool.close()
-        if ex is not None:
-            ex.shutdown(wait=True, cancel_futures=True)
-        if isinstance(exc, _RunDeleted):
-            if not exec_options["keep_snapshot"] and exec_options["snapshot"] is None:
-                drop_snapshot(session, sid)
-            session.commit()
-            raise UndefinedObjectError(
-                f"Run {run_id} was deleted while it was being trained; this call stops",
-                hint="Nothing of the run is left (its snapshot is dropped unless kept); start a new run.") from None
-        if isinstance(exc, (WorkerLostError, ScheduleInvariantError)):
-            clock.charge(session, run_id)
-            mark_run_failed(session, run_id)
-            session.commit()
-            raise _stopped(exc, f"run {run_id} stopped: {exc.message}; {n_done} of {n_groups} groups are committed",
-                           f"Call train_groups again with run_id => {run_id} to resume from the committed groups.") \
-                from None
+        _stop_training(session, run, driver, ex, exc)
         raise
     if pool is not None:
         pool.close()
         ex.shutdown(wait=True)
     return all_log
+
+
+def _finish_group(session, run: _RunContext, driver: "_GroupDriver", g, result) -> List[Dict[str, Any]]:
+    """A group's driver returned ``result``: check its whole schedule, store it (the caller
+    commits). Returns the group's schedule entries over every attempt."""
+    gkey = g["gkey"]
+    log = driver.pool.take_log(gkey)                # since the group's last checkpoint
+    full = run.group_logs.pop(gkey, []) + log       # + committed blocks (earlier attempts too)
+    bad = schedule_violations(full, {gkey: int(g["n_train"])}, {gkey: driver.plan.tasks.get(g["group_no"], {}).get(
+        "mode", "shards")})
+    if bad:
+        raise ScheduleInvariantError("grouped learning broke an invariant: " + "; ".join(bad[:3]))
+    run.n_done += 1
+    _store_finished_group(session, run.run_id, gkey, result, log, run.store, f"{run.n_done}/{run.n_groups}")
+    return full
+
+
+def _stop_training(session, run: _RunContext, driver: "_GroupDriver", ex, exc: BaseException) -> None:
+    """Stop the drivers and the pool after ``exc``; a deleted run drops its snapshot (unless
+    kept) and raises 42704, a lost worker or a broken invariant marks the run failed and
+    raises how to resume. Any other ``exc`` is re-raised by the caller."""
+    run_id = run.run_id
+    driver.abort.set()
+    if driver.pool is not None:
+        driver.pool.close()
+    if ex is not None:
+        ex.shutdown(wait=True, cancel_futures=True)
+    if isinstance(exc, _RunDeleted):
+        if not run.exec_options["keep_snapshot"] and run.exec_options["snapshot"] is None:
+            drop_snapshot(session, run.sid)
+        session.commit()
+        raise UndefinedObjectError(
+            f"Run {run_id} was deleted while it was being trained; this call stops",
+            hint="Nothing of the run is left (its snapshot is dropped unless kept); start a new run.") from None
+    if isinstance(exc, (WorkerLostError, ScheduleInvariantError)):
+        run.clock.charge(session, run_id)
+        mark_run_failed(session, run_id)
+        session.commit()
+        raise _stopped(exc, f"run {run_id} stopped: {exc.message}; {run.n_done} of {run.n_groups} groups are "
+                            f"committed",
+                       f"Call train_groups again with run_id => {run_id} to resume from the committed groups.") \
+            from None
 
 
 def _flush_events(session, run_id: int, events: "queue.Queue", group_logs, fps, finishing=()) -> int:
@@ -415,32 +440,17 @@ def _flush_events(session, run_id: int, events: "queue.Queue", group_logs, fps, 
             latest[gkey] = (block, passes, state)
             if part:
                 group_logs.setdefault(gkey, []).extend(part)
-                _store_schedule(session, run_id, gkey, part)
+                catalog.insert_schedule(session, run_id, gkey, part)
         n += 1
         last = f"group {gkey} epoch block {block}"
         if reports:
-            session.query(
-                "INSERT INTO groupml.run_epochs (run_id, group_key, block, trial_id, epoch, score, decision) "
-                "SELECT $1, $2::jsonb, $3, t, e, s, dd FROM unnest($4::int[], $5::int[], $6::float8[], "
-                "$7::text[]) AS u(t, e, s, dd) ON CONFLICT DO NOTHING",
-                [run_id, gkey, block, [r[0] for r in reports], [r[1] for r in reports],
-                 [None if r[2] is None or not np.isfinite(r[2]) else float(r[2]) for r in reports],
-                 [str(r[3]) for r in reports]],
-                ["bigint", "text", "integer", "int[]", "int[]", "float8[]", "text[]"])
+            catalog.insert_epoch_reports(session, run_id, gkey, block, reports)
     for gkey, (block, passes, state) in latest.items():
         if gkey in finishing:
             continue
-        session.query(
-            "INSERT INTO groupml.run_checkpoints (run_id, group_key, block, passes, fingerprint, state) "
-            "VALUES ($1, $2::jsonb, $3, $4, $5, $6) ON CONFLICT (run_id, group_key) DO UPDATE SET "
-            "block = EXCLUDED.block, passes = EXCLUDED.passes, fingerprint = EXCLUDED.fingerprint, "
-            "state = EXCLUDED.state, at = clock_timestamp()",
-            [run_id, gkey, block, passes, fps[gkey], encode(state)],
-            ["bigint", "text", "integer", "bigint", "text", "bytea"])
+        catalog.upsert_checkpoint(session, run_id, gkey, block, passes, fps[gkey], encode(state))
     if n:
-        session.query("UPDATE groupml.grouped_runs SET epochs_done = epochs_done + $2, last_event = $3, "
-                      "updated_at = clock_timestamp() WHERE run_id = $1", [run_id, n, last],
-                      ["bigint", "bigint", "text"])
+        catalog.add_epochs_done(session, run_id, n, last)
     return n
 
 
@@ -448,32 +458,17 @@ def _store_finished_group(session, run_id: int, gkey: str, result, log, store, p
     """A finished group's model and trials (``store``), the rest of its executed schedule, its
     checkpoint gone, the run's counters, and a NOTICE (``position``: "k/n")."""
     store(session, run_id, gkey, result)
-    _store_schedule(session, run_id, gkey, log)
-    session.query("DELETE FROM groupml.run_checkpoints WHERE run_id = $1 AND group_key = $2::jsonb",
-                  [run_id, gkey], ["bigint", "text"])
-    session.query("UPDATE groupml.runs SET groups_done = groups_done + 1 WHERE run_id = $1", [run_id], ["bigint"])
-    session.query("UPDATE groupml.grouped_runs SET passes_done = passes_done + $2, last_event = $3, "
-                  "updated_at = clock_timestamp() WHERE run_id = $1",
-                  [run_id, int(result.passes), f"group {gkey} done"], ["bigint", "bigint", "text"])
+    catalog.insert_schedule(session, run_id, gkey, log)
+    catalog.delete_group_checkpoint(session, run_id, gkey)
+    catalog.add_group_done(session, run_id)
+    catalog.add_passes_done(session, run_id, int(result.passes), f"group {gkey} done")
     session.notice(f"groupml: group {position} {gkey}: {result.status}"
                    + (f", {result.metric} {result.score:.4f}" if result.score is not None else "")
                    + f" ({result.passes} passes)")
 
 
-def mark_run_failed(session, run_id: int) -> None:
-    """A running run that stopped for good: status 'failed' and its end time (without one,
-    groupml.progress counted its elapsed time on for ever). The caller commits."""
-    session.query("UPDATE groupml.runs SET status = 'failed', finished_at = clock_timestamp() "
-                  "WHERE run_id = $1 AND status = 'running'", [run_id], ["bigint"])
-
-
 class _RunDeleted(Exception):
     """The run's row disappeared while the run trained (another session deleted it)."""
-
-
-def _record_snapshot(session, run_id: int, sid: int) -> None:
-    session.query("UPDATE groupml.grouped_runs SET snapshot_id = $2, updated_at = clock_timestamp() WHERE run_id = $1",
-                  [run_id, sid], ["bigint", "bigint"])
 
 
 def _snapshot_for_run(session, run_id: int, source: str, group_by, features, label, cols, seed: int,
@@ -482,16 +477,11 @@ def _snapshot_for_run(session, run_id: int, source: str, group_by, features, lab
     intact, else the kept one named by ``options.snapshot``, else a new one -- built by the
     workers when ``new_pool`` (a pool factory; None for one worker) and the group-by types
     allow it, the pool then started and returned for the training."""
-    for r in session.query("SELECT s.snapshot_id FROM groupml.grouped_runs g JOIN groupml.snapshots s ON "
-                           "s.snapshot_id = g.snapshot_id WHERE g.run_id = $1 AND s.status = 'building'",
-                           [run_id], ["bigint"]):
+    for building in catalog.building_snapshots_of_run(session, run_id):
         # a parallel build of this run that was cancelled or crashed: its committed parts go
-        session.notice(f"groupml: run {run_id}: snapshot {r['snapshot_id']} was not finished; rebuilding it")
-        delete_snapshot(session, r["snapshot_id"])
-    row = session.query("SELECT snapshot_id FROM groupml.grouped_runs g WHERE run_id = $1 AND EXISTS "
-                        "(SELECT 1 FROM groupml.snapshots s WHERE s.snapshot_id = g.snapshot_id AND s.status = 'ready')",
-                        [run_id], ["bigint"])
-    sid = row[0]["snapshot_id"] if row else None
+        session.notice(f"groupml: run {run_id}: snapshot {building} was not finished; rebuilding it")
+        delete_snapshot(session, building)
+    sid = catalog.ready_snapshot_of_run(session, run_id)
     if sid is not None and not snapshot_intact(session, sid):
         # a crash restart emptied the (unlogged) blocks; the same arguments rebuild the same
         # rows, blocks and shard layout, so committed groups and checkpoints stay valid
@@ -514,15 +504,14 @@ def _snapshot_for_run(session, run_id: int, source: str, group_by, features, lab
                 parallel = _SnapshotParts(pool, session)
             sid = build_snapshot(session, source, group_by, features, label, cols, seed=seed, fraction=fraction,
                                  block_rows=exec_options["block_rows"], keep=exec_options["keep_snapshot"],
-                                 parallel=parallel, on_created=lambda s: _record_snapshot(session, run_id, s))
+                                 parallel=parallel, on_created=lambda s: catalog.set_run_snapshot(session, run_id, s))
         except BaseException as exc:
             if pool is not None:
                 pool.close()
             if isinstance(exc, WorkerLostError):            # a failed part; the snapshot is already gone
                 mark_run_failed(session, run_id)
                 session.commit()
-                n_done = session.query("SELECT count(*) AS n FROM groupml.models WHERE run_id = $1", [run_id],
-                                       ["bigint"])[0]["n"]
+                n_done = catalog.count_models(session, run_id)
                 raise _stopped(exc, f"run {run_id} stopped while building its snapshot: {exc.message}; {n_done} "
                                     f"groups are committed",
                                f"Call train_groups again with run_id => {run_id} once the cause is fixed; it builds "
@@ -576,12 +565,8 @@ def _resume_points(session, run_id: int, pending, fps, d: int):
     an interrupted attempt that have a usable checkpoint; the rows of every other pending
     group are deleted (it restarts from its first epoch). A checkpoint is usable when it was
     made for this call (fingerprint), decodes, and the models in it are safe to hand to
-    LightGBM or torch (:func:`groupml.executor.patterns.check_checkpoint_models`)."""
-    from .patterns import check_checkpoint_models
-
-    rows = {r["k"]: r for r in session.query(
-        "SELECT group_key::text AS k, block, fingerprint, state FROM groupml.run_checkpoints WHERE run_id = $1",
-        [run_id], ["bigint"])}
+    LightGBM or torch (:func:`groupml.executor.core.check_checkpoint_models`)."""
+    rows = catalog.run_checkpoints(session, run_id)
     resume, logs = {}, {}
     for g in pending:
         gkey = g["gkey"]
@@ -597,38 +582,16 @@ def _resume_points(session, run_id: int, pending, fps, d: int):
         if state is None:
             if r is not None:
                 session.notice(f"groupml: run {run_id}: group {gkey} restarts: {why}")
-            for t in ("run_epochs", "run_schedule", "trials", "run_checkpoints"):
-                session.query(f"DELETE FROM groupml.{t} WHERE run_id = $1 AND group_key = $2::jsonb",
-                              [run_id, gkey], ["bigint", "text"])
+            catalog.delete_group_epochs(session, run_id, gkey)
+            catalog.delete_group_schedule(session, run_id, gkey)
+            catalog.delete_group_trials(session, run_id, gkey)
+            catalog.delete_group_checkpoint(session, run_id, gkey)
             continue
-        for t, extra in (("run_epochs", " AND block > $3"), ("trials", "")):
-            session.query(f"DELETE FROM groupml.{t} WHERE run_id = $1 AND group_key = $2::jsonb{extra}",
-                          [run_id, gkey] + ([int(r["block"])] if extra else []),
-                          ["bigint", "text"] + (["integer"] if extra else []))
+        catalog.delete_group_epochs(session, run_id, gkey, after_block=int(r["block"]))
+        catalog.delete_group_trials(session, run_id, gkey)
         resume[gkey] = state
-        logs[gkey] = [dict(e, group_key=gkey, trials=list(e["trials"])) for e in session.query(
-            "SELECT pass, worker, shard, row_start, n_rows, trials, started, finished, worker_pid, kind "
-            "FROM groupml.run_schedule WHERE run_id = $1 AND group_key = $2::jsonb", [run_id, gkey],
-            ["bigint", "text"])]
+        logs[gkey] = catalog.group_schedule(session, run_id, gkey)
         session.notice(f"groupml: run {run_id}: group {gkey} resumes after its committed epoch block {r['block']}")
-    session.query("DELETE FROM groupml.run_checkpoints WHERE run_id = $1 AND NOT (group_key::text = ANY ($2))",
-                  [run_id, list(resume)], ["bigint", "text[]"])
+    catalog.delete_checkpoints_except(session, run_id, list(resume))
     return resume, logs
 
-
-def _store_schedule(session, run_id, gkey, log) -> None:
-    if not log:
-        return
-    cols = ["pass", "worker", "shard", "row_start", "n_rows", "started", "finished", "worker_pid"]
-    log = sorted(log, key=lambda e: e["started"])
-    session.query(
-        "INSERT INTO groupml.run_schedule (run_id, group_key, pass, worker, shard, row_start, n_rows, trials, started, "
-        "finished, worker_pid, kind) SELECT $1, $2::jsonb, p, w, s, rs, nr, "
-        "pg_catalog.string_to_array(tr, ',')::int[], st, fi, pid, k FROM unnest($3::int[], $4::int[], "
-        "$5::int[], $6::bigint[], $7::bigint[], $8::text[], $9::float8[], $10::float8[], $11::int[], $12::text[]) "
-        "AS u(p, w, s, rs, nr, tr, st, fi, pid, k)",
-        [run_id, gkey] + [[e[c] for e in log] for c in cols[:5]]
-        + [[",".join(str(t) for t in e["trials"]) for e in log], [e["started"] for e in log],
-           [e["finished"] for e in log], [e["worker_pid"] for e in log], [e.get("kind", "pass") for e in log]],
-        ["bigint", "text", "int[]", "int[]", "int[]", "bigint[]", "bigint[]", "text[]", "float8[]", "float8[]",
-         "int[]", "text[]"])

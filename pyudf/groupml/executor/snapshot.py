@@ -37,11 +37,14 @@ from typing import Any, Callable, Dict, List, Mapping, Optional
 
 import numpy as np
 
+from .. import catalog
+from ..catalog import KEY_SETTINGS
 from ..errors import GroupmlError, InvalidParameterError, PrerequisiteStateError, UndefinedObjectError
 from ..fitting import unpack_rows
+from ..learners import mask_of_hash, row_hash_and_order
 from ..db import quote_ident
-from ..udf._source import (check_distinct_group_keys, check_group_keys, group_clause_sql, group_key_sql, packed_scan_sql, reading_source,
-                           source_cursor)
+from ..sourcesql import (check_columns, check_distinct_group_keys, check_group_keys, columns, group_clause_sql,
+                         group_key_sql, packed_scan_sql, reading_source, source_cursor)
 
 DEFAULT_BLOCK_ROWS = 8192
 
@@ -52,19 +55,11 @@ HASHABLE_TYPES = frozenset({"text", "character varying", "character", "name", "s
                             "numeric", "real", "double precision", "boolean", "date",
                             "timestamp without time zone", "timestamp with time zone", "uuid"})
 
-INSERT_GROUP = ("INSERT INTO groupml.snapshot_groups (snapshot_id, group_no, group_key, n_train, n_val, n_pos, "
-                "n_skipped, n_blocks, train_rows) VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7, $8, $9)")
-INSERT_GROUP_TYPES = ["bigint", "integer", "text", "bigint", "bigint", "bigint", "bigint", "integer", "int[]"]
-INSERT_BLOCK = ("INSERT INTO groupml.snapshot_blocks (snapshot_id, group_no, block_no, n_rows, n_val, data) "
-                "VALUES ($1, $2, $3, $4, $5, $6)")
-INSERT_BLOCK_TYPES = ["bigint", "integer", "integer", "integer", "integer", "bytea"]
 
 
 def split_group(raw: bytes, n_rows: int, d: int, fraction: float, seed: int, block_rows: int,
                 classification: bool = True) -> Dict[str, Any]:
     """Pure numpy: the blocks and counts of one group from its packed bytes."""
-    from ..learners._holdout import mask_of_hash, row_hash_and_order
-
     arr = unpack_rows(raw, d + 1)
     skipped = int(n_rows) - arr.shape[0]
     ok = np.isfinite(arr).all(axis=1)
@@ -91,10 +86,9 @@ def split_group(raw: bytes, n_rows: int, d: int, fraction: float, seed: int, blo
 
 def _store_group(session, sid: int, group_no: int, gkey: str, part: Dict[str, Any]) -> int:
     """Insert one split group and its blocks; its row count."""
-    session.query(INSERT_GROUP, [sid, group_no, gkey, part["n_train"], part["n_val"], part["n_pos"],
-                                 part["n_skipped"], len(part["blocks"]), part["train_rows"]], INSERT_GROUP_TYPES)
+    catalog.insert_snapshot_group(session, sid, group_no, gkey, part)
     for b, (n, nv, data) in enumerate(part["blocks"]):
-        session.query(INSERT_BLOCK, [sid, group_no, b, n, nv, data], INSERT_BLOCK_TYPES)
+        catalog.insert_snapshot_block(session, sid, group_no, b, n, nv, data)
     return part["n_train"] + part["n_val"]
 
 
@@ -130,11 +124,8 @@ def build_snapshot(session, source: str, group_by, features, label, cols, *, see
     requests)``, runs the ``snapshot_part`` requests on the workers and returns their results
     (see the module doc); then the snapshot row is committed first, after
     ``on_created(snapshot_id)`` (the caller records it with its run)."""
-    sid = session.query(
-        "INSERT INTO groupml.snapshots (source, group_by, features, label, seed, validation_fraction, block_rows, "
-        "keep) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING snapshot_id",
-        [source, list(group_by), list(features), label, seed, fraction, block_rows, keep],
-        ["text", "text[]", "text[]", "text", "bigint", "float8", "integer", "boolean"])[0]["snapshot_id"]
+    sid = catalog.insert_snapshot(session, source=source, group_by=group_by, features=features, label=label,
+                                  seed=seed, fraction=fraction, block_rows=block_rows, keep=keep)
     d = len(features)
     if parallel is not None:
         bucket_rows: Dict[int, int] = {}
@@ -195,8 +186,7 @@ def build_snapshot(session, source: str, group_by, features, label, cols, *, see
             if getattr(exc, "sqlstate", None) != "57014":
                 delete_snapshot(session, sid)
             raise
-    session.query("UPDATE groupml.snapshots SET status = 'ready', n_rows = $2, n_groups = $3 WHERE snapshot_id = $1",
-                  [sid, n_total, g], ["bigint", "bigint", "integer"])
+    catalog.mark_snapshot_ready(session, sid, n_total, g)
     return sid
 
 
@@ -215,14 +205,8 @@ def _key_value(gkey: str) -> tuple:
     return tuple(sorted(json.loads(gkey, parse_float=Decimal).items()))
 
 
-#: Session settings that change how a group key is written as JSON text.
-KEY_SETTINGS = ("TimeZone", "IntervalStyle", "extra_float_digits")
-
-
 def build_part(session, req: Mapping[str, Any]) -> bytes:
     """Worker side of a parallel build: pack, split and store the groups of ``req['buckets']``."""
-    from ..udf._source import check_columns, columns
-
     owner = "_gap_task snapshot_part"
     gb, feats, label = list(req["group_by"]), list(req["features"]), str(req["label"])
     cols = columns(session, req["source"])           # the name must cast to regclass
@@ -259,12 +243,10 @@ def check_snapshot(session, snapshot_id: int, source: str, group_by, features, l
                    fraction: float) -> None:
     # the row lock lasts until the run has recorded the snapshot and committed: drop_snapshot
     # deletes first, so it either waits for that (and then sees the run) or this finds nothing
-    rows = session.query("SELECT source, group_by, features, label, seed, validation_fraction, status "
-                         "FROM groupml.snapshots WHERE snapshot_id = $1 FOR KEY SHARE", [snapshot_id], ["bigint"])
-    if not rows:
+    r = catalog.lock_snapshot_arguments(session, snapshot_id)
+    if r is None:
         raise UndefinedObjectError(f"The 'snapshot' option of train_groups must name an existing snapshot; "
                                    f"got {snapshot_id}", hint="See SELECT * FROM groupml.snapshots.")
-    r = rows[0]
     if (r["source"], list(r["group_by"]), list(r["features"]), r["label"], int(r["seed"]),
             float(r["validation_fraction"]), r["status"]) != \
             (source, list(group_by), list(features), label, int(seed), float(fraction), "ready"):
@@ -282,28 +264,12 @@ def check_snapshot(session, snapshot_id: int, source: str, group_by, features, l
 
 def snapshot_intact(session, snapshot_id: int) -> bool:
     """False when a 'ready' snapshot with rows has no blocks (a crash restart emptied them)."""
-    rows = session.query("SELECT coalesce(s.n_rows, 0) = 0 OR EXISTS (SELECT 1 FROM groupml.snapshot_blocks b "
-                         "WHERE b.snapshot_id = s.snapshot_id) AS ok FROM groupml.snapshots s "
-                         "WHERE s.snapshot_id = $1", [snapshot_id], ["bigint"])
-    return bool(rows) and bool(rows[0]["ok"])
-
-
-def snapshot_groups(session, snapshot_id: int) -> List[Dict[str, Any]]:
-    rows = session.query("SELECT group_no, group_key::text AS gkey, n_train, n_val, n_pos, n_skipped, n_blocks, "
-                         "train_rows FROM groupml.snapshot_groups WHERE snapshot_id = $1 ORDER BY group_no",
-                         [snapshot_id], ["bigint"])
-    for r in rows:
-        r["train_rows"] = [int(x) for x in (r["train_rows"] or [])]
-    return rows
+    return catalog.snapshot_has_blocks(session, snapshot_id)
 
 
 def load_validation(session, snapshot_id: int, group_no: int, d: int) -> np.ndarray:
-    rb = (d + 1) * 8
-    rows = session.query("SELECT pg_catalog.substr(data, 1, n_val * $3) AS data FROM groupml.snapshot_blocks "
-                         "WHERE snapshot_id = $1 AND group_no = $2 ORDER BY block_no",
-                         [snapshot_id, group_no, rb], ["bigint", "integer", "integer"])
-    raw = b"".join(bytes(r["data"]) for r in rows)
-    return unpack_rows(raw, d + 1)
+    """A group's validation rows as an (n, d+1) float64 matrix (features, then the label)."""
+    return unpack_rows(catalog.validation_bytes(session, snapshot_id, group_no, (d + 1) * 8), d + 1)
 
 
 def pieces_for(train_rows: List[int], start: int, rows: int) -> List[List[int]]:
@@ -322,7 +288,7 @@ def pieces_for(train_rows: List[int], start: int, rows: int) -> List[List[int]]:
 def delete_snapshot(session, snapshot_id: int) -> None:
     """Remove a snapshot whatever its ``keep`` (an unfinished or emptied one; its groups and
     blocks go with it)."""
-    session.query("DELETE FROM groupml.snapshots WHERE snapshot_id = $1", [snapshot_id], ["bigint"])
+    catalog.delete_snapshot(session, snapshot_id)
 
 
 def drop_orphan_snapshots(session) -> List[int]:
@@ -330,12 +296,10 @@ def drop_orphan_snapshots(session) -> List[int]:
     while it trained leaves its snapshot so (its grouped_runs row goes with it, the snapshot
     would have been dropped at the run's end). A run records its snapshot in the transaction
     that commits the snapshot row, so a snapshot being built is never without its run."""
-    return [int(r["snapshot_id"]) for r in session.query(
-        "DELETE FROM groupml.snapshots s WHERE NOT s.keep AND NOT EXISTS (SELECT 1 FROM groupml.grouped_runs g "
-        "WHERE g.snapshot_id = s.snapshot_id) RETURNING s.snapshot_id")]
+    return catalog.delete_orphan_snapshots(session)
 
 
 def drop_snapshot(session, snapshot_id: Optional[int]) -> None:
     """Remove a run's snapshot unless it is kept."""
     if snapshot_id is not None:
-        session.query("DELETE FROM groupml.snapshots WHERE snapshot_id = $1 AND NOT keep", [snapshot_id], ["bigint"])
+        catalog.delete_unkept_snapshot(session, snapshot_id)

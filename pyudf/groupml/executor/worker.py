@@ -18,13 +18,19 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from numbers import Integral
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, List, Mapping, Optional, Tuple
 
 import numpy as np
 
+from .. import catalog
 from ..errors import InvalidParameterError
-from ..validation import check_number, shown
 from ..fitting import unpack_rows
+from ..learners import GLMTrainer, free_ports, mlp, train_lightgbm, train_lightgbm_rank_isolated, visit
+from ..validation import check_number, shown
+from .baselines import mlp_block, mlp_grad
+from .core import pack_stats
+from .patterns import local_fit
+from .snapshot import build_part, load_validation
 
 # (snapshot_id, group_no, shard blocks) -> (trainer, bytes); one run's shards per backend
 _CACHE: "OrderedDict[tuple, Tuple[Any, int]]" = OrderedDict()
@@ -35,7 +41,7 @@ def one_blas_thread() -> None:
     """Limit BLAS to one thread in this worker backend, for the rest of its life.
 
     A worker is one core's worth of work (Kingpin's unit of placement).  A multi-threaded
-    BLAS in every worker oversubscribes the machine: measured here, a 20,000 x 100 data
+    BLAS in every worker oversubscribes the machine: for example, a 20,000 x 100 data
     pass took 26 ms of CPU with OpenBLAS's default threads beside other busy backends and
     2.3 ms with one thread.  torch and LightGBM set their own thread counts already.
     """
@@ -47,27 +53,16 @@ def one_blas_thread() -> None:
         _ONE_BLAS_THREAD = True
 STATS = {"loads": 0, "hits": 0, "rows_loaded": 0}
 
-LOAD_SQL = (
-    "SELECT pg_catalog.substr(b.data, (b.n_val + r.skip) * $4 + 1, r.take * $4) AS data "
-    "FROM unnest($3::int[], $5::int[], $6::int[]) WITH ORDINALITY AS r(block_no, skip, take, ord) "
-    "JOIN groupml.snapshot_blocks b ON b.snapshot_id = $1 AND b.group_no = $2 AND b.block_no = r.block_no "
-    "ORDER BY r.ord")
-LOAD_TYPES = ["bigint", "integer", "int[]", "integer", "int[]", "int[]"]
-
-
 def load_shard(session, snapshot_id: int, group_no: int, pieces, d: int) -> np.ndarray:
     """Training rows of one shard: ``pieces`` = [[block_no, skip, take], ...] (training rows
     of each block, after its validation prefix).  Returns an (n, d+1) float64 matrix."""
-    rb = (d + 1) * 8
     blocks = [int(p[0]) for p in pieces]
-    rows = session.query(LOAD_SQL, [snapshot_id, group_no, blocks, rb, [int(p[1]) for p in pieces],
-                                     [int(p[2]) for p in pieces]], LOAD_TYPES)
-    if len(rows) != len(blocks):
+    parts = catalog.training_pieces(session, snapshot_id, group_no, pieces, (d + 1) * 8)
+    if len(parts) != len(blocks):
         raise InvalidParameterError(
             f"Snapshot {snapshot_id} group {group_no} lacks some of blocks {blocks}",
             hint="The snapshot was dropped or changed while the run was going; call train_groups again.")
-    raw = b"".join(bytes(r["data"]) for r in rows)
-    return unpack_rows(raw, d + 1)
+    return unpack_rows(b"".join(parts), d + 1)
 
 
 INTERNAL_HINT = "_gap_partial and _gap_task are internal to train_groups; call train_groups instead."
@@ -123,8 +118,6 @@ class _Cfg:
 
 
 def _shard_trainer(family: str, M: np.ndarray, d: int):
-    from ..learners import GLMTrainer
-
     return GLMTrainer(family, np.ascontiguousarray(M[:, :d]), M[:, d].copy())
 
 
@@ -211,9 +204,6 @@ def _remember(cache: "OrderedDict", key: tuple, value: Any, size: int, req: Mapp
 # ------------------------------------------------------------- sequential and sampling patterns
 # (snapshot_id, group_no, pieces) -> ((X, y), bytes): raw shard matrices for the MLP and LightGBM ops
 _MCACHE: "OrderedDict[tuple, Tuple[Any, int]]" = OrderedDict()
-TASK_OPS = ("mlp_stats", "mlp_visit", "mlp_eval", "mlp_model", "fit", "lgbm_rank", "lgbm_ports", "mlp_block",
-            "lgbm_fit", "snapshot_part",
-            "mlp_grad")
 
 
 def shard_arrays(session, req: Mapping[str, Any]) -> Tuple[np.ndarray, np.ndarray]:
@@ -234,8 +224,6 @@ def shard_arrays(session, req: Mapping[str, Any]) -> Tuple[np.ndarray, np.ndarra
 
 def validation_arrays(session, req: Mapping[str, Any]) -> Tuple[np.ndarray, np.ndarray]:
     """(X_val, y_val) of the group, cached beside its shards."""
-    from .snapshot import load_validation
-
     d = int(req["d"])
     key = (int(req["snapshot"]), int(req["group_no"]), "validation")
     hit = _MCACHE.get(key)
@@ -251,29 +239,11 @@ def validation_arrays(session, req: Mapping[str, Any]) -> Tuple[np.ndarray, np.n
 
 def _mlp_state(req: Mapping[str, Any], blob: Optional[bytes]) -> bytes:
     """The config's training state: ``blob``, or a fresh one from ``req['init']`` (family,
-    params, merged stats) -- exactly :func:`groupml.learners._sharded.init_state`."""
-    from ..learners import _mlp
-
+    params, merged stats) -- exactly the initial state of :func:`groupml.learners.train_sharded`."""
     if blob:
         return bytes(blob)
     init = req["init"]
-    return _mlp.run_to_bytes(_mlp.new_run(init["family"], init["params"], int(req["d"]), init["stats"]))
-
-
-def pack_stats(X: np.ndarray, y: np.ndarray) -> bytes:
-    """The shard's mergeable moments (``_mlp.partial_stats``) as exact little-endian float8."""
-    from ..learners import _mlp
-    from ..learners._data import as_data
-
-    X, y = as_data(X, y, "shard")
-    s = _mlp.partial_stats(X, y)
-    return np.concatenate([[float(s["n"]), s["my"], s["m2y"]], s["mx"], s["m2x"]]).astype("<f8").tobytes()
-
-
-def unpack_stats(blob: bytes, d: int) -> Dict[str, Any]:
-    a = np.frombuffer(blob, dtype="<f8").astype(np.float64)
-    return {"n": int(a[0]), "my": float(a[1]), "m2y": float(a[2]), "mx": a[3:3 + d].copy(),
-            "m2x": a[3 + d:3 + 2 * d].copy()}
+    return mlp.run_to_bytes(mlp.new_run(init["family"], init["params"], int(req["d"]), init["stats"]))
 
 
 def _cancel_check(session):
@@ -311,47 +281,76 @@ def gap_task(session, request: Mapping[str, Any], blob: Optional[bytes]) -> byte
     if op not in TASK_OPS:
         raise InvalidParameterError(f"The 'op' value of _gap_task must be one of {', '.join(TASK_OPS)}; got {shown(op)}",
                                     hint=INTERNAL_HINT)
-    if op == "snapshot_part":
-        from .snapshot import build_part
-        return build_part(session, req)
-    if op == "lgbm_ports":
-        from ..learners._lgbm import free_ports
-        n = check_number(req.get("n"), "n", "_gap_task lgbm_ports", ge=1, le=1024, integer=True,
-                         hint=INTERNAL_HINT)
-        return json.dumps(free_ports(n, host="")).encode("utf-8")
-    if op in ("mlp_eval", "mlp_model"):
-        from ..learners import _mlp
-        run = _mlp.run_from_bytes(_mlp_state(req, blob))
-        if op == "mlp_model":
-            return _mlp.MLPModel.from_run(run).to_bytes()
-        Xv, _ = validation_arrays(session, req)
-        with np.errstate(over="ignore", invalid="ignore"):
-            return _mlp.decision_values(run.net, Xv, run.regression).astype("<f8").tobytes()
-    X, y = shard_arrays(session, req)
-    if op == "mlp_stats":
-        return pack_stats(X, y)
-    if op == "mlp_visit":
-        from ..learners import visit
-        return visit(_mlp_state(req, blob), X, y, epoch=int(req["epoch"]), shard_id=int(req["shard"]),
-                     interrupt_check=_cancel_check(session))
-    if op == "mlp_block":
-        from .baselines import mlp_block
-        Xv, _ = validation_arrays(session, req)
-        return mlp_block(req, blob, X, y, Xv, interrupt_check=_cancel_check(session))
-    if op == "mlp_grad":
-        from .baselines import mlp_grad
-        return mlp_grad(req, blob or b"", X, y)
-    if op == "lgbm_fit":
-        from ..learners import train_lightgbm
-        return train_lightgbm(req["family"], X, y, req["params"], int(req["rounds"]),
-                              interrupt_check=_cancel_check(session)).encode("utf-8")
-    if op == "lgbm_rank":
-        from ..learners._lgbm import train_lightgbm_rank_isolated
-        text = train_lightgbm_rank_isolated(req["family"], X, y, req["params"], int(req["rounds"]), req["machines"],
-                                            int(req["rank"]), timeout_minutes=int(req["timeout_minutes"]),
-                                            interrupt_check=session.check_cancel)
-        return text.encode("utf-8")
-    from .patterns import local_fit
-    from .snapshot import load_validation
+    handler, rows = TASK_HANDLERS[op]
+    if rows:
+        X, y = shard_arrays(session, req)
+        return handler(session, req, blob, X, y)
+    return handler(session, req, blob)
+
+
+# ------------------------------------------------------------- the task handlers, one per op
+def _op_snapshot_part(session, req, blob) -> bytes:
+    return build_part(session, req)
+
+
+def _op_lgbm_ports(session, req, blob) -> bytes:
+    n = check_number(req.get("n"), "n", "_gap_task lgbm_ports", ge=1, le=1024, integer=True, hint=INTERNAL_HINT)
+    return json.dumps(free_ports(n, host="")).encode("utf-8")
+
+
+def _op_mlp_eval(session, req, blob) -> bytes:
+    run = mlp.run_from_bytes(_mlp_state(req, blob))
+    Xv, _ = validation_arrays(session, req)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return mlp.decision_values(run.net, Xv, run.regression).astype("<f8").tobytes()
+
+
+def _op_mlp_model(session, req, blob) -> bytes:
+    return mlp.MLPModel.from_run(mlp.run_from_bytes(_mlp_state(req, blob))).to_bytes()
+
+
+def _op_mlp_stats(session, req, blob, X, y) -> bytes:
+    return pack_stats(X, y)
+
+
+def _op_mlp_visit(session, req, blob, X, y) -> bytes:
+    return visit(_mlp_state(req, blob), X, y, epoch=int(req["epoch"]), shard_id=int(req["shard"]),
+                 interrupt_check=_cancel_check(session))
+
+
+def _op_mlp_block(session, req, blob, X, y) -> bytes:
+    Xv, _ = validation_arrays(session, req)
+    return mlp_block(req, blob, X, y, Xv, interrupt_check=_cancel_check(session))
+
+
+def _op_mlp_grad(session, req, blob, X, y) -> bytes:
+    return mlp_grad(req, blob or b"", X, y)
+
+
+def _op_lgbm_fit(session, req, blob, X, y) -> bytes:
+    return train_lightgbm(req["family"], X, y, req["params"], int(req["rounds"]),
+                          interrupt_check=_cancel_check(session)).encode("utf-8")
+
+
+def _op_lgbm_rank(session, req, blob, X, y) -> bytes:
+    text = train_lightgbm_rank_isolated(req["family"], X, y, req["params"], int(req["rounds"]), req["machines"],
+                                        int(req["rank"]), timeout_minutes=int(req["timeout_minutes"]),
+                                        interrupt_check=session.check_cancel)
+    return text.encode("utf-8")
+
+
+def _op_fit(session, req, blob, X, y) -> bytes:
     Mv = load_validation(session, int(req["snapshot"]), int(req["group_no"]), int(req["d"]))
     return local_fit(req, X, y, Mv, interrupt_check=session.check_cancel)
+
+
+#: op -> (handler, whether it reads the shard's training rows): ``handler(session, req, blob)``,
+#: or ``handler(session, req, blob, X, y)`` with the shard's rows (:func:`shard_arrays`)
+TASK_HANDLERS = {
+    "mlp_stats": (_op_mlp_stats, True), "mlp_visit": (_op_mlp_visit, True), "mlp_eval": (_op_mlp_eval, False),
+    "mlp_model": (_op_mlp_model, False), "fit": (_op_fit, True), "lgbm_rank": (_op_lgbm_rank, True),
+    "lgbm_ports": (_op_lgbm_ports, False), "mlp_block": (_op_mlp_block, True), "lgbm_fit": (_op_lgbm_fit, True),
+    "snapshot_part": (_op_snapshot_part, False), "mlp_grad": (_op_mlp_grad, True),
+}
+#: the ops of _gap_task, in the order its error message lists them
+TASK_OPS = tuple(TASK_HANDLERS)

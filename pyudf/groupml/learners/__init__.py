@@ -16,7 +16,15 @@ Public API (everything else in this package is private)::
     MLPTrainer, MLPModel, LightGBMTrainer, LightGBMModel
     train_sharded, replay, visit, run_mop        # sharded sequential training (MOP/GAP)
     HopScheduler, hop_order                      # the hopper's visit decisions (pure)
+    TrialAccessors, TrialRecord, find_trial      # converged/status/iterations/params of a trainer
+    MODEL_KEY, chosen_families, mentions_model, check_family_choice, choice_param_names, split_params
+                                                 # a search over model families
     train_lightgbm_distributed                   # LightGBM data-parallel over shards
+    # for the grouped executor
+    mlp, dpsgd, mlp_family, partial_stats, merge_stats   # MLP training states and DP steps
+    check_lgbm_text, extend_margins, free_ports, lgb_module, train_lightgbm_rank_isolated
+    pack_container, unpack_container, as_data, validation_loss, validation_metrics
+    mask_of_hash, row_hash_and_order
 """
 
 from ._families import FAMILIES, GLMFamily, get_family
@@ -30,6 +38,21 @@ from ._mlp import MLPModel, MLPTrainer
 from ._lgbm import LightGBMModel, LightGBMTrainer, train_lightgbm, train_lightgbm_distributed
 from ._hopper import HopScheduler, hop_order
 from ._sharded import replay, run_mop, train_sharded, visit
+from ._trials import TrialAccessors, TrialRecord, find_trial
+from ._choice import (MODEL_KEY, check_family_choice, choice_param_names, chosen_families, mentions_model,
+                      split_params)
+# what the grouped executor builds on: the MLP's training state and synchronous data-parallel step
+# as namespaces (torch is loaded by their functions, not on import), LightGBM's checks and ranks,
+# the container format, data and metric helpers, the holdout hash
+from . import _dpsgd as dpsgd
+from . import _mlp as mlp
+from ._container import pack as pack_container, unpack as unpack_container
+from ._data import as_data
+from ._holdout import mask_of_hash, row_hash_and_order
+from ._lgbm import (check_in_child as check_lgbm_text, extend_margins, free_ports, lgb_module,
+                    train_lightgbm_rank_isolated)
+from ._metrics import validation_loss, validation_metrics
+from ._mlp import _family as mlp_family, merge_stats, partial_stats
 
 __all__ = [
     "FAMILIES", "GLMFamily", "get_family", "GLMTrainer", "fit_many", "holdout_mask", "row_hash",
@@ -37,5 +60,9 @@ __all__ = [
     "EXTRA_FAMILIES", "LearnerFamily", "LEARNER_FAMILIES", "access_pattern", "get_learner_family",
     "make_trainer", "model_identity", "MLPModel", "MLPTrainer", "LightGBMModel", "LightGBMTrainer", "train_lightgbm",
     "train_lightgbm_distributed", "replay", "run_mop", "train_sharded", "visit",
-    "HopScheduler", "hop_order",
+    "HopScheduler", "hop_order", "TrialAccessors", "TrialRecord", "find_trial",
+    "MODEL_KEY", "check_family_choice", "choice_param_names", "chosen_families", "mentions_model", "split_params",
+    "dpsgd", "mlp", "pack_container", "unpack_container", "as_data", "mask_of_hash", "row_hash_and_order",
+    "check_lgbm_text", "extend_margins", "free_ports", "lgb_module", "train_lightgbm_rank_isolated",
+    "validation_loss", "validation_metrics", "mlp_family", "merge_stats", "partial_stats",
 ]

@@ -46,7 +46,7 @@ def choice_param_names(default) -> List[str]:
 def chosen_families(space, owner: str = "search") -> Optional[List[Any]]:
     """The family names a parsed space's ``model`` dimension names (plain items, or the
     ``model`` of each sub-space), in order; None without a ``model`` dimension."""
-    from ..search._space import Categorical, Fixed, is_subspace
+    from ..search import Categorical, Fixed, is_subspace
 
     for dim in space:
         if dim.name != MODEL_KEY:

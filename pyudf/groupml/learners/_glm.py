@@ -15,11 +15,12 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..errors import InvalidParameterError, PrerequisiteStateError, UndefinedObjectError
+from ..errors import InvalidParameterError, PrerequisiteStateError
 from ._data import check_iterations, choose_metric, train_val
 from ._families import ColumnWeights, GLMFamily, get_family
 from ._metrics import validation_loss, validation_metrics
 from ._model import GLMModel
+from ._trials import TrialAccessors, TrialRecord, find_trial
 
 LBFGS_HISTORY = 10
 ARMIJO_C1 = 1e-4
@@ -176,7 +177,7 @@ class _Config:
         self.backtracks = 0
 
 
-class GLMTrainer:
+class GLMTrainer(TrialAccessors):
     """Trains many GLM configurations over one train/validation split.
 
     Implements :class:`groupml.engine.Trainer`.  ``X_val``/``y_val`` may be None, in
@@ -229,19 +230,10 @@ class GLMTrainer:
         """Trial ids added and not removed (finished ones included), in insertion order."""
         return list(self._configs)
 
-    def converged(self, trial_id: int) -> bool:
-        """True once the config is finished: tol reached, max_iter, stalled or diverged."""
-        return self._check(trial_id).status in FINISHED
-
-    def status(self, trial_id: int) -> str:
-        """'running', 'converged', 'max_iter', 'stalled' (line search failed) or 'diverged'."""
-        return self._check(trial_id).status
-
-    def iterations(self, trial_id: int) -> int:
-        return self._check(trial_id).iters
-
-    def params(self, trial_id: int) -> Dict[str, Any]:
-        return dict(self._check(trial_id).params)
+    def _trial_record(self, trial_id: int) -> TrialRecord:
+        """Status 'running', 'converged', 'max_iter', 'stalled' (line search failed) or 'diverged'."""
+        c = self._check(trial_id)
+        return TrialRecord(c.status, c.iters, c.params)
 
     def run(self, iterations: int) -> None:
         """Advance every active, unfinished config by up to ``iterations`` iterations.
@@ -377,13 +369,7 @@ class GLMTrainer:
 
     # ------------------------------------------------------------ internals
     def _check(self, trial_id: int, active_only: bool = False) -> _Config:
-        cfg = self._configs.get(trial_id)
-        if cfg is None and not active_only:
-            cfg = self._retired.get(trial_id)
-        if cfg is None:
-            raise UndefinedObjectError(f"Trial {trial_id} is not in this trainer",
-                                       hint="Add the configuration with add() first.")
-        return cfg
+        return find_trial(self._configs, self._retired, trial_id, active_only)
 
     def _val_margins(self, cfg: _Config) -> np.ndarray:
         hit = self._val_cache.get(cfg.trial_id)

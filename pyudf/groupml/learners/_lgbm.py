@@ -32,7 +32,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..db import cancel_check_here
+from ..interrupts import cancel_check_here
 from ..errors import (ArrayLengthError, DataError, FeatureNotSupportedError,
                       InvalidParameterError, PrerequisiteStateError, UndefinedObjectError)
 from ..validation import check_number
@@ -43,6 +43,7 @@ from ._lgbm_text import check_model_text
 from ._metrics import validation_loss, validation_metrics
 from ._data import as_data, check_iterations, choose_metric, train_val
 from ._model import ContainerModel, body_digest, check_body_digest, register_loader
+from ._trials import TrialAccessors, TrialRecord, find_trial
 
 NUM_THREADS = 1
 #: Seconds between two interrupt checks inside a block of boosting rounds.
@@ -219,7 +220,7 @@ class _Booster:
         self.rounds, self.status, self.version = 0, "running", 0
 
 
-class LightGBMTrainer:
+class LightGBMTrainer(TrialAccessors):
     """Trains many LightGBM configurations over one train/validation split (engine.Trainer).
 
     ``run(iterations)`` adds up to ``iterations`` boosting rounds (trees) to every
@@ -270,17 +271,9 @@ class LightGBMTrainer:
     def active(self) -> List[int]:
         return list(self._cfgs)
 
-    def converged(self, trial_id: int) -> bool:
-        return self._check(trial_id).status != "running"
-
-    def status(self, trial_id: int) -> str:
-        return self._check(trial_id).status
-
-    def iterations(self, trial_id: int) -> int:
-        return self._check(trial_id).rounds
-
-    def params(self, trial_id: int) -> Dict[str, Any]:
-        return dict(self._check(trial_id).params)
+    def _trial_record(self, trial_id: int) -> TrialRecord:
+        b = self._check(trial_id)
+        return TrialRecord(b.status, b.rounds, b.params)
 
     def run(self, iterations: int) -> None:
         check_iterations(iterations)
@@ -318,13 +311,7 @@ class LightGBMTrainer:
         return LightGBMModel(self.family.name, cfg.params, cfg.booster.model_to_string())
 
     def _check(self, trial_id: int, active_only: bool = False) -> _Booster:
-        cfg = self._cfgs.get(trial_id)
-        if cfg is None and not active_only:
-            cfg = self._retired.get(trial_id)
-        if cfg is None:
-            raise UndefinedObjectError(f"Trial {trial_id} is not in this trainer",
-                                       hint="Add the configuration with add() first.")
-        return cfg
+        return find_trial(self._cfgs, self._retired, trial_id, active_only)
 
     def _val_margins(self, trial_id: int) -> np.ndarray:
         """Raw validation scores of the config's current model.

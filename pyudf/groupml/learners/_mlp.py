@@ -34,6 +34,7 @@ from . import _container
 from ._extfamilies import EXTRA_FAMILIES, LearnerFamily
 from ._metrics import validation_loss, validation_metrics
 from ._model import ContainerModel, check_body_digest, register_loader
+from ._trials import TrialAccessors, TrialRecord, find_trial
 
 TORCH_THREADS = 1
 STATE_FORMAT = "groupml-mlp-state-1"
@@ -628,7 +629,7 @@ register_loader(MLPModel.kind, MLPModel.from_payload)
 
 
 # ------------------------------------------------------------------ the engine Trainer
-class MLPTrainer:
+class MLPTrainer(TrialAccessors):
     """Trains many MLP configurations over one train/validation split (engine.Trainer).
 
     ``run(iterations)`` advances every active, unfinished config by up to
@@ -675,20 +676,10 @@ class MLPTrainer:
     def active(self) -> List[int]:
         return list(self._runs)
 
-    def converged(self, trial_id: int) -> bool:
-        self._check(trial_id)
-        return self._status[trial_id] != "running"
-
-    def status(self, trial_id: int) -> str:
-        """'running', 'max_iter' (all epochs done) or 'diverged' (non-finite loss)."""
-        self._check(trial_id)
-        return self._status[trial_id]
-
-    def iterations(self, trial_id: int) -> int:
-        return self._check(trial_id).epochs_done
-
-    def params(self, trial_id: int) -> Dict[str, Any]:
-        return dict(self._check(trial_id).params)
+    def _trial_record(self, trial_id: int) -> TrialRecord:
+        """Status 'running', 'max_iter' (all epochs done) or 'diverged' (non-finite loss)."""
+        run = self._check(trial_id)
+        return TrialRecord(self._status[trial_id], run.epochs_done, run.params)
 
     def run(self, iterations: int) -> None:
         check_iterations(iterations)
@@ -752,13 +743,7 @@ class MLPTrainer:
         return self._std[1]
 
     def _check(self, trial_id: int, active_only: bool = False) -> MLPRun:
-        run = self._runs.get(trial_id)
-        if run is None and not active_only:
-            run = self._retired.get(trial_id)
-        if run is None:
-            raise UndefinedObjectError(f"Trial {trial_id} is not in this trainer",
-                                       hint="Add the configuration with add() first.")
-        return run
+        return find_trial(self._runs, self._retired, trial_id, active_only)
 
     def _val_margins(self, trial_id: int) -> np.ndarray:
         run = self._check(trial_id)

@@ -11,12 +11,13 @@ Public API (everything else in this package is private)::
 Scores are validation losses: lower is better. See docs/search.md.
 """
 
-from ._space import grid_size, iter_grid, sample
+from ._space import DISTRIBUTIONS, Categorical, Fixed, grid_size, is_subspace, iter_grid, sample
 from ._spec import EarlyStopping, SearchSpec, METHODS, parse_search
 from ._base import Report, SearchProcedure
 from ._basic import FixedBudgetProcedure, GridSearch, RandomSearch
 from ._tpe import TPESearch
-from ._halving import ASHA, Hyperband, SuccessiveHalving, halving_rungs, hyperband_brackets
+from ._brackets import halving_rungs, hyperband_brackets
+from ._halving import ASHA, Hyperband, SuccessiveHalving
 from ._bandit import BanditStopping, bandit_keeps
 from ._driver import EpochEvent, SearchResult, best_trial, make_procedure, run_search, search_state
 from ._budget import SearchBudget, search_budget
@@ -28,4 +29,5 @@ __all__ = [
     "BanditStopping", "bandit_keeps", "hyperband_brackets", "halving_rungs",
     "make_procedure", "run_search", "search_state", "SearchResult", "EpochEvent", "best_trial",
     "iter_grid", "sample", "grid_size", "SearchBudget", "search_budget",
+    "DISTRIBUTIONS", "Categorical", "Fixed", "is_subspace",
 ]

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Dict, Optional
 
 from . import _space
-from ._halving import halving_rungs, hyperband_brackets
+from ._brackets import halving_rungs, hyperband_brackets
 from ._spec import SearchSpec
 
 

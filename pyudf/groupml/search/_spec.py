@@ -12,6 +12,7 @@ from ..errors import SearchSpecError
 from ..validation import (check_choice, check_keys, check_number, clipped, fail, finite_float, short_int,
                           shown)
 from . import _space
+from ._brackets import hyperband_brackets
 from ._space import Categorical, Fixed, IntRange, LogUniform, Space, Uniform
 
 METHODS = ("grid", "random", "tpe", "successive_halving", "hyperband", "asha")
@@ -336,8 +337,6 @@ def parse_search(spec: Any, *, param_names: Optional[Iterable[str]] = None,
         # Li et al.'s brackets start ceil((s_max + 1) / (s + 1) * eta**s) configurations each:
         # huge for a large max_epochs / min_epochs ratio (2.2e9 at 2**30 with eta 2), which
         # planning alone would not survive
-        from ._halving import hyperband_brackets
-
         total = sum(rungs[0][0] for rungs in hyperband_brackets(max_epochs, eta, min_epochs))
         if total > MAX_TRIALS:
             fail("max_epochs", owner, f"small enough that Hyperband's brackets start at most {MAX_TRIALS} "

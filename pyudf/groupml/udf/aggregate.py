@@ -101,7 +101,7 @@ def _cost_model(session, family: str, txn: str):
 
     The aggregate only reads the table: it may run in read-only transactions, so recording
     measured runs is left to the catalog writers (train_groups, calibrate_cost_model)."""
-    from .search import load_cost_model
+    from ..executor.costs import load_cost_model
 
     key = (txn, family)
     if key not in _cost_models:

@@ -1,8 +1,8 @@
 """SQL entry points of the search engine: cost-model calibration, explain_search, trial_info.
 
 * ``groupml.cost_runs`` holds measured training runs (rows, features, batch size k,
-  workers, passes, seconds); :func:`load_cost_model` refits TuPAQ's eq. (1) cost model
-  from them (NNLS, :class:`groupml.planner.CostModel`), :func:`record_cost_run` adds one
+  workers, passes, seconds); :func:`groupml.executor.costs.load_cost_model` refits TuPAQ's
+  eq. (1) cost model from them (NNLS, :class:`groupml.planner.CostModel`), :func:`record_cost_run` adds one
   (catalog writers call it after every group), :func:`calibrate_cost_model` measures a
   few real passes on synthetic data so a fresh install has a model.
 * :func:`explain_search` prints the plan of a search without training anything.
@@ -18,16 +18,15 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
+from .. import catalog
 from ..db import quote_ident
-from ..errors import GroupmlError, InvalidParameterError
-from ..planner import check_run
+from ..executor.costs import load_cost_model
+from ..errors import InvalidParameterError
 from ..validation import check_keys, check_number, short_int, shown
 from ._catalog import check_catalog_privileges
-from ._source import (check_column_privileges, check_columns, check_group_by_apart, check_group_by_sortable,
-                      check_label_not_a_feature, check_select_privilege, columns, reading_source, source_oid)
+from ..sourcesql import check_training_source, reading_source, source_oid
 from . import families_hint, parse_object, pinned, sql_entry
 
-MAX_COST_RUNS = 1000
 CALIBRATION_SIZES = [  # (rows, features, k): a few seconds in all on one core
     (2000, 10, 1), (2000, 10, 8), (20000, 10, 1), (20000, 10, 8),
     (5000, 100, 1), (5000, 100, 8), (20000, 50, 4), (50000, 20, 2),
@@ -49,11 +48,8 @@ def record_cost_run(session, *, n, d, k, workers=1, passes, seconds, source, fam
     workers = check_number(int(workers or 1), "workers", owner, ge=1, integer=True)
     passes = check_number(int(passes), "passes", owner, ge=1, integer=True)
     seconds = check_number(float(seconds), "seconds", owner, gt=0)
-    session.query(
-        "INSERT INTO groupml.cost_runs (n, d, k, workers, passes, seconds, family, source) "
-        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        [n, d, k, workers, passes, seconds, family, str(source)],
-        ["bigint", "integer", "integer", "integer", "integer", "float8", "text", "text"])
+    catalog.insert_cost_run(session, n=n, d=d, k=k, workers=workers, passes=passes, seconds=seconds, family=family,
+                            source=source)
 
 
 def record_fit_cost(session, result, *, source: str, workers: int = 1) -> None:
@@ -65,43 +61,6 @@ def record_fit_cost(session, result, *, source: str, workers: int = 1) -> None:
     record_cost_run(session, n=result.n_train, d=result.n_features or 1, k=result.mean_batch or 1,
                     workers=workers, passes=result.passes, seconds=result.seconds, source=source,
                     family=result.family)
-
-
-def load_cost_model(session, family: Optional[str] = None, before_run: Optional[int] = None):
-    """The cost model refitted on the newest recorded runs (all families when ``family`` is
-    None or has no runs of its own); the priors when the table is empty. ``before_run`` (a
-    groupml.runs id) counts only runs recorded before that run started: a run resumed later
-    plans its groups with the model its first attempt had (the batch size k steers the search)."""
-    from ..fitting import default_cost_model
-
-    sql = ("SELECT n, d, k, workers, passes, seconds FROM groupml.cost_runs WHERE {} "
-           "ORDER BY run_id DESC LIMIT " + str(MAX_COST_RUNS))
-    # compared in SQL: a timestamptz as text does not always read back as the same instant
-    # (DateStyle SQL with an ambiguous zone abbreviation: 14 hours off)
-    # (only then groupml.runs is read: explain_search and the aggregate need no catalog rights)
-    cutoff = ("created_at OPERATOR(pg_catalog.<) coalesce((SELECT r.started_at FROM groupml.runs r "
-              "WHERE r.run_id OPERATOR(pg_catalog.=) $1), 'infinity'::timestamptz)" if before_run is not None
-              else "$1::bigint IS NULL")
-    args, types = [before_run], ["bigint"]
-    rows = []
-    if family is not None:
-        rows = session.query(sql.format(cutoff + " AND family OPERATOR(pg_catalog.=) $2"), args + [family],
-                             types + ["text"])
-    if len(rows) < 3:
-        rows = session.query(sql.format(cutoff), args, types)
-    model = default_cost_model()
-    model.max_runs = MAX_COST_RUNS
-    runs = []
-    for r in reversed(rows):
-        run = {"n": int(r["n"]), "d": int(r["d"]), "k": int(r["k"]), "workers": int(r["workers"]),
-               "seconds": float(r["seconds"]) / int(r["passes"])}
-        try:
-            runs.append(check_run(run))
-        except GroupmlError:
-            pass     # a row written by hand (NaN, infinite seconds): planning must not fail on it
-    if runs:
-        model.add_runs(runs)
-    return model
 
 
 def _synthetic(n: int, d: int, seed: int):
@@ -139,7 +98,7 @@ def calibrate_cost_model(sizes, family, passes):
     from ..learners import get_family
 
     from ..learners import LEARNER_FAMILIES
-    from ..learners._families import FAMILIES
+    from ..learners import FAMILIES
     from ..errors import FeatureNotSupportedError
 
     owner = "calibrate_cost_model"
@@ -215,7 +174,7 @@ def explain_plan(model: str, search: dict, options: dict, *, n_groups: int, n_ro
     def add(item, value, detail=None):
         rows.append({"item": item, "value": None if value is None else str(value), "detail": detail})
 
-    from ..learners._choice import chosen_families
+    from ..learners import chosen_families
 
     families = chosen_families(spec.space)
     add("model", family.name if families is None else "choice: " + ", ".join(
@@ -287,21 +246,7 @@ def explain_search(source, features, label, model, search, group_by, options):
 
 def _explain_search(session, oid, features, label, model, search_obj, options_obj, group_by):
     owner = "explain_search"
-    source = check_select_privilege(session, oid, owner)
-    cols = columns(session, source)
-    group_by = check_columns(cols, group_by or [], "group_by", source, numeric=False, owner=owner)
-    check_group_by_sortable(session, source, group_by, cols, owner)
-    features = check_columns(cols, features, "features", source, numeric=True, owner=owner)
-    if not features:
-        raise InvalidParameterError(f"The 'features' value of {owner} must name at least one column; got []",
-                                    hint="Pass ARRAY['f1', 'f2', ...].")
-    if label is None:
-        raise InvalidParameterError(f"The 'label' value of {owner} must be a column name; got null",
-                                    hint="Pass the label column, e.g. 'clicked'.")
-    check_columns(cols, [label], "label", source, numeric=True, owner=owner)
-    check_label_not_a_feature(label, features, owner)
-    check_group_by_apart(group_by, features, label, owner)
-    check_column_privileges(session, source, list(group_by) + list(features) + [label], owner)
+    source, cols, group_by, features = check_training_source(session, oid, group_by, features, label, owner)
     # rows with a NULL feature or label are skipped by training, so the plan does not count them
     usable = ("pg_catalog.count(*) FILTER (WHERE "
               + " AND ".join(f"{quote_ident(c)} IS NOT NULL" for c in list(features) + [label]) + ")")

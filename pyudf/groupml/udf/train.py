@@ -18,16 +18,16 @@ import os
 import time
 from typing import Any, Dict, List, Optional
 
-import numpy as np
 
+from .. import catalog
+from ..catalog import KEY_SETTINGS
 from ..db import backend_session, quote_ident, quote_literal
 from ..procpool import MAX_PROCESSES
 from ..validation import check_number, shown
 from ..errors import DataError, GroupmlError, InvalidParameterError, ObjectInUseError, UndefinedObjectError
 from ._catalog import check_catalog_privileges
-from ._source import (check_column_privileges, check_columns, check_distinct_group_keys, check_group_by_apart,
-                      check_group_by_sortable, check_group_keys, check_label_not_a_feature, check_select_privilege, columns, group_clause_sql,
-                      group_key_sql, packed_scan_sql, reading_source, source_oid)
+from ..sourcesql import (check_distinct_group_keys, check_group_keys, check_training_source, columns,
+                         group_clause_sql, group_key_sql, packed_scan_sql, reading_source, source_oid)
 from . import parse_object, pinned, sql_entry
 
 OWNER = "train_groups"
@@ -43,21 +43,8 @@ def _validate(session, oid, group_by, features, label, model, search, options):
     returns its schema-qualified name with the parsed arguments."""
     search_obj = parse_object(search, "search", OWNER)
     options_obj = parse_object(options, "options", OWNER)
-    source = check_select_privilege(session, oid, OWNER)
-    cols = columns(session, source)
-    group_by = check_columns(cols, group_by or [], "group_by", source, numeric=False, owner=OWNER)
-    check_group_by_sortable(session, source, group_by, cols, OWNER)
-    features = check_columns(cols, features, "features", source, numeric=True, owner=OWNER)
-    if not features:
-        raise InvalidParameterError("The 'features' value of train_groups must name at least one column; got []",
-                                    hint="Pass ARRAY['f1', 'f2', ...].")
-    if label is None:
-        raise InvalidParameterError("The 'label' value of train_groups must be a column name; got null",
-                                    hint="Pass the label column, e.g. label => 'clicked'.")
-    check_columns(cols, [label], "label", source, numeric=True, owner=OWNER)
-    check_label_not_a_feature(label, features, OWNER)
-    check_group_by_apart(group_by, features, label, OWNER)
-    check_column_privileges(session, source, list(group_by) + list(features) + [label], OWNER)
+    source, cols, group_by, features = check_training_source(session, oid, group_by, features, label, OWNER,
+                                                             label_example="label => 'clicked'")
     return source, search_obj, options_obj, cols, group_by, features
 
 
@@ -84,8 +71,8 @@ OPTIONS = "train_groups options"
 
 def _check_option_keys(options: dict, executor: bool) -> None:
     """train_groups' own option keys: the fitting options, then 'processes' for a run in this
-    backend or the executor's keys for a run on worker backends (the messages used to name
-    learn_over_groups' options and list 'threads')."""
+    backend or the executor's keys for a run on worker backends (the messages name
+    train_groups' own keys, not learn_over_groups' options)."""
     from ..executor.run import EXEC_KEYS
     from ..fitting import OPTION_KEYS
     from ..validation import check_keys
@@ -178,11 +165,11 @@ def _check_executor_request(session, source, group_by, features, label, model, s
     workers can see (not a temporary table), no sgd for GLMs, and a named snapshot that matches
     the arguments. Returns (fit_options, exec_options, family, spec, opts, pattern)."""
     from ..executor.glm import uses_sgd
-    from ..executor.patterns import check_strategy, pattern_of
+    from ..executor.core import check_strategy, pattern_of
     from ..executor.pool import check_source_visible
     from ..executor.run import split_options
 
-    from ..learners._choice import mentions_model
+    from ..learners import mentions_model
 
     if on_workers and mentions_model(search_obj):
         from ..errors import FeatureNotSupportedError
@@ -211,9 +198,8 @@ def _check_executor_request(session, source, group_by, features, label, model, s
 
 def _check_options(session, source, group_by, features, label, model, search_obj, options_obj, workers, strategy):
     """train_groups' options as a run with these workers and strategy takes them -- shared
-    with explain_train_groups, which used to accept 'threads' and refuse 'processes' (and
-    list learn_over_groups' keys) where the run does the opposite. Returns (processes, the
-    options without 'processes', what :func:`_check_executor_request` returns)."""
+    with explain_train_groups, so that both accept and refuse the same keys. Returns
+    (processes, the options without 'processes', what :func:`_check_executor_request` returns)."""
     executor = workers != 1 or strategy != "auto"
     processes = _processes_option(options_obj, executor)
     if executor and processes is not None:
@@ -287,13 +273,6 @@ def _what_decides(model, search, options):
                             "metric": opts["metric"] or family.default_metric}
 
 
-def _key_settings_sql() -> str:
-    from ..executor.snapshot import KEY_SETTINGS
-
-    return "pg_catalog.jsonb_build_object(" + ", ".join(
-        f"'{n}', pg_catalog.current_setting('{n}')" for n in KEY_SETTINGS) + ")"
-
-
 #: group-by types whose JSON text no key setting changes (arrays of them too)
 _SETTING_FREE_TYPES = frozenset({"smallint", "integer", "bigint", "numeric", "text", "character varying", "character",
                                  "name", "boolean", "date", "uuid", "timestamp without time zone",
@@ -303,8 +282,6 @@ _SETTING_FREE_TYPES = frozenset({"smallint", "integer", "bigint", "numeric", "te
 def _key_setting_names(types) -> List[str]:
     """The key settings a run's group keys of these column types depend on (all of them for
     a type not known here)."""
-    from ..executor.snapshot import KEY_SETTINGS
-
     need = set()
     for t in types:
         base = t[:-2] if t.endswith("[]") else t
@@ -328,11 +305,7 @@ def _check_key_settings(session, run_id: int, source: str, group_by) -> None:
     names = _key_setting_names([cols.get(g, "unknown") for g in group_by])
     if not names:
         return
-    rows = session.query(
-        "SELECT s.key AS name, s.value AS was, pg_catalog.current_setting(s.key) AS now FROM groupml.runs r, "
-        "pg_catalog.jsonb_each_text(r.key_settings) s WHERE r.run_id = $1 AND s.key = ANY ($2::text[]) AND "
-        "s.value IS DISTINCT FROM pg_catalog.current_setting(s.key) ORDER BY s.key", [run_id, names],
-        ["bigint", "text[]"])
+    rows = catalog.changed_key_settings(session, run_id, names)
     if rows:
         diff = ", ".join(f"{r['name']} {r['was']!r} (this session: {r['now']!r})" for r in rows)
         sets = " ".join(f"SET {r['name']} = {quote_literal(r['was'])};" for r in rows)
@@ -354,9 +327,8 @@ def _recorded_executor(session, run_id: int):
     """(the :func:`_executor_args` the run was recorded with -- the strategy the planner chose,
     with ``workers => 0`` the count it chose --, the run's status), or None for a run no
     worker backend trained."""
-    rows = session.query("SELECT g.workers, g.strategy, r.status FROM groupml.grouped_runs g JOIN groupml.runs r "
-                         "USING (run_id) WHERE run_id = $1", [run_id], ["bigint"])
-    return (_executor_args(int(rows[0]["workers"]), rows[0]["strategy"]), rows[0]["status"]) if rows else None
+    r = catalog.recorded_executor(session, run_id)
+    return (_executor_args(int(r["workers"]), r["strategy"]), r["status"]) if r else None
 
 
 def _stored_executor_args(session, run_id: int) -> Optional[str]:
@@ -395,22 +367,15 @@ def _attempt(session, run_id, source, group_by, features, label, model, search_o
     done, claimed = set(), None
     try:
         if run_id is None:
-            run_id = session.query(
-                "INSERT INTO groupml.runs (kind, source, group_by, features, label, family, search, options, "
-                f"key_settings) VALUES ('train_groups', $1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, {_key_settings_sql()}) "
-                "RETURNING run_id",
-                [source, group_by, features, label, model, json.dumps(search_obj), json.dumps(options_obj)],
-                ["text", "text[]", "text[]", "text", "text", "text", "text"])[0]["run_id"]
+            run_id = catalog.insert_run(session, source=source, group_by=group_by, features=features, label=label,
+                                        model=model, search=search_obj, options=options_obj)
             claimed = _claim_run(session, run_id)
         else:
-            rows = session.query(
-                "SELECT source, group_by, features, label, family, status, search::text AS search, "
-                "options::text AS options FROM groupml.runs WHERE run_id = $1", [run_id], ["bigint"])
-            if not rows:
+            r = catalog.run_arguments(session, run_id)
+            if r is None:
                 raise UndefinedObjectError(
                     f"The 'run_id' value of train_groups must name an existing run; got {run_id}",
                     hint="Omit run_id to start a new run; see SELECT * FROM groupml.runs.")
-            r = rows[0]
             stored = {"source": r["source"], "group_by": list(r["group_by"]), "features": list(r["features"]),
                       "label": r["label"], "model": r["family"]}
             given = {"source": source, "group_by": list(group_by), "features": list(features), "label": label,
@@ -438,14 +403,10 @@ def _attempt(session, run_id, source, group_by, features, label, model, search_o
             if grouped is None:
                 _check_not_an_executor_run(session, run_id)
             claimed = _claim_run(session, run_id)       # before anything of the run is changed
-            done = {g["k"] for g in session.query(
-                "SELECT group_key::text AS k FROM groupml.models WHERE run_id = $1", [run_id], ["bigint"])}
-            session.query("UPDATE groupml.runs SET status = 'running', finished_at = NULL WHERE run_id = $1",
-                          [run_id], ["bigint"])
+            done = catalog.stored_group_keys(session, run_id)
+            catalog.mark_run_running(session, run_id)
         if grouped is not None:
-            session.query("INSERT INTO groupml.grouped_runs (run_id, strategy, workers) VALUES ($1, $2, $3) "
-                          "ON CONFLICT (run_id) DO UPDATE SET workers = EXCLUDED.workers",
-                          [run_id, *grouped], ["bigint", "text", "integer"])
+            catalog.upsert_grouped_run(session, run_id, *grouped)
         session.commit()
         yield run_id, done
     except BaseException:
@@ -460,7 +421,8 @@ def _train_in_backend(session, run_id, done, source, group_by, features, label, 
     """The groups of the run not in ``done``, trained by this backend (or its helper processes),
     largest first; each group's model and trials are stored and committed as it finishes."""
     from ..executor.run import RunClock
-    from .search import load_cost_model, record_fit_cost
+    from ..executor.costs import load_cost_model
+    from .search import record_fit_cost
 
     clock = RunClock(time.time())
     # the model as it was when the run was created, on every attempt: a resumed group gets the
@@ -475,8 +437,7 @@ def _train_in_backend(session, run_id, done, source, group_by, features, label, 
         blocks = _load_blocks(session, source, group_by, features, label, cols)
         check_group_keys(session, [b["gkey"] for b in blocks], len(group_by), OWNER)
         check_distinct_group_keys(session, [b["gkey"] for b in blocks], OWNER)
-        session.query("UPDATE groupml.runs SET n_groups = $2 WHERE run_id = $1", [run_id, len(blocks)],
-                      ["bigint", "integer"])
+        catalog.set_run_groups(session, run_id, len(blocks))
         clock.charge(session, run_id)           # the loading
         session.commit()        # progress shows the count while the first group trains
         d = len(features)
@@ -490,8 +451,7 @@ def _train_in_backend(session, run_id, done, source, group_by, features, label, 
         for b, result in _fit_all(session, jobs, d, model, search_obj, options_obj, cost_model, helpers):
             # a run deleted meanwhile would fail the insert on a foreign key; the row lock (until
             # the group's commit) waits out a delete in progress and keeps one from starting
-            if not session.query("SELECT run_id FROM groupml.runs WHERE run_id = $1 FOR KEY SHARE",
-                                 [run_id], ["bigint"]):
+            if not catalog.lock_run_row(session, run_id):
                 raise UndefinedObjectError(
                     f"Run {run_id} was deleted while it was being trained; this call stops",
                     hint="Nothing of the run is left (its groups went with it); start a new run.")
@@ -500,12 +460,8 @@ def _train_in_backend(session, run_id, done, source, group_by, features, label, 
             # committed with the group, so a cancelled call's groups keep their times and the two
             # columns cover the same groups (every group of the run) however often it resumed
             # train_seconds: the searches' own time; seconds: the call's wall time so far
-            session.query("UPDATE groupml.runs SET groups_done = groups_done + 1, "
-                          "estimated_seconds = coalesce(estimated_seconds, 0) + $2, "
-                          "train_seconds = coalesce(train_seconds, 0) + $3, seconds = coalesce(seconds, 0) + $4 "
-                          "WHERE run_id = $1",
-                          [run_id, result.estimated_seconds or 0.0, result.seconds or 0.0, clock.take()[0]],
-                          ["bigint", "float8", "float8", "float8"])
+            catalog.add_backend_group_done(session, run_id, estimated_seconds=result.estimated_seconds or 0.0,
+                                           train_seconds=result.seconds or 0.0, wall_seconds=clock.take()[0])
             finished += 1
             session.notice(f"groupml: group {finished}/{len(blocks)} {b['gkey']}: {result.status}"
                            + (f", {result.metric} {result.score:.4f}" if result.score is not None else ""))
@@ -591,11 +547,8 @@ def drop_snapshot(snapshot_id) -> bool:
                        hint="Pass a snapshot_id of groupml.snapshots.")
     session = backend_session()
     check_catalog_privileges(session, "drop_snapshot")
-    gone = session.query("DELETE FROM groupml.snapshots WHERE snapshot_id = $1 RETURNING snapshot_id",
-                         [sid], ["bigint"])
-    for r in session.query("SELECT run_id FROM groupml.grouped_runs WHERE snapshot_id = $1 ORDER BY run_id",
-                           [sid], ["bigint"]):
-        run_id = int(r["run_id"])
+    gone = catalog.delete_snapshot(session, sid)
+    for run_id in catalog.runs_using_snapshot(session, sid):
         if _try_run_lock(session, run_id, xact=True):
             continue
         pids = _lock_holders(session, run_id) or ["unknown"]
@@ -609,7 +562,7 @@ def drop_snapshot(snapshot_id) -> bool:
 
 @contextlib.contextmanager
 def _failed_run_on_error(session, run_id: int, executor_args: Optional[str] = None):
-    """A groupml error after the run's row was committed marks the run failed (it used to stay
+    """A groupml error after the run's row was committed marks the run failed (not left
     'running' in groupml.progress for good). A data or parameter problem cannot be resumed past
     -- the same rows fail again -- so the run's snapshot is dropped too (unless kept); other
     errors (a lost worker) keep it for ``run_id => ...``. A cancel or a terminate (SQLSTATE
@@ -630,17 +583,11 @@ def _failed_run_on_error(session, run_id: int, executor_args: Optional[str] = No
             raise PassedOnError(state, f"{first}; run {run_id} keeps the groups it committed",
                                 hint=f"Call train_groups again with {again} to resume it.") from None
         try:
-            from ..executor.run import mark_run_failed
-            mark_run_failed(session, run_id)
+            catalog.mark_run_failed(session, run_id)
             if isinstance(exc, (DataError, InvalidParameterError)):
-                from ..executor.snapshot import drop_snapshot
-                rows = session.query("SELECT snapshot_id FROM groupml.grouped_runs WHERE run_id = $1 "
-                                     "AND snapshot_id IS NOT NULL", [run_id], ["bigint"])
-                for r in rows:
-                    drop_snapshot(session, int(r["snapshot_id"]))
-                    session.query("UPDATE groupml.grouped_runs SET snapshot_id = NULL WHERE run_id = $1 AND NOT "
-                                  "EXISTS (SELECT 1 FROM groupml.snapshots s WHERE s.snapshot_id = $2)",
-                                  [run_id, int(r["snapshot_id"])], ["bigint", "bigint"])
+                for sid in catalog.run_snapshot_ids(session, run_id):
+                    catalog.delete_unkept_snapshot(session, sid)
+                    catalog.clear_run_snapshot_if_gone(session, run_id, sid)
             session.commit()
         except Exception:  # noqa: BLE001 - the transaction may be unusable; the original error is what counts
             pass
@@ -772,7 +719,7 @@ def _validate_model(model, search_obj, fit_options):
     from ..learners import LEARNER_FAMILIES, access_pattern
 
     if isinstance(model, str) and model in LEARNER_FAMILIES and access_pattern(model) != "algebraic":
-        from ..executor.patterns import validate_any
+        from ..executor.core import validate_any
         return validate_any(model, search_obj, fit_options)
     return validate_request(model, search_obj, fit_options, OPTIONS)
 
@@ -798,24 +745,7 @@ def gap_partial(request, theta):
 
 
 def _store(session, run_id, gkey: str, result) -> None:
-    row = result.as_sql()
-    session.query(
-        "INSERT INTO groupml.models (run_id, group_key, fit) VALUES ($1, $2::jsonb, "
-        "ROW($3, $4, $5::jsonb, $6, $7, $8::jsonb, $9, $10, $11, $12, $13::jsonb, $14, $15)::groupml.fit)",
-        [run_id, gkey, row["status"], row["family"], row["params"], row["metric"], row["score"], row["metrics"],
-         row["n_train"], row["n_validation"], row["n_skipped"], row["n_features"], row["trials"], row["message"],
-         row["model"]],
-        ["bigint", "text", "text", "text", "text", "text", "float8", "text", "bigint", "bigint", "bigint",
-         "integer", "text", "text", "bytea"])
+    """A finished group's model and trials."""
+    catalog.insert_model(session, run_id, gkey, result)
     for t in result.trials:
-        session.query(
-            "INSERT INTO groupml.trials (run_id, group_key, trial_id, params, status, stop_reason, score, "
-            "epoch_scores, metrics) VALUES ($1, $2::jsonb, $3, $4::jsonb, $5, $6, $7, $8, $9::jsonb)",
-            [run_id, gkey, t["trial_id"], json.dumps(t["params"]), t["status"], t["stop_reason"],
-             _num(t["score"]), [_num(v) for v in t["epoch_losses"]],
-             json.dumps({k: t.get(k) for k in ("passes", "seconds", "iterations", "is_best")})],
-            ["bigint", "text", "integer", "text", "text", "text", "float8", "float8[]", "text"])
-
-
-def _num(v):
-    return None if v is None or not np.isfinite(v) else float(v)
+        catalog.insert_trial(session, run_id, gkey, t)
