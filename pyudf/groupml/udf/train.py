@@ -230,6 +230,9 @@ def _train_groups(session, oid, group_by, features, label, model, search, option
                              else "train_groups with workers or a strategy")
     source, search_obj, options_obj, cols, group_by, features = _validate(session, oid, group_by, features,
                                                                           label, model, search, options)
+    holders = _holders_of(session, source, strategy)
+    if holders is not None:             # a distributed source: one worker per shard, on its node
+        workers, strategy = len(holders), "grouped"
     executor = workers != 1 or strategy != "auto"
     processes, options_obj, (fit_options, exec_options, family, spec, opts, pattern) = _check_options(
         session, source, group_by, features, label, model, search_obj, options_obj, workers, strategy)
@@ -239,9 +242,10 @@ def _train_groups(session, oid, group_by, features, label, model, search, option
                                      strategy, exec_options, pattern)
         session.notice(f"groupml: {why}")
     if executor:
-        # every executor run connects its workers, one included (workers => 0 may choose 1)
-        from ..executor.pool import check_endpoints
-        check_endpoints(session, workers)
+        if holders is None:
+            # every executor run connects its workers, one included (workers => 0 may choose 1)
+            from ..executor.pool import check_endpoints
+            check_endpoints(session, workers)
     else:
         exec_options, fit_options = None, options_obj
         validate_request(model, search_obj, options_obj, OPTIONS)
@@ -254,11 +258,30 @@ def _train_groups(session, oid, group_by, features, label, model, search, option
 
             run_grouped(session, run_id=run_id, source=source, group_by=group_by, features=features, label=label,
                         cols=cols, model=model, search=search_obj, fit_options=fit_options, exec_options=exec_options,
-                        workers=workers, strategy=strategy, family=family, spec=spec, opts=opts, store=_store)
+                        workers=workers, strategy=strategy, family=family, spec=spec, opts=opts, store=_store,
+                        holders=holders)
             return {"run_id": run_id}
         _train_in_backend(session, run_id, done, source, group_by, features, label, cols, model, search_obj,
                           options_obj, processes)
         return {"run_id": run_id}
+
+
+def _holders_of(session, source: str, strategy: str):
+    """The holders of a Citus distributed source (its shards on their nodes), else None. Such
+    a run trains where the rows are: the strategy is the data's placement ('auto' or
+    'grouped'), the workers are its shards."""
+    from ..executor.nodes import citus_holders, is_distributed
+
+    if not is_distributed(session, source):
+        return None
+    if strategy not in ("auto", "grouped"):
+        from ..errors import FeatureNotSupportedError
+        raise FeatureNotSupportedError(
+            f"The 'strategy' value of train_groups on the distributed table {source} must be 'auto' or 'grouped'; "
+            f"got '{strategy}'",
+            hint="A distributed table trains where its shards are (each group on the nodes holding its rows); "
+                 "omit strategy, or copy the rows into a local table to compare strategies.")
+    return citus_holders(session, source)
 
 
 def _what_decides(model, search, options):
