@@ -199,6 +199,84 @@ def grant_on_nodes(citus_cluster, role):
             node.execute(f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA groupml TO {role}")
 
 
+def test_an_mlp_grouped_across_shards_is_refused_before_the_run(citus_cluster, events):
+    with citus_cluster.connect() as conn:
+        runs = conn.execute("SELECT count(*) FROM groupml.runs").fetchone()[0]
+        state, msg, hint = sql_error(
+            conn, f"CALL groupml.train_groups('events', ARRAY['segment'], {FEATS}, 'clicked', 'mlp', "
+                  f"'{{}}'::jsonb, '{{}}'::jsonb, NULL)")
+        assert state == "0A000" and "'country'" in msg and "segment" in msg and "GLM" in hint, msg
+        assert conn.execute("SELECT count(*) FROM groupml.runs").fetchone()[0] == runs
+
+
+def test_a_node_lost_mid_run_keeps_what_was_committed_and_resumes(citus_cluster, events):
+    """The node stops after the run's first committed group; the run fails naming a node,
+    keeps its groups, and resumes with its run_id once the node is back."""
+    import threading
+
+    down = citus_cluster.workers[0]
+    spec = '{"l2": [0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30]}'
+    with citus_cluster.connect() as conn:
+        start = conn.execute("SELECT coalesce(max(run_id), 0) FROM groupml.runs").fetchone()[0]
+        halted = threading.Event()
+
+        def halt_after_first_group():
+            with citus_cluster.connect() as watch:
+                for _ in range(3000):
+                    r = watch.execute("SELECT groups_done FROM groupml.runs WHERE run_id > %s", [start]).fetchone()
+                    if r and r[0] >= 1:
+                        down.halt()
+                        halted.set()
+                        return
+                    time.sleep(0.01)
+
+        t = threading.Thread(target=halt_after_first_group)
+        t.start()
+        try:
+            with pytest.raises(psycopg.Error) as info:
+                train(conn, "events", spec=spec)
+        finally:
+            t.join()
+            if halted.is_set():
+                down.resume()
+        assert halted.is_set()
+        err = info.value
+        assert err.sqlstate[:2] in ("08", "XX", "57"), (err.sqlstate, err.diag.message_primary)
+        assert "127.0.0.1:" in err.diag.message_primary and "run_id" in (err.diag.message_hint or "")
+        run = conn.execute("SELECT max(run_id) FROM groupml.runs").fetchone()[0]
+        kept = conn.execute("SELECT count(*) FROM groupml.models WHERE run_id = %s", [run]).fetchone()[0]
+        assert kept >= 1
+        assert train(conn, "events", run_id=run, spec=spec) == run
+        assert conn.execute("SELECT status, groups_done FROM groupml.runs WHERE run_id = %s",
+                            [run]).fetchone() == ("done", 6)
+        assert_same(models(conn, run), models(conn, train(conn, "events_local", spec=spec)))
+        for worker in citus_cluster.workers:     # no node snapshot is left behind
+            with psycopg.connect(worker.dsn(), autocommit=True) as node:
+                assert node.execute("SELECT count(*) FROM groupml.snapshots").fetchone()[0] == 0
+
+
+def test_a_replicated_shard_is_read_from_its_other_placement(citus_cluster, events):
+    with citus_cluster.connect() as conn:
+        conn.execute("DROP TABLE IF EXISTS events_rep")
+        conn.execute("CREATE TABLE events_rep AS SELECT * FROM events_local")
+        conn.execute("SET citus.shard_replication_factor = 2")
+        conn.execute("SELECT create_distributed_table('events_rep', 'country', shard_count := 2)")
+        conn.execute("RESET citus.shard_replication_factor")
+        down = citus_cluster.workers[1]
+        notices = []
+        conn.add_notice_handler(lambda d: notices.append(d.message_primary))
+        down.halt()
+        try:
+            run = train(conn, "events_rep")
+        finally:
+            down.resume()
+        assert any(f"node 127.0.0.1:{down.port} is unreachable" in n for n in notices), notices
+        assert_same(models(conn, run), models(conn, train(conn, "events_local")))
+        plan = json.loads(conn.execute("SELECT plan::text FROM groupml.grouped_runs WHERE run_id = %s",
+                                       [run]).fetchone()[0])
+        assert {s["node"] for s in plan["nodes"]["snapshots"]} == {f"127.0.0.1:{citus_cluster.workers[0].port}"}
+
+
 def test_a_non_superuser_reaches_the_nodes_as_itself(citus_cluster, trainer):
     with citus_cluster.connect(trainer) as conn:
         # the node checks the caller's own rights there (not the server's)

@@ -20,7 +20,7 @@ Everything here but :func:`citus_holders` and :func:`node_conninfo` is pure data
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import FeatureNotSupportedError, GroupmlError
 from .snapshot import pieces_for
@@ -58,15 +58,28 @@ def is_distributed(session, source: str) -> bool:
                               "WHERE logicalrelid = pg_catalog.to_regclass($1)", [source], ["text"]))
 
 
+def check_grouping(pattern: str, group_by: Sequence[str], distribution_column: Optional[str], source: str) -> None:
+    """MLP and LightGBM groups must each lie in one shard: the grouping must include the
+    distribution column (GLM groups may span shards)."""
+    if pattern != "algebraic" and distribution_column not in group_by:
+        raise FeatureNotSupportedError(
+            f"On the distributed table {source}, group_by must include its distribution column "
+            f"{distribution_column!r} for this model (its groups train whole on one node); got "
+            f"{', '.join(group_by) or 'no columns'}",
+            hint="Add the distribution column to group_by, distribute the table by the group column, or train a "
+                 "GLM (logistic, linear, svm), whose groups may span nodes.")
+
+
 def citus_holders(session, source: str) -> List[Holder]:
-    """One holder per shard of a Citus distributed table: the shard's first active placement,
-    the others as alternates (replicated shards). A shard without an active placement is
-    NodeUnavailableError naming its nodes."""
+    """One holder per shard of a Citus distributed table: one of the shard's active placements
+    (the i-th shard's i-th, modulo: replicated shards spread their holders over the nodes),
+    the others as alternates. A shard without an active placement is NodeUnavailableError
+    naming its nodes."""
     from ..db import quote_ident
     from ..shards import citus_shard_map
 
     out = []
-    for shard in citus_shard_map(session, source).shards:
+    for i, shard in enumerate(citus_shard_map(session, source).shards):
         active = shard.active_placements()
         if not active:
             nodes = ", ".join(f"{p.host}:{p.port}" for p in shard.placements) or "none"
@@ -74,11 +87,12 @@ def citus_holders(session, source: str) -> List[Holder]:
                 f"Shard {shard.shard_id} of {source} has no active placement (placements on {nodes})",
                 hint="Bring the node back (citus_activate_node) or repair the shard's placements, then call "
                      "train_groups again (with run_id to resume).")
-        first = active[0]
+        first = active[i % len(active)]
+        rest = active[i % len(active) + 1:] + active[:i % len(active)]
         table = f"{quote_ident(shard.schema)}.{quote_ident(shard.table)}"
         out.append(Holder(name=f"{first.host}:{first.port} {shard.schema}.{shard.table}", host=first.host,
                           port=int(first.port), table=table, shard_id=int(shard.shard_id),
-                          alternates=tuple((p.host, int(p.port)) for p in active[1:])))
+                          alternates=tuple((p.host, int(p.port)) for p in rest)))
     return out
 
 
@@ -164,7 +178,8 @@ def moved_bytes(n_rows_by_holder: Sequence[int], d: int) -> int:
 
 # ---------------------------------------------------------------- coordinator side (catalog I/O)
 def build_node_snapshots(session, pool, *, run_id: int, source: str, group_by, features, label: str, seed: int,
-                         fraction: float, block_rows: int, cancel_check) -> Tuple[int, Dict[int, Dict[str, Any]]]:
+                         fraction: float, block_rows: int, cancel_check,
+                         stale=()) -> Tuple[int, Dict[int, Dict[str, Any]]]:
     """Every holder snapshots its own table on its node; the coordinator's snapshot gets the
     groups' counts and the validation rows of the groups spread over holders. Returns (the
     coordinator's snapshot id, node_tasks). The group list comes from a count through the
@@ -176,6 +191,7 @@ def build_node_snapshots(session, pool, *, run_id: int, source: str, group_by, f
                              reading_source)
     from .snapshot import delete_snapshot
 
+    _drop_stale(pool, stale)
     for old in catalog.building_snapshots_of_run(session, run_id) + [
             s for s in [catalog.ready_snapshot_of_run(session, run_id)] if s is not None]:
         delete_snapshot(session, old)           # an earlier attempt's: the nodes snapshot again
@@ -218,6 +234,36 @@ def build_node_snapshots(session, pool, *, run_id: int, source: str, group_by, f
     return sid, tasks
 
 
+def stale_node_snapshots(plan_text: Optional[str]) -> List[Dict[str, Any]]:
+    """The node snapshots an earlier attempt of the run recorded in its plan (``nodes.snapshots``)."""
+    import json
+
+    if not plan_text:
+        return []
+    try:
+        return list(json.loads(plan_text).get("nodes", {}).get("snapshots", []))
+    except (ValueError, AttributeError):
+        return []
+
+
+def _drop_stale(pool, stale) -> None:
+    """Drop an earlier attempt's snapshots on the nodes reached now (a node still down keeps
+    its own until a later attempt reaches it)."""
+    import json
+
+    futs = []
+    for s in stale:
+        for w, ep in enumerate(pool.endpoints):
+            if ep["node"] == s.get("node") and ep["table"] == s.get("table"):
+                futs.append(pool.submit(w, json.dumps({"op": "node_drop", "snapshot": int(s["snapshot"])}), b"",
+                                        {"kind": "drop", "group_key": None}, fn="task"))
+    for f in futs:
+        try:
+            f.result(timeout=60)
+        except Exception:  # noqa: BLE001 - best effort
+            pass
+
+
 def drop_node_snapshots(pool) -> None:
     """Remove the holders' snapshots (best effort: a node that is gone keeps its own)."""
     import json
@@ -256,9 +302,12 @@ def _run_on_holders(pool, asks, cancel_check, raw: bool = False) -> List[bytes]:
     return [f.result() for f in futs]
 
 
-def node_plan_facts(holders: Sequence[Holder], tasks: Mapping[int, Mapping[str, Any]]) -> Dict[str, Any]:
-    """What the run's recorded plan says about the nodes: holders, and per group the holders
-    and rows of its shards."""
-    return {"holders": [{"name": h.name, "node": h.node(), "table": h.table, "shard_id": h.shard_id,
+def node_plan_facts(holders: Sequence[Holder], tasks: Mapping[int, Mapping[str, Any]],
+                    endpoints: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
+    """What the run's recorded plan says about the nodes: holders, per group the holders and
+    rows of its shards, and the node snapshots (dropped by a later attempt if this one fails)."""
+    return {"snapshots": [{"node": ep["node"], "table": ep["table"], "snapshot": ep.get("snapshot")}
+                          for ep in endpoints if ep.get("snapshot") is not None],
+            "holders": [{"name": h.name, "node": h.node(), "table": h.table, "shard_id": h.shard_id,
                          "alternates": [f"{a}:{p}" for a, p in h.alternates]} for h in holders],
             "groups": {str(g): [[s[0], s[2]] for s in t["shards"]] for g, t in sorted(tasks.items())}}

@@ -487,11 +487,14 @@ def _node_snapshot_and_plan(session, run_id: int, holders, *, source: str, group
                             seed: int, fraction: float, exec_options, model: str, family, spec, clock, since):
     """A run on the nodes of a distributed source: the holders' pool (started), their
     snapshots and the coordinator's, and the plan whose placement is where the rows are."""
-    from .nodes import build_node_snapshots, check_pattern, holder_endpoints, node_plan_facts, split_groups
+    from .nodes import (build_node_snapshots, check_pattern, drop_node_snapshots, holder_endpoints, node_plan_facts,
+                        split_groups, stale_node_snapshots)
 
     pool = WorkerPool(holder_endpoints(session, holders), run_id=run_id, lock_timeout_ms=exec_options["lock_timeout_ms"],
                       clock_start=since, identity=server_identity(session))
     t0 = time.perf_counter()
+    prev = catalog.recorded_plan(session, run_id)
+    stale = stale_node_snapshots(prev["plan"] if prev else None)
     try:
         pool.start()
         for name, down, used in pool.failovers:
@@ -499,7 +502,8 @@ def _node_snapshot_and_plan(session, run_id: int, holders, *, source: str, group
                            f"{used}")
         sid, tasks = build_node_snapshots(session, pool, run_id=run_id, source=source, group_by=group_by,
                                           features=features, label=label, seed=seed, fraction=fraction,
-                                          block_rows=exec_options["block_rows"], cancel_check=session.check_cancel)
+                                          block_rows=exec_options["block_rows"], cancel_check=session.check_cancel,
+                                          stale=stale)
     except BaseException as exc:
         pool.close()
         if isinstance(exc, WorkerLostError):
@@ -511,22 +515,27 @@ def _node_snapshot_and_plan(session, run_id: int, holders, *, source: str, group
                            f"Call train_groups again with run_id => {run_id} once the node is back; it resumes "
                            f"from the committed groups.") from None
         raise
-    clock.charge(session, run_id)
-    session.commit()
     pattern = pattern_of(family)
     groups = catalog.snapshot_groups(session, sid)
     split = split_groups(tasks)
-    check_pattern(pattern, split, {g["group_no"]: g["gkey"] for g in groups})
+    try:
+        check_pattern(pattern, split, {g["group_no"]: g["gkey"] for g in groups})
+    except GroupmlError:
+        drop_node_snapshots(pool)
+        pool.close()
+        raise
     wl = workload_of(spec, family)
     nodes = sorted({ep["node"] for ep in pool.endpoints})
     explanation = (f"on the nodes holding the rows: {len(holders)} shard(s) on {len(nodes)} node(s) "
                    f"({', '.join(nodes)}); {len(tasks) - len(split)} group(s) whole on their node, {len(split)} "
                    f"spread over nodes (GLM partial sums per pass); snapshots built on the nodes in "
                    f"{time.perf_counter() - t0:.2f} s")
-    # every attempt plans again: the placement is where the rows are, the same while they stay
+    # every attempt plans again: the placement is where the rows are, the same while they stay;
+    # committed with the snapshots, so the plan always names the node snapshots that exist
+    clock.charge(session, run_id)
     catalog.set_run_estimate(session, run_id, len(groups), None)
     catalog.record_plan(session, run_id, "grouped", {"explanation": explanation, "pattern": pattern,
-                                                     "workload": wl, "nodes": node_plan_facts(holders, tasks)})
+                                                     "workload": wl, "nodes": node_plan_facts(holders, tasks, pool.endpoints)})
     session.notice(f"groupml: run {run_id}: {explanation}")
     session.commit()
     return sid, pool, _RunPlan("grouped", pattern, tasks, pass_task_rows(exec_options, len(features),

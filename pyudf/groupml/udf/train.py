@@ -236,6 +236,10 @@ def _train_groups(session, oid, group_by, features, label, model, search, option
     executor = workers != 1 or strategy != "auto"
     processes, options_obj, (fit_options, exec_options, family, spec, opts, pattern) = _check_options(
         session, source, group_by, features, label, model, search_obj, options_obj, workers, strategy)
+    if holders is not None:
+        from ..executor.nodes import check_grouping
+        from ..shards import citus_shard_map
+        check_grouping(pattern, group_by, citus_shard_map(session, source).distribution_column, source)
     if workers == 0:
         workers, why = _auto_workers(session, _plan_inputs(session, source, group_by, features, label, model,
                                                            search_obj, exec_options, family, spec, opts, pattern),
