@@ -132,12 +132,38 @@ def test_groups_spread_over_nodes_train_by_partial_sums_and_equal_one_server(cit
         assert passes[0] == 4 and passes[1] > 8          # partial sums on every holder, pass after pass
 
 
+def test_explain_shows_nodes_shards_and_the_bytes_each_way_moves(citus_cluster, events):
+    with citus_cluster.connect() as conn:
+        rows = conn.execute(f"SELECT strategy, chosen, worker, shards, explanation FROM groupml.explain_train_groups("
+                            f"'events', ARRAY['country'], {FEATS}, 'clicked', 'logistic', %s::jsonb)",
+                            [GRID]).fetchall()
+        where = dict(conn.execute("SELECT shard_name, nodeport FROM citus_shards WHERE table_name = "
+                                  "'events'::regclass").fetchall())
+        nodes = [r for r in rows if r[0] == "nodes"]
+        assert len(nodes) == 4 and all(r[1] for r in nodes)
+        assert sum(g["rows"] for r in nodes for g in r[3]["groups"]) == 3000
+        for r in nodes:                      # each holder is the shard's node
+            assert r[3]["node"] == f"127.0.0.1:{where[r[3]['table'].split('.', 1)[1]]}"
+        gather = next(r for r in rows if r[0] == "gather")
+        assert not gather[1] and f"{3000 * 5 * 8} bytes" in gather[4]
+        moved = int(nodes[0][4].split("moves about ", 1)[1].split(" ", 1)[0])
+        assert 0 < moved < 3000 * 5 * 8 / 4 and "no training rows" in nodes[0][4]
+        spread = conn.execute(f"SELECT explanation FROM groupml.explain_train_groups('events', ARRAY['segment'], "
+                              f"{FEATS}, 'clicked', 'logistic', %s::jsonb) WHERE strategy = 'nodes' LIMIT 1",
+                              [GRID]).fetchone()[0]
+        assert "2 spread over nodes" in spread and "partial sums 0" not in spread
+
+
 def test_other_strategies_are_refused_on_a_distributed_table(citus_cluster, events):
     with citus_cluster.connect() as conn:
         state, msg, hint = sql_error(
             conn, f"CALL groupml.train_groups('events', ARRAY['country'], {FEATS}, 'clicked', 'logistic', "
                   f"'{{}}'::jsonb, '{{}}'::jsonb, NULL, workers => 2, strategy => 'mtp')")
         assert state == "0A000" and "'mtp'" in msg and "distributed table" in msg and hint
+        state, msg, hint = sql_error(
+            conn, f"SELECT * FROM groupml.explain_train_groups('events', ARRAY['segment'], {FEATS}, 'clicked', "
+                  f"'lightgbm', '{{}}'::jsonb)")
+        assert state == "0A000" and "'country'" in msg and hint
 
 
 def test_a_node_down_names_it_and_the_run_resumes_when_it_is_back(citus_cluster, events):

@@ -311,3 +311,79 @@ def node_plan_facts(holders: Sequence[Holder], tasks: Mapping[int, Mapping[str, 
             "holders": [{"name": h.name, "node": h.node(), "table": h.table, "shard_id": h.shard_id,
                          "alternates": [f"{a}:{p}" for a, p in h.alternates]} for h in holders],
             "groups": {str(g): [[s[0], s[2]] for s in t["shards"]] for g, t in sorted(tasks.items())}}
+
+
+# ---------------------------------------------------------------- explain_train_groups on the nodes
+def shard_group_counts(session, source: str, group_by) -> Dict[int, Dict[str, int]]:
+    """Per shard id, each group's row count (key text -> rows), counted on the nodes by Citus
+    (``run_command_on_shards``, as the calling role): only keys and counts travel."""
+    from ..db import quote_literal
+    from ..sourcesql import group_key_sql
+
+    cols = ", ".join(_quoted(g) for g in group_by) or "()"
+    inner = (f"SELECT COALESCE(pg_catalog.json_agg(pg_catalog.json_build_array(k, n)), '[]') FROM "
+             f"(SELECT {group_key_sql(group_by)}::text AS k, pg_catalog.count(*) AS n FROM %s GROUP BY {cols}) s")
+    rows = session.query(f"SELECT shardid, success, result FROM pg_catalog.run_command_on_shards($1, "
+                         f"{quote_literal(inner)})", [source], ["text"])
+    import json
+
+    out = {}
+    for r in rows:
+        if not r["success"]:
+            raise NodeUnavailableError(f"Counting the groups of shard {r['shardid']} of {source} failed: {r['result']}",
+                                       hint="Check that the nodes holding the shards are up, then explain again.")
+        out[int(r["shardid"])] = {k: int(n) for k, n in json.loads(r["result"])}
+    return out
+
+
+def _quoted(name: str) -> str:
+    from ..db import quote_ident
+
+    return quote_ident(name)
+
+
+def explain_on_nodes(session, source: str, group_by, features, holders: Sequence[Holder], inputs, pattern: str,
+                     *, validation_fraction: float) -> List[Dict[str, Any]]:
+    """explain_train_groups of a distributed source: one 'nodes' row per holder (its node,
+    shard table, groups and rows, the planner's estimate of its work) and one 'gather' row;
+    each says the bytes its way would move between the nodes and the coordinator."""
+    from ..executor.plan import make_plan
+
+    counts = shard_group_counts(session, source, group_by)
+    d = len(features)
+    row_bytes = (d + 1) * 8
+    where: Dict[str, List[int]] = {}
+    for w, h in enumerate(holders):
+        for k in counts.get(h.shard_id, {}):
+            where.setdefault(k, []).append(w)
+    wl = inputs["wl"]
+    k_conf, epochs = int(wl["n_configs"]), int(wl["epochs"])
+    split = {k for k, ws in where.items() if len(ws) > 1}
+    n_rows = sum(n for c in counts.values() for n in c.values())
+    model_bytes = len(where) * (row_bytes + 512)             # one model (+ its trials) per group
+    gap = sum(len(where[k]) * epochs * 2 * row_bytes * k_conf for k in split)    # theta out, sums back, per pass
+    val = sum(int(round(n * validation_fraction)) for c in counts.values() for k, n in c.items() if k in split)
+    nodes_bytes = model_bytes + gap + val * row_bytes
+    gather_bytes = n_rows * row_bytes
+    out = []
+    for w, h in enumerate(holders):
+        mine = counts.get(h.shard_id, {})
+        sizes = {i: int(round(n * (1 - validation_fraction))) for i, n in enumerate(mine.values())}
+        secs = 0.0
+        if sizes:
+            plan = make_plan(sizes, k_conf, epochs, 1, "gtp", pattern=pattern, blocks=wl["blocks"],
+                             calibration=inputs["cal"], pass_task_rows=inputs["max_rows"])
+            secs = float(plan.estimates[plan.strategy].makespan)
+        groups = ", ".join(f'{{"group": {k}, "rows": {n}}}' for k, n in mine.items())
+        out.append({"strategy": "nodes", "chosen": True, "worker": w, "estimated_seconds": secs,
+                    "shards": f'{{"node": "{h.node()}", "table": "{h.name.split(" ", 1)[1]}", "shard_id": '
+                              f'{h.shard_id}, "groups": [{groups}]}}',
+                    "explanation": f"nodes: each node trains from its own shard tables ({len(holders)} shards on "
+                                   f"{len({x.node() for x in holders})} nodes; {len(where) - len(split)} groups whole "
+                                   f"on one node, {len(split)} spread over nodes with GLM partial sums per pass); "
+                                   f"moves about {nodes_bytes} bytes (models {model_bytes}, partial sums {gap}, "
+                                   f"validation rows of spread groups {val * row_bytes}), no training rows"})
+    out.append({"strategy": "gather", "chosen": False, "worker": 0, "estimated_seconds": None, "shards": None,
+                "explanation": f"gather: every row to the coordinator ({n_rows} rows x {d + 1} values) moves "
+                               f"{gather_bytes} bytes before training starts"})
+    return out

@@ -689,6 +689,13 @@ def _explain_train_groups(session, oid, group_by, features, label, model, search
         session, source, group_by, features, label, model, search_obj, options_obj, workers, strategy)
     inputs = _plan_inputs(session, source, group_by, features, label, model, search_obj, exec_options, family, spec,
                           opts, pattern, owner="explain_train_groups")
+    holders = _holders_of(session, source, strategy)
+    if holders is not None:
+        from ..executor.nodes import check_grouping, explain_on_nodes
+        from ..shards import citus_shard_map
+        check_grouping(pattern, group_by, citus_shard_map(session, source).distribution_column, source)
+        return explain_on_nodes(session, source, group_by, features, holders, inputs, pattern,
+                                validation_fraction=opts["validation_fraction"])
     chose = ""
     if workers == 0:
         workers, chose = _auto_workers(session, inputs, strategy, exec_options, pattern)
