@@ -41,6 +41,8 @@ RUNS = {
     "bench_learners.py": (["--rows", "4000"], r"scikit-learn loop \(lbfgs\): .*speed-up \d+\.\d+x"),
     "bench_predict.py": (["--rows", "1500", "--groups", "3", "--models", "logistic"],
                          r"ours-batch \(new session\) .*x client"),
+    "bench_scaleout.py": (["--rows", "6000", "--groups", "6", "--features", "4"],
+                          r"citus train_groups \(2 workers\) +\d+\.\d+ +\d+ +0\.\d+(.*\n)* +32 nodes: "),
     "bench_search_methods.py": (["--quick", "--configs", "4", "--max-epochs", "2", "--seeds", "1"],
                                 r"\n\S.* +hyperband +\d+ "),
     "bench_tenancy_e2e.py": (["--quick", "--tenants", "2", "--repeats", "1", "--scale", "0.05"],
@@ -58,7 +60,9 @@ def test_every_benchmark_script_has_a_small_run():
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))
-def test_benchmark_runs_to_its_comparison(name):
+def test_benchmark_runs_to_its_comparison(name, cluster):
+    # ``cluster`` writes this working tree's extension files into the server's extension
+    # directory, which the scripts' own clusters use
     args, expected = RUNS[name]
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", PYTHONWARNINGS="ignore")
     proc = subprocess.run([sys.executable, os.path.join(BENCH, name.split()[0])] + args, cwd=ROOT, env=env,
