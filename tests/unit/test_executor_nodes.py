@@ -79,3 +79,32 @@ def test_stale_node_snapshots_come_from_the_recorded_plan():
     plan = {"nodes": {"snapshots": [{"node": "n1:5432", "table": "t", "snapshot": 4}]}}
     assert stale_node_snapshots(json.dumps(plan)) == plan["nodes"]["snapshots"]
     assert stale_node_snapshots(None) == [] and stale_node_snapshots("{}") == [] and stale_node_snapshots("x") == []
+
+
+class Mappings:
+    def __init__(self, options):
+        self.options = options
+
+    def query(self, sql, args=(), types=()):
+        if "pg_user_mappings" in sql:
+            return [{"umoptions": self.options}] if self.options is not None else []
+        return [{"u": "ana"}]
+
+
+def test_a_foreign_server_is_reached_with_the_callers_user_mapping_only():
+    from psycopg.conninfo import conninfo_to_dict
+
+    from groupml.errors import InvalidAuthorizationError
+    from groupml.executor.nodes import fdw_conninfo
+
+    h = Holder("shard1 public.sales", "db1", 5432, '"public"."sales"', 0, server="shard1", dbname="app")
+    dsn, role = fdw_conninfo(Mappings(["user=remote_ana", "password=s3cret"]), h, superuser=False)
+    d = conninfo_to_dict(dsn)
+    assert (d["host"], d["dbname"], d["user"], d["password"], role) == ("db1", "app", "remote_ana", "s3cret",
+                                                                        "remote_ana")
+    assert d["passfile"] == NO_FILE and d["sslkey"] == NO_FILE
+    with pytest.raises(InvalidAuthorizationError) as info:
+        fdw_conninfo(Mappings(["user=remote_ana"]), h, superuser=False)
+    assert info.value.sqlstate == "28000" and "shard1" in info.value.message and "s3cret" not in info.value.message
+    dsn, role = fdw_conninfo(Mappings(None), h, superuser=True)     # a superuser without options: as itself
+    assert conninfo_to_dict(dsn)["user"] == "ana" and "password" not in conninfo_to_dict(dsn)

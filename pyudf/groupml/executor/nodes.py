@@ -44,6 +44,8 @@ class Holder:
     table: str
     shard_id: int
     alternates: Tuple[Tuple[str, int], ...] = field(default=())   # other active placements
+    server: Optional[str] = None               # a postgres_fdw foreign server (its user mapping connects)
+    dbname: Optional[str] = None
 
     def node(self) -> str:
         return f"{self.host}:{self.port}"
@@ -68,6 +70,66 @@ def check_grouping(pattern: str, group_by: Sequence[str], distribution_column: O
             f"{', '.join(group_by) or 'no columns'}",
             hint="Add the distribution column to group_by, distribute the table by the group column, or train a "
                  "GLM (logistic, linear, svm), whose groups may span nodes.")
+
+
+def has_foreign_partitions(session, source: str) -> bool:
+    """Whether ``source`` is a partitioned table with postgres_fdw foreign partitions."""
+    return bool(session.query(
+        "SELECT 1 AS ok FROM pg_catalog.pg_partition_tree(pg_catalog.to_regclass($1)) t "
+        "JOIN pg_catalog.pg_foreign_table ft ON ft.ftrelid = t.relid WHERE t.isleaf LIMIT 1", [source], ["text"]))
+
+
+def fdw_holders(session, source: str) -> List[Holder]:
+    """One holder per foreign partition: its server's host/port/dbname and the remote table.
+    A local partition, or a server the calling role has no user mapping for, is refused."""
+    from ..db import quote_ident
+    from ..errors import InvalidAuthorizationError
+    from ..shards import fdw_shard_map
+
+    out = []
+    for i, p in enumerate(fdw_shard_map(session, source).partitions):
+        if not p.is_foreign:
+            raise FeatureNotSupportedError(
+                f"Partition {p.partition} of {source} is a local table; train_groups on the servers of its "
+                f"partitions needs every partition to be a foreign table",
+                hint="Move the partition to a server with groupml, or train a view over the partitions (read "
+                     "through this server).")
+        if not p.has_user_mapping:
+            raise InvalidAuthorizationError(
+                f"The calling role has no user mapping for server {p.server} (partition {p.partition})",
+                hint=f"CREATE USER MAPPING FOR CURRENT_USER SERVER {p.server} OPTIONS (user '...', password '...').")
+        out.append(Holder(name=f"{p.server} {p.remote_schema}.{p.remote_table}", host=p.host or "localhost",
+                          port=int(p.port or 5432), table=f"{quote_ident(p.remote_schema)}.{quote_ident(p.remote_table)}",
+                          shard_id=i, server=p.server, dbname=p.dbname))
+    return out
+
+
+_MAPPING = ("SELECT um.umoptions FROM pg_catalog.pg_user_mappings um WHERE um.srvname = $1 AND "
+            "(um.umuser = 0 OR um.umuser = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = CURRENT_USER)) "
+            "ORDER BY um.umuser = 0 LIMIT 1")
+
+
+def fdw_conninfo(session, h: Holder, superuser: bool) -> Tuple[str, Optional[str]]:
+    """(DSN, remote role) of a foreign server through the calling role's user mapping (its own,
+    else PUBLIC's), read as the caller; never logged. A non-superuser's mapping must give a
+    password (as postgres_fdw requires), and nothing else of the server's environment is used."""
+    from psycopg.conninfo import make_conninfo
+
+    from ..errors import InvalidAuthorizationError
+
+    rows = session.query(_MAPPING, [h.server], ["text"])
+    opts = dict(o.split("=", 1) for o in (rows[0]["umoptions"] or [])) if rows else {}
+    user = opts.get("user") or session.query("SELECT current_user::text AS u")[0]["u"]
+    extra: Dict[str, str] = {} if superuser else caller_only_options()
+    if opts.get("password"):
+        extra["password"] = opts["password"]
+    elif not superuser:
+        raise InvalidAuthorizationError(
+            f"The user mapping of the calling role for server {h.server} gives no password",
+            hint="A non-superuser connects to a foreign server with a password from its own user mapping "
+                 "(ALTER USER MAPPING ... OPTIONS (ADD password '...')).")
+    dsn = make_conninfo(host=h.host, port=str(h.port), dbname=h.dbname or "postgres", user=user, **extra)
+    return dsn, user
 
 
 def citus_holders(session, source: str) -> List[Holder]:
@@ -116,11 +178,19 @@ def caller_only_options() -> Dict[str, str]:
 
 
 def holder_endpoints(session, holders: Sequence[Holder]) -> List[Dict[str, Any]]:
-    """Pool endpoints of the holders: the primary placement's DSN and the alternates'."""
-    return [{"name": h.name, "dsn": node_conninfo(session, h.host, h.port), "node": h.node(), "table": h.table,
-             "alternates": [{"node": f"{a}:{p}", "dsn": node_conninfo(session, a, p)} for a, p in h.alternates],
-             "remote": True, "caller_only": not _is_superuser(session)}
-            for h in holders]
+    """Pool endpoints of the holders: the primary placement's DSN and the alternates' (Citus),
+    or the DSN of the calling role's user mapping (postgres_fdw; ``role``: the remote user)."""
+    su = _is_superuser(session)
+    out = []
+    for h in holders:
+        ep = {"name": h.name, "node": h.node(), "table": h.table, "remote": True, "caller_only": not su,
+              "alternates": [{"node": f"{a}:{p}", "dsn": node_conninfo(session, a, p)} for a, p in h.alternates]}
+        if h.server is not None:
+            ep["dsn"], ep["role"] = fdw_conninfo(session, h, su)
+        else:
+            ep["dsn"] = node_conninfo(session, h.host, h.port)
+        out.append(ep)
+    return out
 
 
 def _is_superuser(session) -> bool:

@@ -407,7 +407,7 @@ class WorkerPool:
                 f"to this server's database '{self.identity['name']}'",
                 hint="Workers read this database's snapshot tables: point the endpoint's DSN at this server and "
                      "database (or 'loopback'), or disable it.")
-        if str(role) != self.identity["role"]:
+        if str(role) != (ep.get("role") or self.identity["role"]):
             self.close()
             raise WorkerEndpointError(
                 f"Worker endpoint '{ep['name']}' ({redact(ep['dsn'])}) connects as role '{role}'; workers must "

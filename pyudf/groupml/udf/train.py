@@ -238,8 +238,7 @@ def _train_groups(session, oid, group_by, features, label, model, search, option
         session, source, group_by, features, label, model, search_obj, options_obj, workers, strategy)
     if holders is not None:
         from ..executor.nodes import check_grouping
-        from ..shards import citus_shard_map
-        check_grouping(pattern, group_by, citus_shard_map(session, source).distribution_column, source)
+        check_grouping(pattern, group_by, _key_columns(session, source, holders), source)
     if workers == 0:
         workers, why = _auto_workers(session, _plan_inputs(session, source, group_by, features, label, model,
                                                            search_obj, exec_options, family, spec, opts, pattern),
@@ -274,9 +273,10 @@ def _holders_of(session, source: str, strategy: str):
     """The holders of a Citus distributed source (its shards on their nodes), else None. Such
     a run trains where the rows are: the strategy is the data's placement ('auto' or
     'grouped'), the workers are its shards."""
-    from ..executor.nodes import citus_holders, is_distributed
+    from ..executor.nodes import citus_holders, fdw_holders, has_foreign_partitions, is_distributed
 
-    if not is_distributed(session, source):
+    citus = is_distributed(session, source)
+    if not citus and not has_foreign_partitions(session, source):
         return None
     if strategy not in ("auto", "grouped"):
         from ..errors import FeatureNotSupportedError
@@ -285,7 +285,19 @@ def _holders_of(session, source: str, strategy: str):
             f"got '{strategy}'",
             hint="A distributed table trains where its shards are (each group on the nodes holding its rows); "
                  "omit strategy, or copy the rows into a local table to compare strategies.")
-    return citus_holders(session, source)
+    return citus_holders(session, source) if citus else fdw_holders(session, source)
+
+
+def _key_columns(session, source: str, holders):
+    """The columns whose groups lie in one holder: the distribution column (Citus) or the
+    partition key's columns (postgres_fdw)."""
+    if holders and holders[0].server is not None:
+        rows = session.query("SELECT a.attname::text AS col FROM pg_catalog.pg_partitioned_table p, "
+                             "pg_catalog.unnest(p.partattrs) k JOIN pg_catalog.pg_attribute a ON a.attnum = k "
+                             "WHERE p.partrelid = $1::regclass AND a.attrelid = p.partrelid", [source], ["text"])
+        return [r["col"] for r in rows]
+    from ..shards import citus_shard_map
+    return [citus_shard_map(session, source).distribution_column]
 
 
 def _what_decides(model, search, options):
@@ -690,10 +702,9 @@ def _explain_train_groups(session, oid, group_by, features, label, model, search
     inputs = _plan_inputs(session, source, group_by, features, label, model, search_obj, exec_options, family, spec,
                           opts, pattern, owner="explain_train_groups")
     holders = _holders_of(session, source, strategy)
-    if holders is not None:
+    if holders is not None and holders[0].server is None:
         from ..executor.nodes import check_grouping, explain_on_nodes
-        from ..shards import citus_shard_map
-        check_grouping(pattern, group_by, citus_shard_map(session, source).distribution_column, source)
+        check_grouping(pattern, group_by, _key_columns(session, source, holders), source)
         return explain_on_nodes(session, source, group_by, features, holders, inputs, pattern,
                                 validation_fraction=opts["validation_fraction"])
     chose = ""
