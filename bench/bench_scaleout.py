@@ -9,6 +9,8 @@ logistic regression per group with a grid over l2. Paths:
   two workers: every node trains from its own shard tables;
 * ``fdw learn_over_groups``: ``learn_over_groups`` grouped by the partition key of a table
   whose two partitions are foreign tables on two servers (partitionwise aggregate pushed down);
+* ``fdw train_groups``: ``CALL groupml.train_groups`` on that table: each server trains its
+  partition's groups;
 * ``client``: ``COPY ... TO STDOUT`` of every row, pandas groupby, scikit-learn per group
   with joblib over groups (both cores).
 
@@ -232,6 +234,7 @@ def main(argv=None):
     try:
         with psycopg.connect(fdw[0].dsn(DB), autocommit=True) as conn:
             results.append(("fdw learn_over_groups (2 shards)",) + fdw_learn(conn, d))
+            results.append(("fdw train_groups (2 shards)",) + train_groups(conn, "events", d))
     finally:
         for node in fdw:
             node.stop()

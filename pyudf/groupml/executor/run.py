@@ -507,13 +507,8 @@ def _node_snapshot_and_plan(session, run_id: int, holders, *, source: str, group
     except BaseException as exc:
         pool.close()
         if isinstance(exc, WorkerLostError):
-            mark_run_failed(session, run_id)
-            session.commit()
-            n_done = catalog.count_models(session, run_id)
-            raise _stopped(exc, f"run {run_id} stopped while the nodes built their snapshots: {exc.message}; "
-                                f"{n_done} groups are committed",
-                           f"Call train_groups again with run_id => {run_id} once the node is back; it resumes "
-                           f"from the committed groups.") from None
+            raise _snapshot_failed(session, run_id, exc, "while the nodes built their snapshots",
+                                   "once the node is back; it resumes from the committed groups.") from None
         raise
     pattern = pattern_of(family)
     groups = catalog.snapshot_groups(session, sid)
@@ -603,18 +598,24 @@ def _snapshot_for_run(session, run_id: int, source: str, group_by, features, lab
             if pool is not None:
                 pool.close()
             if isinstance(exc, WorkerLostError):            # a failed part; the snapshot is already gone
-                mark_run_failed(session, run_id)
-                session.commit()
-                n_done = catalog.count_models(session, run_id)
-                raise _stopped(exc, f"run {run_id} stopped while building its snapshot: {exc.message}; {n_done} "
-                                    f"groups are committed",
-                               f"Call train_groups again with run_id => {run_id} once the cause is fixed; it builds "
-                               f"the snapshot again and resumes from the committed groups.") from None
+                raise _snapshot_failed(session, run_id, exc, "while building its snapshot",
+                                       "once the cause is fixed; it builds the snapshot again and resumes from the "
+                                       "committed groups.") from None
             raise
         how = f" by {parallel.parts} workers" if parallel is not None else ""
         session.notice(f"groupml: run {run_id}: snapshot {sid} of {source} built{how} in "
                        f"{time.perf_counter() - t0:.2f} s")
     return sid, pool
+
+
+def _snapshot_failed(session, run_id: int, exc: GroupmlError, when: str, then: str) -> GroupmlError:
+    """A worker failed while the run's snapshot was built: the run is marked failed (committed)
+    and the error says how many groups are kept and how to resume."""
+    mark_run_failed(session, run_id)
+    session.commit()
+    n_done = catalog.count_models(session, run_id)
+    return _stopped(exc, f"run {run_id} stopped {when}: {exc.message}; {n_done} groups are committed",
+                    f"Call train_groups again with run_id => {run_id} {then}")
 
 
 def _stopped(exc: GroupmlError, message: str, hint: str) -> GroupmlError:
