@@ -81,6 +81,38 @@ def mark_run_failed(session, run_id: int) -> None:
                   "WHERE run_id = $1 AND status = 'running'", [run_id], ["bigint"])
 
 
+def mark_run_cancelled(session, run_id: int) -> None:
+    """A running run whose call was cancelled: status 'cancelled' and its end time. The caller commits."""
+    session.query("UPDATE groupml.runs SET status = 'cancelled', finished_at = pg_catalog.clock_timestamp() "
+                  "WHERE run_id = $1 AND status = 'running'", [run_id], ["bigint"])
+
+
+#: Advisory lock class of a run being trained (first key of the two-key form): 'gmlr' in ASCII.
+#: A call takes its run's lock before it commits 'running' and releases it after its last commit.
+RUN_LOCK_CLASS = 0x676D6C72
+
+# advisory locks are per database: another database's run with the same id is not ours
+_HELD = ("FROM pg_catalog.pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.classid::int8 = {cls} "
+         "AND l.objid::int8 = {key} AND l.objsubid = 2 AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d "
+         "WHERE d.datname = pg_catalog.current_database())")
+
+
+def run_lock_holders(session, lock_class: int, key: int, *, mine: bool = False) -> List[int]:
+    """Pids of the sessions holding the run lock (``lock_class``, ``key``); ``mine``: only this one."""
+    sql = "SELECT l.pid " + _HELD.format(cls="$1", key="$2") + (" AND pid = pg_catalog.pg_backend_pid()" if mine else "")
+    return [r["pid"] for r in session.query(sql, [lock_class, key], ["bigint", "bigint"])]
+
+
+def close_abandoned_runs(session) -> List[int]:
+    """Mark 'cancelled' the runs left 'running' by a call that is gone (a cancel whose own update
+    was lost, a terminated backend, a crash): no session holds their run lock. Their ids."""
+    return [r["run_id"] for r in session.query(
+        "UPDATE groupml.runs r SET status = 'cancelled', finished_at = pg_catalog.clock_timestamp() "
+        "WHERE r.status = 'running' AND NOT EXISTS (SELECT 1 "
+        + _HELD.format(cls=RUN_LOCK_CLASS, key="(r.run_id OPERATOR(pg_catalog.&) 4294967295)")
+        + ") RETURNING r.run_id")]
+
+
 def charge_run_time(session, run_id: int, wall: float, train: float, *, done: bool = False) -> None:
     """Add wall and training seconds to the run; ``done`` also marks it done."""
     session.query("UPDATE groupml.runs SET seconds = coalesce(seconds, 0) + $2, "
@@ -515,3 +547,36 @@ def runs_trials(session, run_ids: Sequence[int], limit: int) -> List[Dict[str, A
         "params -> 'num_boost_round' AS num_boost_round "
         "FROM groupml.trials WHERE run_id = ANY ($1) ORDER BY run_id DESC LIMIT $2",
         [list(run_ids), int(limit)], ["bigint[]", "integer"])
+
+
+# ------------------------------------------------------------------------------ reports (groupml.report)
+def report_run(session, run_id: int) -> List[Dict[str, Any]]:
+    """The run's row with its executor record, as the caller may read it (no row: none)."""
+    return session.query(
+        "SELECT r.run_id, r.kind, r.source, r.group_by, r.features, r.label, r.family, r.status, r.n_groups, "
+        "r.groups_done, r.started_at::text AS started_at, r.finished_at::text AS finished_at, r.seconds, "
+        "r.estimated_seconds, r.train_seconds, r.created_by::text AS created_by, g.strategy, g.workers "
+        "FROM groupml.runs r LEFT JOIN groupml.grouped_runs g ON g.run_id = r.run_id WHERE r.run_id = $1",
+        [run_id], ["bigint"])
+
+
+def report_trials(session, run_id: int) -> List[Dict[str, Any]]:
+    """Every trial of the run with its per-epoch scores, by group and trial."""
+    return session.query(
+        "SELECT group_key::text AS group_key, trial_id, params::text AS params, status, score, epoch_scores "
+        "FROM groupml.trials WHERE run_id = $1 ORDER BY group_key, trial_id", [run_id], ["bigint"])
+
+
+def report_models(session, run_id: int) -> List[Dict[str, Any]]:
+    """The chosen configuration, metric and score of every group of the run."""
+    return session.query(
+        "SELECT group_key::text AS group_key, (fit).status AS status, (fit).params::text AS params, "
+        "(fit).metric AS metric, (fit).score AS score, (fit).message AS message "
+        "FROM groupml.models WHERE run_id = $1 ORDER BY group_key", [run_id], ["bigint"])
+
+
+def report_task_times(session, run_id: int) -> List[Dict[str, Any]]:
+    """The run's executed worker tasks by kind: their count and summed seconds."""
+    return session.query(
+        "SELECT kind, count(*) AS n, sum(finished - started) AS seconds FROM groupml.run_schedule "
+        "WHERE run_id = $1 GROUP BY kind ORDER BY kind", [run_id], ["bigint"])

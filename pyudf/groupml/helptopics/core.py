@@ -97,12 +97,15 @@ search specification (jsonb), used by learn_over_groups and train_groups
      '{"l2": [0, 0.001, 0.01], "class_weight": [null, "balanced"], "max_iter": 200}'
   Full form:
      '{"method": "grid" | "random" | "tpe" | "successive_halving" | "hyperband" | "asha",
-       "space": {"l2": {"loguniform": [1e-6, 1]}, "lr": {"uniform": [0.01, 1]},
+       "space": {"l2": {"loguniform": [1e-6, 1]}, "solver": "gd", "lr": {"uniform": [0.01, 1]},
                  "max_iter": {"int": [50, 200]}, "class_weight": {"choice": [null, "balanced"]}},
        "n_trials": 20, "seed": 7, "early_stopping": {"method": "bandit", "epsilon": 0.5, "partial_iters": 10}}'
   Hyperparameters of logistic / linear / svm: l2 (>= 0), l1 (>= 0), fit_intercept, class_weight
   (null | 'balanced'), solver ('auto' | 'lbfgs' | 'gd' | 'sgd'), lr (> 0, for gd/sgd), max_iter, tol,
   batch_size (sgd), loss (svm: 'squared_hinge' | 'hinge'). The full schema is in docs/search.md.
+  The solvers standardize the columns internally (models keep the user's scale); l2 and l1 apply
+  to the standardized weights, so a column's unit does not change the fit. solver 'auto' is gd when
+  l1 > 0 or loss is 'hinge', else lbfgs; giving lr then is an ERROR (22023): name solver 'gd'.
   Choosing the model family too (TuPAQ's ChoiceP): a "model" dimension, each item a family or a
   sub-space naming its family, e.g.
      '{"method": "random", "n_trials": 20, "space": {"model": {"choice": [
@@ -199,7 +202,8 @@ TOPICS["catalog"] = """groupml's catalog (tables written by train_groups; no gra
 Row-level security: a role sees and changes its own runs' rows (runs.created_by) and those of roles
 it is a member of; groupml_admin sees all; snapshot groups and blocks also need SELECT on the source:
   runs              one row per train_groups run: source, group_by, features, label, family, search,
-                    options, status (running | done | failed | cancelled), groups_done / n_groups,
+                    options, status (running | done | failed | cancelled: a cancelled call, or one
+                    whose session ended, stored by the next call), groups_done / n_groups,
                     started_at / finished_at, seconds (the call's wall time), estimated_seconds (the
                     planner's estimate of the training) beside train_seconds (its measured time: one
                     backend, all its groups' searches summed; with workers, the training after the
