@@ -73,7 +73,9 @@ learn_over_groups where the rows live: Citus and postgres_fdw shards  (docs/scal
   or 'grouped' only; workers is the shard count. explain_train_groups shows a 'nodes' row per
   shard (node, table, groups, rows, bytes moved) and a 'gather' row. A node down: ERROR 08001
   naming it; resume with run_id once it is back; a replicated shard is read from another
-  placement. train_groups on postgres_fdw partitions still reads through the coordinator.
+  placement. The same on a table partitioned over postgres_fdw servers (each server trains its
+  partitions; connections with the calling role's user mapping, which must give a password for
+  a non-superuser).
 """
 
 TOPICS["fit"] = """\
