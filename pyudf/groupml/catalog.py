@@ -202,6 +202,12 @@ def record_plan(session, run_id: int, strategy: str, plan: Mapping[str, Any]) ->
                   [run_id, strategy, json.dumps(plan), "planned"], ["bigint", "text", "text", "text"])
 
 
+def add_plan_facts(session, run_id: int, facts: Mapping[str, Any]) -> None:
+    """Merge ``facts`` into the run's recorded plan (jsonb ||)."""
+    session.query("UPDATE groupml.grouped_runs SET plan = COALESCE(plan, '{}'::jsonb) || $2::jsonb WHERE run_id = $1",
+                  [run_id, json.dumps(facts)], ["bigint", "text"])
+
+
 def set_run_snapshot(session, run_id: int, snapshot_id: Optional[int]) -> None:
     session.query("UPDATE groupml.grouped_runs SET snapshot_id = $2, updated_at = clock_timestamp() WHERE run_id = $1",
                   [run_id, snapshot_id], ["bigint", "bigint"])

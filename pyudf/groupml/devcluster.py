@@ -153,6 +153,16 @@ class TempCluster:
         if self.dir and not self.keep:
             shutil.rmtree(self.dir, ignore_errors=True)
 
+    def halt(self) -> None:
+        """Stop the server and keep its data directory (:meth:`resume` starts it again): a node
+        that goes down and comes back."""
+        self._run(os.path.join(self.bindir, "pg_ctl"), "-D", self.datadir, "-m", "fast", "-w", "stop", timeout=60)
+
+    def resume(self) -> None:
+        self._run(os.path.join(self.bindir, "pg_ctl"), "-D", self.datadir, "-l", self.logfile,
+                  "-w", "-t", "60", "start")
+        self._wait_ready()
+
     def restart(self, mode: str = "fast") -> None:
         """Restart the server; ``mode='immediate'`` stops it without a checkpoint, so it starts
         with crash recovery (as after a crash: unlogged tables come back empty)."""

@@ -124,6 +124,13 @@ class InsufficientPrivilegeError(GroupmlError, PermissionError):
     sqlstate = "42501"  # insufficient_privilege
 
 
+class InvalidAuthorizationError(GroupmlError, PermissionError):
+    """No credentials of the calling role's own for a server (no user mapping, or one without
+    the password a non-superuser must give)."""
+
+    sqlstate = "28000"  # invalid_authorization_specification
+
+
 class FeatureNotSupportedError(GroupmlError, NotImplementedError):
     sqlstate = "0A000"  # feature_not_supported
 

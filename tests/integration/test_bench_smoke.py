@@ -43,6 +43,8 @@ RUNS = {
     "bench_learners.py": (["--rows", "4000"], r"scikit-learn loop \(lbfgs\): .*speed-up \d+\.\d+x"),
     "bench_predict.py": (["--rows", "1500", "--groups", "3", "--models", "logistic", "--repeat", "1"],
                          r"ours-batch \(new session\) .*x client(.|\n)*set-table \(predict_table\) .*x client-rt"),
+    "bench_scaleout.py": (["--rows", "6000", "--groups", "6", "--features", "4"],
+                          r"citus train_groups \(2 workers\) +\d+\.\d+ +\d+ +0\.\d+(.*\n)* +32 nodes: "),
     "bench_search_methods.py": (["--quick", "--configs", "4", "--max-epochs", "2", "--seeds", "1"],
                                 r"\n\S.* +hyperband +\d+ "),
     "bench_tenancy_e2e.py": (["--quick", "--tenants", "2", "--repeats", "1", "--scale", "0.05"],

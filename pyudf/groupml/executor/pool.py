@@ -269,6 +269,25 @@ def resolve_endpoints(session, workers: int) -> List[Dict[str, str]]:
     return out
 
 
+def _given(dsn: str) -> Dict[str, str]:
+    """The options a DSN sets itself, password included when it is not empty."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    return {k: v for k, v in conninfo_to_dict(dsn).items() if v not in (None, "")}
+
+
+def for_holder(request: str, snapshot: Optional[int]) -> str:
+    """A request as a holder runs it: a holder (an endpoint reading its own table on another
+    server) keeps its part of the run's snapshot under its own id there."""
+    if snapshot is None or '"snapshot"' not in request:
+        return request
+    import json
+
+    req = json.loads(request)
+    req["snapshot"] = int(snapshot)
+    return json.dumps(req)
+
+
 # the worker SQL functions a task may call (never formatted from input)
 TASK_SQL = {"partial": "SELECT groupml._gap_partial(%s::jsonb, %s::bytea)",
             "task": "SELECT groupml._gap_task(%s::jsonb, %s::bytea)"}
@@ -313,27 +332,38 @@ class WorkerPool:
         self._submit_lock = threading.Lock()
         self._busy = [0] * len(endpoints)
         self._running: List[Optional[Task]] = [None] * len(endpoints)
+        self.failovers: List[tuple] = []        # (endpoint, node down, node used instead)
+        # bytes of requests sent to and results received from each worker
+        self.sent = [0] * len(endpoints)
+        self.received = [0] * len(endpoints)
 
     def start(self) -> None:
         import psycopg
 
         self.started = True
         for i, ep in enumerate(self.endpoints):
-            try:
-                conn = psycopg.connect(ep["dsn"], autocommit=True, connect_timeout=self.connect_timeout,
-                                       application_name=f"groupml worker {i} run {self.run_id}")
-                conn.execute(f"SET lock_timeout = {int(self.lock_timeout_ms)}")
-                conn.execute("SET statement_timeout = 0")
-                # a coordinator that dies (pg_terminate_backend, a crash) closes this connection:
-                # the worker notices at its next interrupt check instead of finishing its task
-                conn.execute("SET client_connection_check_interval = 1000")
-                self.pids[i] = conn.info.backend_pid
-                self.addresses[i] = conn.execute(
-                    "SELECT pg_catalog.host(pg_catalog.inet_server_addr())").fetchone()[0]
-                self.conns[i] = conn
-                self._check_identity(conn, ep)
-            except psycopg.Error as exc:
+            tried = []
+            for where in [{"node": ep.get("node"), "dsn": ep["dsn"]}] + list(ep.get("alternates") or []):
+                try:
+                    self.conns[i] = self._connect(i, where["dsn"], ep)
+                    if tried:               # a replicated shard: another placement serves it
+                        self.failovers.append((ep["name"], tried[0][0], where["node"]))
+                        ep["node"], ep["dsn"] = where["node"], where["dsn"]
+                    break
+                except psycopg.Error as exc:
+                    tried.append((where["node"], exc))
+            else:
                 self.close()
+                node, exc = tried[0]
+                if ep.get("remote"):
+                    raise WorkerEndpointError(
+                        f"Cannot connect to node {node} for {ep.get('table')} ('{ep['name']}'): "
+                        f"{redact(str(exc)).strip()}"
+                        + (f" (nor to its other placements: {', '.join(t[0] for t in tried[1:])})"
+                           if len(tried) > 1 else ""),
+                        hint="groupml connects to the nodes holding the shards as the calling role. Start the node "
+                             "(or fix pg_hba.conf there for this role), then call train_groups again; a failed run "
+                             "resumes with its run_id.") from None
                 raise WorkerEndpointError(
                     f"Cannot connect to worker endpoint '{ep['name']}' ({redact(ep['dsn'])}): "
                     f"{redact(str(exc)).strip()}",
@@ -345,12 +375,37 @@ class WorkerPool:
             t.start()
             self._threads.append(t)
 
+    def _connect(self, i: int, dsn: str, ep):
+        import psycopg
+
+        conn = psycopg.connect(dsn, autocommit=True, connect_timeout=self.connect_timeout,
+                               application_name=f"groupml worker {i} run {self.run_id}")
+        try:
+            if ep.get("caller_only") and conn.pgconn.used_password and "password" not in _given(dsn):
+                raise WorkerEndpointError(
+                    f"Node {ep.get('node')} took a password the calling role did not give (the server's own "
+                    f"credentials); refused", hint="A non-superuser reaches the nodes with its own credentials only: "
+                                                   "configure pg_hba.conf on the node for this role.")
+            conn.execute(f"SET lock_timeout = {int(self.lock_timeout_ms)}")
+            conn.execute("SET statement_timeout = 0")
+            # a coordinator that dies (pg_terminate_backend, a crash) closes this connection:
+            # the worker notices at its next interrupt check instead of finishing its task
+            conn.execute("SET client_connection_check_interval = 1000")
+            self.pids[i] = conn.info.backend_pid
+            self.addresses[i] = conn.execute(
+                "SELECT pg_catalog.host(pg_catalog.inet_server_addr())").fetchone()[0]
+            self._check_identity(conn, ep)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
     def _check_identity(self, conn, ep) -> None:
         """Refuse a worker connected to another server or database than the coordinator."""
         if self.identity is None:
             return
         started, db, name, role = conn.execute(_IDENTITY_SQL).fetchone()
-        if (str(started), int(db)) != (self.identity["started"], self.identity["db"]):
+        if not ep.get("remote") and (str(started), int(db)) != (self.identity["started"], self.identity["db"]):
             self.close()
             what = (f"another server (database '{name}')" if str(started) != self.identity["started"]
                     else f"database '{name}'")
@@ -359,7 +414,7 @@ class WorkerPool:
                 f"to this server's database '{self.identity['name']}'",
                 hint="Workers read this database's snapshot tables: point the endpoint's DSN at this server and "
                      "database (or 'loopback'), or disable it.")
-        if str(role) != self.identity["role"]:
+        if str(role) != (ep.get("role") or self.identity["role"]):
             self.close()
             raise WorkerEndpointError(
                 f"Worker endpoint '{ep['name']}' ({redact(ep['dsn'])}) connects as role '{role}'; workers must "
@@ -412,12 +467,15 @@ class WorkerPool:
             self._running[i] = task
             t0 = time.perf_counter() - self.t0
             try:
+                request = for_holder(task.request, self.endpoints[i].get("snapshot"))
+                self.sent[i] += len(request) + len(task.theta or b"")
                 with conn.cursor(binary=True) as cur:
-                    cur.execute(task.sql, [task.request, task.theta])
+                    cur.execute(task.sql, [request, task.theta])
                     row = cur.fetchone()
                 if row is None or row[0] is None:
                     raise WorkerLostError("the task returned no result")
                 out = bytes(row[0])
+                self.received[i] += len(out)
             except Exception as exc:  # noqa: BLE001 - any failure ends this worker, never the thread silently
                 self._busy[i] = 0
                 self._running[i] = None

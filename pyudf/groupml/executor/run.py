@@ -109,10 +109,12 @@ def split_options(options: Dict[str, Any]):
 
 def run_grouped(session, *, run_id: int, source: str, group_by, features, label, cols, model: str,
                 search: dict, fit_options: dict, exec_options: dict, workers: int, strategy: str,
-                family, spec, opts, store, transform=None) -> Dict[str, Any]:
+                family, spec, opts, store, transform=None, holders=None) -> Dict[str, Any]:
     """Snapshot, plan, train every pending group on the worker pool, finish the run.
     ``transform``: the run's raw-column transform (:mod:`groupml.transforms`), which encodes
-    the snapshot's rows, or None."""
+    the snapshot's rows, or None. ``holders`` (:mod:`groupml.executor.nodes`): the source is
+    distributed; one worker per holder, each snapshotting and training on its own node; the
+    placement is where the rows are."""
     d = transform.width if transform is not None else len(features)
     clock = RunClock(time.time())
     seed, fraction = opts["seed"], opts["validation_fraction"]
@@ -130,20 +132,29 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
     for orphan in drop_orphan_snapshots(session):
         session.notice(f"groupml: dropped snapshot {orphan}: no run refers to it (its run was deleted, or its "
                        f"build stopped before the run recorded it)")
-    sid, pool = _snapshot_for_run(session, run_id, source, group_by, features, label, cols, seed, fraction,
-                                  exec_options, new_pool if workers > 1 else None, transform)
-    catalog.set_run_snapshot(session, run_id, sid)
-    clock.charge(session, run_id)               # the snapshot
-    session.commit()
+    if holders is not None:
+        sid, pool, plan = _node_snapshot_and_plan(session, run_id, holders, source=source, group_by=group_by,
+                                                  features=features, label=label, seed=seed, fraction=fraction,
+                                                  exec_options=exec_options, model=model, family=family, spec=spec,
+                                                  clock=clock, since=since)
+        groups = catalog.snapshot_groups(session, sid)
+    else:
+        sid, pool = _snapshot_for_run(session, run_id, source, group_by, features, label, cols, seed, fraction,
+                                      exec_options, new_pool if workers > 1 else None, transform)
+        catalog.set_run_snapshot(session, run_id, sid)
+        clock.charge(session, run_id)               # the snapshot
+        session.commit()
 
-    groups = catalog.snapshot_groups(session, sid)
-    plan = _plan_run(session, run_id, groups, model=model, search=search, source=source, features=features,
-                     family=family, spec=spec, exec_options=exec_options, workers=workers, strategy=strategy, d=d)
+        groups = catalog.snapshot_groups(session, sid)
+        plan = _plan_run(session, run_id, groups, model=model, search=search, source=source, features=features,
+                         family=family, spec=spec, exec_options=exec_options, workers=workers, strategy=strategy, d=d)
     done, pending, fps, resume_states, group_logs = _pending_groups(
         session, run_id, groups, plan.tasks, model=model, search=search, fit_options=fit_options,
         pattern=plan.pattern, d=d)
     clock.training()                    # what estimated_seconds (the makespan) estimates starts here
-    if pending and pool is None:
+    if holders is not None:
+        pass                            # the holders' pool stays: it drops their snapshots at the end
+    elif pending and pool is None:
         pool = new_pool()
     elif not pending and pool is not None:
         pool.close()
@@ -155,7 +166,7 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
                           abort=abort)
     run = _RunContext(run_id=run_id, sid=sid, workers=workers, exec_options=exec_options, store=store, clock=clock,
                       fps=fps, resume_states=resume_states, group_logs=group_logs, n_groups=len(groups),
-                      n_done=len(done))
+                      n_done=len(done), before_close=_node_finish(session, run_id) if holders is not None else None)
     all_log = _train_pending(session, run, driver, pending)
     bad = schedule_violations(all_log, {g["gkey"]: int(g["n_train"]) for g in groups},
                               {g["gkey"]: plan.tasks[g["group_no"]]["mode"] for g in groups
@@ -338,6 +349,7 @@ class _RunContext:
     group_logs: Dict[str, List[Dict[str, Any]]]  # group key -> its committed schedule entries
     n_groups: int
     n_done: int                          # groups stored so far
+    before_close: Optional[Callable] = None  # called with the pool after the last group, before it closes
 
 
 def _driver_count(run: _RunContext, driver: "_GroupDriver", n_pending: int) -> int:
@@ -392,8 +404,11 @@ def _train_pending(session, run: _RunContext, driver: "_GroupDriver", pending) -
         _stop_training(session, run, driver, ex, exc)
         raise
     if pool is not None:
+        if run.before_close is not None:
+            run.before_close(pool)
         pool.close()
-        ex.shutdown(wait=True)
+        if ex is not None:
+            ex.shutdown(wait=True)
     return all_log
 
 
@@ -486,6 +501,79 @@ def _store_finished_group(session, run_id: int, gkey: str, result, log, store, p
                    + f" ({result.passes} passes)")
 
 
+def _node_snapshot_and_plan(session, run_id: int, holders, *, source: str, group_by, features, label: str,
+                            seed: int, fraction: float, exec_options, model: str, family, spec, clock, since):
+    """A run on the nodes of a distributed source: the holders' pool (started), their
+    snapshots and the coordinator's, and the plan whose placement is where the rows are."""
+    from .nodes import (build_node_snapshots, check_pattern, drop_node_snapshots, holder_endpoints, node_plan_facts,
+                        split_groups, stale_node_snapshots)
+
+    pool = WorkerPool(holder_endpoints(session, holders), run_id=run_id, lock_timeout_ms=exec_options["lock_timeout_ms"],
+                      clock_start=since, identity=server_identity(session))
+    t0 = time.perf_counter()
+    prev = catalog.recorded_plan(session, run_id)
+    stale = stale_node_snapshots(prev["plan"] if prev else None)
+    try:
+        pool.start()
+        for name, down, used in pool.failovers:
+            session.notice(f"groupml: run {run_id}: node {down} is unreachable; {name} is read from its placement on "
+                           f"{used}")
+        sid, tasks = build_node_snapshots(session, pool, run_id=run_id, source=source, group_by=group_by,
+                                          features=features, label=label, seed=seed, fraction=fraction,
+                                          block_rows=exec_options["block_rows"], cancel_check=session.check_cancel,
+                                          stale=stale)
+    except BaseException as exc:
+        pool.close()
+        if isinstance(exc, WorkerLostError):
+            raise _snapshot_failed(session, run_id, exc, "while the nodes built their snapshots",
+                                   "once the node is back; it resumes from the committed groups.") from None
+        raise
+    pattern = pattern_of(family)
+    groups = catalog.snapshot_groups(session, sid)
+    split = split_groups(tasks)
+    try:
+        check_pattern(pattern, split, {g["group_no"]: g["gkey"] for g in groups})
+    except GroupmlError:
+        drop_node_snapshots(pool)
+        pool.close()
+        raise
+    wl = workload_of(spec, family)
+    nodes = sorted({ep["node"] for ep in pool.endpoints})
+    explanation = (f"on the nodes holding the rows: {len(holders)} shard(s) on {len(nodes)} node(s) "
+                   f"({', '.join(nodes)}); {len(tasks) - len(split)} group(s) whole on their node, {len(split)} "
+                   f"spread over nodes (GLM partial sums per pass); snapshots built on the nodes in "
+                   f"{time.perf_counter() - t0:.2f} s")
+    # every attempt plans again: the placement is where the rows are, the same while they stay;
+    # committed with the snapshots, so the plan always names the node snapshots that exist
+    clock.charge(session, run_id)
+    catalog.set_run_estimate(session, run_id, len(groups), None)
+    catalog.record_plan(session, run_id, "grouped", {"explanation": explanation, "pattern": pattern,
+                                                     "workload": wl, "nodes": node_plan_facts(holders, tasks, pool.endpoints)})
+    session.notice(f"groupml: run {run_id}: {explanation}")
+    session.commit()
+    return sid, pool, _RunPlan("grouped", pattern, tasks, pass_task_rows(exec_options, len(features),
+                                                                         wl["n_configs"], wl["epochs"]))
+
+
+def _node_finish(session, run_id: int):
+    """After the last group of a node run: the holders drop their snapshots; the bytes sent
+    to and received from each node go into the run's plan (``moved``) and a NOTICE."""
+    def finish(pool) -> None:
+        from .nodes import drop_node_snapshots
+
+        moved = {}
+        for i, ep in enumerate(pool.endpoints):
+            m = moved.setdefault(ep["node"], {"sent": 0, "received": 0, "tasks": 0})
+            m["sent"] += pool.sent[i]
+            m["received"] += pool.received[i]
+        drop_node_snapshots(pool)
+        catalog.add_plan_facts(session, run_id, {"moved": moved})
+        total = sum(m["sent"] + m["received"] for m in moved.values())
+        session.notice(f"groupml: run {run_id}: {total} bytes moved between the coordinator and the nodes "
+                       f"(requests, partial sums, models; no training rows)")
+    return finish
+
+
 class _RunDeleted(Exception):
     """The run's row disappeared while the run trained (another session deleted it)."""
 
@@ -529,18 +617,24 @@ def _snapshot_for_run(session, run_id: int, source: str, group_by, features, lab
             if pool is not None:
                 pool.close()
             if isinstance(exc, WorkerLostError):            # a failed part; the snapshot is already gone
-                mark_run_failed(session, run_id)
-                session.commit()
-                n_done = catalog.count_models(session, run_id)
-                raise _stopped(exc, f"run {run_id} stopped while building its snapshot: {exc.message}; {n_done} "
-                                    f"groups are committed",
-                               f"Call train_groups again with run_id => {run_id} once the cause is fixed; it builds "
-                               f"the snapshot again and resumes from the committed groups.") from None
+                raise _snapshot_failed(session, run_id, exc, "while building its snapshot",
+                                       "once the cause is fixed; it builds the snapshot again and resumes from the "
+                                       "committed groups.") from None
             raise
         how = f" by {parallel.parts} workers" if parallel is not None else ""
         session.notice(f"groupml: run {run_id}: snapshot {sid} of {source} built{how} in "
                        f"{time.perf_counter() - t0:.2f} s")
     return sid, pool
+
+
+def _snapshot_failed(session, run_id: int, exc: GroupmlError, when: str, then: str) -> GroupmlError:
+    """A worker failed while the run's snapshot was built: the run is marked failed (committed)
+    and the error says how many groups are kept and how to resume."""
+    mark_run_failed(session, run_id)
+    session.commit()
+    n_done = catalog.count_models(session, run_id)
+    return _stopped(exc, f"run {run_id} stopped {when}: {exc.message}; {n_done} groups are committed",
+                    f"Call train_groups again with run_id => {run_id} {then}")
 
 
 def _stopped(exc: GroupmlError, message: str, hint: str) -> GroupmlError:

@@ -346,6 +346,33 @@ def _op_fit(session, req, blob, X, y) -> bytes:
     return local_fit(req, X, y, Mv, interrupt_check=session.check_cancel)
 
 
+def _op_node_snapshot(session, req, blob) -> bytes:
+    """A holder's snapshot of its own table in this node's catalog (kept until the
+    coordinator's ``node_drop``); returns its id and each group's counts as JSON."""
+    from .snapshot import BUCKETS
+
+    sid = catalog.insert_snapshot(session, source=str(req["source"]), group_by=list(req["group_by"]),
+                                  features=list(req["features"]), label=str(req["label"]), seed=int(req["seed"]),
+                                  fraction=float(req["fraction"]), block_rows=int(req["block_rows"]), keep=True)
+    build_part(session, dict(req, snapshot=sid, buckets=list(range(BUCKETS))))
+    groups = catalog.snapshot_groups(session, sid)
+    catalog.mark_snapshot_ready(session, sid, sum(int(g["n_train"]) + int(g["n_val"]) for g in groups), len(groups))
+    return json.dumps({"snapshot": sid, "groups": {
+        str(g["group_no"]): {"n_train": int(g["n_train"]), "n_val": int(g["n_val"]), "n_pos": int(g["n_pos"]),
+                             "n_skipped": int(g["n_skipped"]), "train_rows": [int(x) for x in g["train_rows"]]}
+        for g in groups}}).encode("utf-8")
+
+
+def _op_node_validation(session, req, blob) -> bytes:
+    """A group's validation rows in this holder's snapshot, packed (big-endian float8)."""
+    return catalog.validation_bytes(session, int(req["snapshot"]), int(req["group_no"]), (int(req["d"]) + 1) * 8)
+
+
+def _op_node_drop(session, req, blob) -> bytes:
+    catalog.delete_snapshot(session, int(req["snapshot"]))
+    return b"{}"
+
+
 #: op -> (handler, whether it reads the shard's training rows): ``handler(session, req, blob)``,
 #: or ``handler(session, req, blob, X, y)`` with the shard's rows (:func:`shard_arrays`)
 TASK_HANDLERS = {
@@ -353,6 +380,8 @@ TASK_HANDLERS = {
     "mlp_model": (_op_mlp_model, False), "fit": (_op_fit, True), "lgbm_rank": (_op_lgbm_rank, True),
     "lgbm_ports": (_op_lgbm_ports, False), "mlp_block": (_op_mlp_block, True), "lgbm_fit": (_op_lgbm_fit, True),
     "snapshot_part": (_op_snapshot_part, False), "mlp_grad": (_op_mlp_grad, True),
+    "node_snapshot": (_op_node_snapshot, False), "node_validation": (_op_node_validation, False),
+    "node_drop": (_op_node_drop, False),
 }
 #: the ops of _gap_task, in the order its error message lists them
 TASK_OPS = tuple(TASK_HANDLERS)

@@ -62,7 +62,20 @@ learn_over_groups where the rows live: Citus and postgres_fdw shards  (docs/scal
     SET enable_partitionwise_aggregate = on;
     SELECT country, groupml.learn_over_groups(ARRAY[f1, f2], clicked, 'logistic', '{}')
     FROM clicks GROUP BY country;          -- EXPLAIN VERBOSE: Remote SQL ... GROUP BY 1
-  train_groups reads a distributed table through the coordinator today.
+  train_groups on a Citus distributed table trains on the nodes holding the shards:
+    CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'f2'], 'clicked', 'logistic',
+                              '{"l2": [0.01, 0.1]}');
+  One worker per shard, on the node of one of its active placements, reached as the calling role
+  (host/port from pg_dist_node; a non-superuser never uses the server's password file). Each
+  shard's rows are snapshotted and trained there; a group held by one shard trains whole on its
+  node, a GLM group spread over shards trains by partial sums per pass (its validation rows go to
+  the coordinator). MLP/LightGBM: group_by must include the distribution column. strategy 'auto'
+  or 'grouped' only; workers is the shard count. explain_train_groups shows a 'nodes' row per
+  shard (node, table, groups, rows, bytes moved) and a 'gather' row. A node down: ERROR 08001
+  naming it; resume with run_id once it is back; a replicated shard is read from another
+  placement. The same on a table partitioned over postgres_fdw servers (each server trains its
+  partitions; connections with the calling role's user mapping, which must give a password for
+  a non-superuser).
 """
 
 TOPICS["fit"] = """\

@@ -26,7 +26,8 @@ from ..catalog import KEY_SETTINGS, RUN_LOCK_CLASS
 from ..db import backend_session, quote_ident, quote_literal
 from ..procpool import MAX_PROCESSES
 from ..validation import check_number, shown
-from ..errors import DataError, GroupmlError, InvalidParameterError, ObjectInUseError, UndefinedObjectError
+from ..errors import (DataError, FeatureNotSupportedError, GroupmlError, InvalidParameterError, ObjectInUseError,
+                      UndefinedObjectError)
 from ..learners import wrap_transformed
 from ._catalog import check_catalog_privileges
 from ..sourcesql import (check_distinct_group_keys, check_group_keys, check_training_source, columns,
@@ -185,7 +186,6 @@ def _check_executor_request(session, source, group_by, features, label, model, s
     from ..learners import mentions_model
 
     if on_workers and mentions_model(search_obj):
-        from ..errors import FeatureNotSupportedError
         raise FeatureNotSupportedError(
             "A search that chooses the model family ('model' in its space) trains in one backend; train_groups "
             "with workers or a strategy runs one family per run",
@@ -198,7 +198,6 @@ def _check_executor_request(session, source, group_by, features, label, model, s
         return fit_options, exec_options, family, spec, opts, pattern
     check_source_visible(session, source)
     if pattern == "algebraic" and uses_sgd(search_obj):
-        from ..errors import FeatureNotSupportedError
         raise FeatureNotSupportedError(
             "solver 'sgd' needs a group's rows in one process; train_groups with workers runs full-batch "
             "solvers (lbfgs, gd)", hint="Use solver 'lbfgs' or 'gd', or workers => 1.")
@@ -247,9 +246,20 @@ def _train_groups(session, oid, group_by, features, label, model, search, option
                                                                                label, model, search, options)
     if needs_transform(raw, cols, features):
         check_no_kept_snapshot(options_obj)
+    holders = _holders_of(session, source, strategy)
+    if holders is not None:             # a distributed source: one worker per shard, on its node
+        if needs_transform(raw, cols, features):
+            raise FeatureNotSupportedError(
+                f"train_groups on the distributed table {source} takes numeric and boolean features only; "
+                "a raw-column transform is not built on the nodes",
+                hint="Encode the columns in a view on each node, or train from a local copy of the rows.")
+        workers, strategy = len(holders), "grouped"
     executor = workers != 1 or strategy != "auto"
     processes, options_obj, (fit_options, exec_options, family, spec, opts, pattern) = _check_options(
         session, source, group_by, features, label, model, search_obj, options_obj, workers, strategy)
+    if holders is not None:
+        from ..executor.nodes import check_grouping
+        check_grouping(pattern, group_by, _key_columns(session, source, holders), source)
     if workers == 0:
         workers, why = _auto_workers(session, _plan_inputs(session, source, group_by, features, label, model,
                                                            search_obj, exec_options, family, spec, opts, pattern,
@@ -257,9 +267,10 @@ def _train_groups(session, oid, group_by, features, label, model, search, option
                                      strategy, exec_options, pattern)
         session.notice(f"groupml: {why}")
     if executor:
-        # every executor run connects its workers, one included (workers => 0 may choose 1)
-        from ..executor.pool import check_endpoints
-        check_endpoints(session, workers)
+        if holders is None:
+            # every executor run connects its workers, one included (workers => 0 may choose 1)
+            from ..executor.pool import check_endpoints
+            check_endpoints(session, workers)
     else:
         exec_options, fit_options = None, options_obj
         validate_request(model, search_obj, options_obj, OPTIONS)
@@ -278,11 +289,41 @@ def _train_groups(session, oid, group_by, features, label, model, search, option
             run_grouped(session, run_id=run_id, source=source, group_by=group_by, features=features, label=label,
                         cols=cols, model=model, search=search_obj, fit_options=fit_options, exec_options=exec_options,
                         workers=workers, strategy=strategy, family=family, spec=spec, opts=opts, store=store,
-                        transform=transform)
+                        transform=transform, holders=holders)
             return {"run_id": run_id}
         _train_in_backend(session, run_id, done, source, group_by, features, label, cols, model, search_obj,
                           options_obj, processes, transform, store)
         return {"run_id": run_id}
+
+
+def _holders_of(session, source: str, strategy: str):
+    """The holders of a Citus distributed source (its shards on their nodes), else None. Such
+    a run trains where the rows are: the strategy is the data's placement ('auto' or
+    'grouped'), the workers are its shards."""
+    from ..executor.nodes import citus_holders, fdw_holders, has_foreign_partitions, is_distributed
+
+    citus = is_distributed(session, source)
+    if not citus and not has_foreign_partitions(session, source):
+        return None
+    if strategy not in ("auto", "grouped"):
+        raise FeatureNotSupportedError(
+            f"The 'strategy' value of train_groups on the distributed table {source} must be 'auto' or 'grouped'; "
+            f"got '{strategy}'",
+            hint="A distributed table trains where its shards are (each group on the nodes holding its rows); "
+                 "omit strategy, or copy the rows into a local table to compare strategies.")
+    return citus_holders(session, source) if citus else fdw_holders(session, source)
+
+
+def _key_columns(session, source: str, holders):
+    """The columns whose groups lie in one holder: the distribution column (Citus) or the
+    partition key's columns (postgres_fdw)."""
+    if holders and holders[0].server is not None:
+        rows = session.query("SELECT a.attname::text AS col FROM pg_catalog.pg_partitioned_table p, "
+                             "pg_catalog.unnest(p.partattrs) k JOIN pg_catalog.pg_attribute a ON a.attnum = k "
+                             "WHERE p.partrelid = $1::regclass AND a.attrelid = p.partrelid", [source], ["text"])
+        return [r["col"] for r in rows]
+    from ..shards import citus_shard_map
+    return [citus_shard_map(session, source).distribution_column]
 
 
 def _what_decides(model, search, options):
@@ -699,6 +740,12 @@ def _explain_train_groups(session, oid, group_by, features, label, model, search
         session, source, group_by, features, label, model, search_obj, options_obj, workers, strategy)
     inputs = _plan_inputs(session, source, group_by, features, label, model, search_obj, exec_options, family, spec,
                           opts, pattern, owner="explain_train_groups", imputed=needs_transform(raw, cols, features))
+    holders = _holders_of(session, source, strategy)
+    if holders is not None and holders[0].server is None:
+        from ..executor.nodes import check_grouping, explain_on_nodes
+        check_grouping(pattern, group_by, _key_columns(session, source, holders), source)
+        return explain_on_nodes(session, source, group_by, features, holders, inputs, pattern,
+                                validation_fraction=opts["validation_fraction"])
     chose = ""
     if workers == 0:
         workers, chose = _auto_workers(session, inputs, strategy, exec_options, pattern)
