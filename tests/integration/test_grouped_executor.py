@@ -219,9 +219,9 @@ def test_a_cancelled_parallel_build_is_rebuilt_on_resume(dsn, db, clicks):
 
 
 def test_workers_read_the_callers_table_not_a_namesake_on_their_search_path(cluster, dbname, db):
-    """Worker backends are new sessions with the default search_path. They used to resolve the
-    source by the bare name the caller's session printed, so a view public.t of an ordinary
-    role stood in for the caller's s2.t -- and its functions ran as the (superuser) caller."""
+    """Worker backends are new sessions with the default search_path. Were they to resolve the
+    source by the bare name the caller's session printed, a view public.t of an ordinary role
+    would stand in for the caller's s2.t -- and its functions would run as the (superuser) caller."""
     db.execute("CREATE ROLE mallory LOGIN")
     db.execute("GRANT CREATE ON SCHEMA public TO mallory")
     db.execute("CREATE SCHEMA s2")
@@ -282,8 +282,8 @@ def test_kept_snapshot_is_reused(db, clicks):
 
 
 def test_a_run_deleted_while_it_trains_stops_its_call_cleanly(dsn, db, clicks):
-    # the call used to fail with a raw ForeignKeyViolation at its next insert and leave its
-    # snapshot behind
+    # the call stops with a clear error, not a raw ForeignKeyViolation at its next insert, and
+    # leaves no snapshot behind
     with psycopg.connect(dsn, autocommit=True) as conn, psycopg.connect(dsn) as locker:
         pid = conn.info.backend_pid
         locker.execute("LOCK TABLE groupml.models IN SHARE MODE")     # the call waits at its first model
@@ -434,7 +434,7 @@ def test_resume_after_a_worker_is_terminated(cluster, dsn, db):
     assert "run_id =>" in hint
     run_id, status, done, ended = db.execute("SELECT run_id, status, groups_done, finished_at IS NOT NULL "
                                              "FROM groupml.runs").fetchone()
-    # a failed run has ended: it used to keep finished_at NULL, so progress.elapsed kept growing
+    # a failed run has ended: finished_at is set, so progress.elapsed stops growing
     assert status == "failed" and 1 <= done < 6 and ended
     kept = dict(db.execute("SELECT group_key::text, model_id FROM groupml.models WHERE run_id = %s",
                            [run_id]).fetchall())
@@ -472,8 +472,8 @@ def test_resume_after_the_coordinator_is_cancelled(cluster, dsn, db):
 
 
 def test_worker_tasks_end_soon_after_their_coordinator_is_terminated(cluster, dsn, db):
-    # a terminated coordinator never closes its pool: its workers used to run their current
-    # task to the end (a whole group's search: here about half a minute); with
+    # a terminated coordinator never closes its pool: without a check its workers would run
+    # their current task to the end (a whole group's search: here about half a minute); with
     # client_connection_check_interval they notice the closed connection within a second or so
     data = grouped_classification(3000, 2, 4, seed=45, exponent=0.0)
     create_table(db, "mlpdata", data)

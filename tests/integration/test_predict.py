@@ -302,7 +302,7 @@ def test_a_new_session_checks_stored_lightgbm_models_in_one_child(dsn, db):
 
 def test_a_cancel_while_a_lightgbm_model_is_checked_is_noticed(dsn, db):
     # the backend waits for its checking child's answer; a cancel must end the call at once
-    # (it used to wait for the child's 120 s limit and then report the model unreadable), and
+    # (not after the child's 120 s limit, with the model reported unreadable), and
     # the child, whose answer would now be stale, is killed; the next call starts another
     import signal
 

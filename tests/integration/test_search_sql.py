@@ -242,7 +242,7 @@ def test_explain_search_hyperband_slots_and_ungrouped(db, clicks):
 
 
 def test_a_role_with_column_grants_reads_those_columns_only(cluster, dbname, db, clicks):
-    # SELECT granted on the columns used is enough (it used to need SELECT on the whole table);
+    # SELECT granted on the columns used is enough (no SELECT on the whole table needed);
     # a column outside the grant is named with its own 42501
     db.execute("CREATE ROLE colreader LOGIN")
     db.execute("GRANT SELECT (country, f1, f2, clicked) ON clicks TO colreader")
@@ -331,8 +331,8 @@ def test_help_topics_and_comments(db):
 
 
 def test_a_search_that_chooses_the_model_family(db):
-    # TuPAQ's ChoiceP over families: a nested choice of model family; the search
-    # used to refuse 'model' as an unknown parameter
+    # TuPAQ's ChoiceP over families: a nested choice of model family; 'model' is a known
+    # parameter of the search
     rng = np.random.default_rng(4)
     db.execute("CREATE TABLE inter (grp int, x1 float8, x2 float8, x3 float8, y boolean)")
     X = rng.normal(size=(4000, 3))

@@ -527,8 +527,8 @@ def test_a_source_the_caller_cannot_read(cluster, dbname, db, clicks):
 
 
 def test_a_role_without_catalog_rights_is_told_before_anything_is_written(cluster, dbname, db, clicks):
-    # the catalog has no grants to PUBLIC; such a role used to get PostgreSQL's "permission
-    # denied for table runs" from the middle of the call, with a Python traceback
+    # the catalog has no grants to PUBLIC; such a role gets one 42501 naming what it needs
+    # before anything is written, not PostgreSQL's "permission denied for table runs" mid-call
     db.execute("CREATE ROLE outsider LOGIN")
     db.execute("GRANT SELECT ON clicks TO outsider")
     cases = [
@@ -719,7 +719,7 @@ def test_a_data_error_while_training_fails_the_run_and_leaves_no_snapshot(db, wo
 
 
 def test_procedures_that_commit_say_so_inside_a_transaction_block(dsn, db, clicks):
-    # they used to fail with PL/Python's raw "spiexceptions.InvalidTransactionTermination"
+    # a clear 2D000 with a hint, not PL/Python's raw "spiexceptions.InvalidTransactionTermination"
     for stmt in ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic')",
                  "CALL groupml.run_scheduler(max_steps => 1)"):
         with psycopg.connect(dsn) as conn:                    # not autocommit: the CALL runs inside BEGIN
@@ -761,8 +761,8 @@ def test_a_group_by_column_that_cannot_be_sorted_is_refused_with_its_type(db):
 @pytest.mark.parametrize("strategy", ["gtp", "dp"])
 def test_a_data_error_in_a_worker_keeps_its_sqlstate_and_leaves_no_snapshot(db, strategy):
     # features an MLP cannot train on are only seen by the worker that trains the group: its
-    # error used to come back as XX000 "worker failed" with a hint to resume, which failed the
-    # same way every time, and the run kept its snapshot
+    # error keeps its own SQLSTATE (not XX000 "worker failed" with a hint to resume, which would
+    # fail the same way every time), and the run keeps no snapshot
     db.execute("CREATE TABLE hugef AS SELECT i % 2 AS g, (i % 5) * 1e299 AS x1, (i % 3)::float8 AS x2, "
                "i % 2 = (i / 2) % 2 AS y FROM generate_series(1, 200) i")
     state, msg, hint = sql_error(db, "CALL groupml.train_groups('hugef', ARRAY['g'], ARRAY['x1', 'x2'], 'y', 'mlp', "
@@ -807,7 +807,7 @@ def _waiting_on_a_lock(db, pid):
 
 def test_a_run_in_use_is_named_by_its_holder_in_this_database(cluster, dsn, db, clicks):
     # advisory locks are per database: a session of another database holding the same run id
-    # used to be named too, and the hint told the user to cancel it
+    # is not named, and the hint does not tell the user to cancel it
     from groupml.udf.train import RUN_LOCK_CLASS, _run_lock_keys
 
     assert RUN_LOCK_CLASS == 1735224434                   # the class groupml.progress looks for

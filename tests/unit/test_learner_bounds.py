@@ -42,8 +42,8 @@ def test_lightgbm_total_leaves_are_bounded():
 
 
 def test_lightgbm_checks_for_cancel_within_a_block(monkeypatch):
-    # a block of a million rounds used to be checked only at its end; now at most every
-    # CHECK_EVERY_S (0 here: every round)
+    # a block of a million rounds is checked within the block, at most every CHECK_EVERY_S
+    # (0 here: every round), not only at its end
     from groupml.learners import _lgbm
 
     monkeypatch.setattr(_lgbm, "CHECK_EVERY_S", 0.0)

@@ -523,7 +523,7 @@ def test_driver_honours_convergence_and_epoch_cap():
 
 
 def test_driver_reports_how_a_trainer_finished_a_config():
-    # every finished config used to be reported 'converged', one that ran out of iterations too
+    # each finished config is reported as it finished: 'converged', 'max_iter' or 'stalled'
     spec = parse_search({"lr": [0.1], "converge_iters": [15], "finish": ["converged", "max_iter", "stalled"]})
     result = run_search(make_procedure(spec), FakeTrainer(), slots=3, epoch_iters=10)
     got = sorted((t.params["finish"], t.status, t.stop_reason) for t in result.trials)

@@ -105,7 +105,7 @@ def test_buffer_growing_after_its_start_is_trained_again(plpy):
 
 def test_an_earlier_statements_buffers_are_not_trained_ahead(plpy):
     """A statement that failed (or was rolled back to a savepoint) leaves buffers behind in
-    the transaction; a later statement's first final call used to train them all ahead."""
+    the transaction; a later statement's first final call does not train them ahead."""
     from groupml.udf import aggregate
     rng = np.random.default_rng(5)
     opts = '{"threads": 2}'

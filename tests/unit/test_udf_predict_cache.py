@@ -75,8 +75,8 @@ def test_the_cache_holds_at_most_its_bytes(monkeypatch):
 
 
 def test_the_cache_charges_a_model_for_its_decoded_size(monkeypatch):
-    # a 1M-weight model compressed to a few KB used to be charged its few KB, so 256 MB of
-    # "budget" held hundreds of them decoded (8 MB each); a forged value could fill a backend
+    # a 1M-weight model compressed to a few KB is charged its decoded 8 MB, not its few KB (at
+    # which 256 MB of "budget" would hold hundreds decoded; a forged value could fill a backend)
     monkeypatch.setattr(P, "_cache", type(P._cache)())
     monkeypatch.setattr(P, "_cache_bytes", 0)
     small = _deflated_glm(1 << 20)
