@@ -5,6 +5,7 @@ a cluster)."""
 import ast
 import glob
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -38,3 +39,11 @@ def test_every_integration_module_is_marked_integration():
     assert modules
     unmarked = [os.path.basename(p) for p in modules if not _marks_integration(p)]
     assert unmarked == [], f"add pytestmark = pytest.mark.integration to {unmarked}"
+
+
+def test_test_modules_have_unique_names():
+    """pytest imports test modules by their file name (the folders are not packages): two
+    files of one name stop the whole run at collection."""
+    tests = pathlib.Path(__file__).resolve().parents[1]
+    names = [p.name for p in tests.rglob("test_*.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
