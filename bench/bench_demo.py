@@ -177,7 +177,7 @@ def main(argv=None):
         if args.workers > 1:
             paths[f"ours-{args.workers}-workers"] = lambda: _none_load(ours_procedure(conn, feats, args.workers))
         paths["client-copy"] = lambda: client_copy(cluster.dsn(), feats, n_jobs)
-        if not args.skip_single_core and n_jobs > 1:
+        if not args.skip_single_core:
             paths["client-copy-1core"] = lambda: client_copy(cluster.dsn(), feats, 1)
         if not args.skip_pandas:
             paths["client-pandas"] = lambda: client_pandas(cluster.url(), feats, n_jobs)
