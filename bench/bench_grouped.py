@@ -29,6 +29,7 @@ import argparse
 import io
 import json
 import os
+import re
 import sys
 import time
 
@@ -127,6 +128,20 @@ def pattern_estimates(model, spec, n_train):
                          blocks=wl["blocks"])
         out[p] = {k: v.makespan for k, v in plan.estimates.items()} | {"chosen": plan.strategy}
     return out
+
+
+def planner_estimates(conn, feats, spec, model):
+    """{strategy: (estimated seconds, chosen)} of explain_train_groups with 2 workers and strategy
+    'auto' ('backend': one backend); a worker strategy's estimate is its tasks' makespan plus the
+    snapshot and coordination the one-backend row's explanation prices."""
+    rows = conn.execute(f"SELECT strategy, bool_or(chosen), max(estimated_seconds), min(explanation) FROM "
+                        f"groupml.explain_train_groups('t', ARRAY['country'], {feats}, 'clicked', %s, %s::jsonb, "
+                        f"'{{}}', 2, 'auto') GROUP BY 1 ORDER BY 3", [model, json.dumps(spec)]).fetchall()
+    got = {s: (e, c) for s, c, e, _ in rows}
+    text = " ".join(x for s, _, _, x in rows if s == "backend")
+    m = re.search(r"snapshot and coordination ([0-9.e+-]+) s", text)
+    over = float(m.group(1)) if m else 0.0                # the same for every worker strategy
+    return {s: (e + (over if s != "backend" else 0.0), c) for s, (e, c) in got.items()}
 
 
 def dataset(kind, rows, d, seed):
@@ -238,17 +253,17 @@ def main(argv=None):
                     wall, cpu = time.perf_counter() - t0, server_cpu(pm) - c0
                     chosen = conn.execute("SELECT strategy FROM groupml.grouped_runs WHERE run_id = %s",
                                           [run]).fetchone()
-                    name = label if label != "auto" else f"auto->{chosen[0] if chosen else '?'}"
+                    name = label if label != "auto" else f"auto->{chosen[0] if chosen else 'one backend'}"
                     best_of[label] = min(best_of.get(label, (name, wall, cpu)), (name, wall, cpu), key=lambda r: r[1])
             rows = list(best_of.values())
             rows += _client_rows("COPY+pandas+sklearn", lambda n: client_side(cluster.dsn(), d, n), 2)
-            results[kind] = (share, len(sizes), rows)
+            planned = planner_estimates(conn, feats, GRID, "logistic")
             n_train = {g: int(n * 0.8) for g, n in sizes.items()}
             preds = {}
             for p in (2, 4, 8, 16):
                 plan = choose_strategy(n_train, len(GRID["l2"]), GRID["max_iter"], p)
                 preds[p] = {k: v.makespan for k, v in plan.estimates.items()} | {"chosen": plan.strategy}
-            results[kind] += (preds,)
+            results[kind] = (share, len(sizes), rows, preds, planned)
         for model in [p for p in patterns if p in PATTERN_RUNS]:
             spec, strategies = PATTERN_RUNS[model]
             rows_n = min(args.rows, args.pattern_rows)
@@ -281,7 +296,7 @@ def main(argv=None):
                                  lambda n: client_pattern(cluster.dsn(), d, model, n), 2)
             results[model] = (max(sizes.values()) / rows_n, len(sizes), rows, None, rows_n,
                               pattern_estimates(model, spec, {g: int(n * 0.8) for g, n in sizes.items()}))
-    for kind, (share, ng, rows, preds, *rest) in results.items():
+    for kind, (share, ng, rows, preds, *rest) in results.items():  # GLM: rest = [planner estimates]
         if preds is None:
             print(f"\n== {kind} (criteo-like): {rest[0]} rows, {ng} groups, largest group {share:.0%}, {d} features, "
                   f"spec {json.dumps(PATTERN_RUNS[kind][0])}")
@@ -302,6 +317,18 @@ def main(argv=None):
         for name, wall, cpu in rows:
             print(f"  {name:<50} {wall:7.2f} s wall  {cpu:7.2f} s CPU   {wall / best:5.2f}x best strategy  "
                   f"{client / wall:5.2f}x faster than the fastest client")
+        planned = rest[0]
+        print("  train_groups' own estimates (explain_train_groups, workers => 2, this host's unit costs; a worker "
+              "strategy's with its snapshot and coordination) against the measured runs:")
+        measured = {}
+        for name, wall, _ in rows:                 # auto counts as a run of what it chose
+            label = name.split("->", 1)[1] if name.startswith("auto->") else name
+            measured[label] = min(wall, measured.get(label, wall))
+        for name, (est, chosen) in planned.items():
+            label = "one backend" if name == "backend" else name
+            got = measured.get(label)
+            print(f"    {label:<12} estimated {est:6.2f} s{'  (chosen)' if chosen else '           '}"
+                  + (f"  measured {got:6.2f} s  ratio {got / est:5.2f}" if got and est > 0 else ""))
         print("  cost model makespan estimates (s, default unit costs):")
         for p, est in preds.items():
             print(f"    p={p:<3} " + "  ".join(f"{k} {v:.3g}" for k, v in est.items() if k != "chosen")

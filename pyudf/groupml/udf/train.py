@@ -233,7 +233,17 @@ def _train_groups(session, oid, group_by, features, label, model, search, option
     executor = workers != 1 or strategy != "auto"
     processes, options_obj, (fit_options, exec_options, family, spec, opts, pattern) = _check_options(
         session, source, group_by, features, label, model, search_obj, options_obj, workers, strategy)
-    if workers == 0:
+    if executor and _may_run_in_backend(strategy, options_obj, run_id):
+        inputs = _plan_inputs(session, source, group_by, features, label, model, search_obj, exec_options, family,
+                              spec, opts, pattern, calibrate=True)
+        if workers == 0:
+            workers, why = _auto_workers(session, inputs, strategy, exec_options, pattern)
+            session.notice(f"groupml: {why}")
+        choice = _backend_choice(session, inputs, workers, strategy, exec_options, pattern, len(features))
+        session.notice(f"groupml: {choice['explanation']}")
+        if choice["backend"]:
+            executor, processes = False, choice["one_estimate"].details["helpers"]
+    elif workers == 0:
         workers, why = _auto_workers(session, _plan_inputs(session, source, group_by, features, label, model,
                                                            search_obj, exec_options, family, spec, opts, pattern),
                                      strategy, exec_options, pattern)
@@ -606,11 +616,17 @@ def explain_train_groups(source, group_by, features, label, model, search, optio
 
 
 def _plan_inputs(session, source, group_by, features, label, model, search_obj, exec_options, family, spec, opts,
-                 pattern, owner: str = OWNER) -> Dict[str, Any]:
+                 pattern, owner: str = OWNER, calibrate: bool = False) -> Dict[str, Any]:
     """What the planner needs of a request: every group's training rows (a count query over
-    the source, NULLs left out), the workload, the calibration and the pass-task limit."""
+    the source, NULLs left out), the workload, the calibration and the pass-task limit.
+    ``calibrate``: measure this host's GLM passes first when the catalog has none of the
+    family (:func:`~groupml.udf.search.ensure_host_calibration`)."""
     from ..executor.costs import load_calibration
     from ..executor.plan import pass_task_rows, workload_of
+    from .search import ensure_host_calibration
+
+    if calibrate:
+        ensure_host_calibration(session, model)
 
     notnull = " AND ".join(f"{quote_ident(c)} IS NOT NULL" for c in list(features) + [label])
     with reading_source(session, source, owner):
@@ -619,7 +635,7 @@ def _plan_inputs(session, source, group_by, features, label, model, search_obj, 
     frac = opts["validation_fraction"]
     wl = workload_of(spec, family)
     return {"sizes": {i: int(round(int(r["n"]) * (1 - frac))) for i, r in enumerate(rows)},
-            "keys": {i: r["gkey"] for i, r in enumerate(rows)}, "wl": wl,
+            "keys": {i: r["gkey"] for i, r in enumerate(rows)}, "wl": wl, "frac": frac,
             "cal": load_calibration(session, model=model, pattern=pattern, source=source, features=features,
                                     search=search_obj, d=len(features), n_configs=wl["n_configs"]),
             "max_rows": pass_task_rows(exec_options, len(features), wl["n_configs"], wl["epochs"])}
@@ -653,6 +669,33 @@ def _auto_workers(session, inputs, strategy: str, exec_options, pattern: str):
                     f"the fewest within 10% of the best)")
 
 
+def _may_run_in_backend(strategy: str, options_obj: dict, run_id) -> bool:
+    """Whether a call with workers may train in one backend instead: strategy 'auto', a new
+    run (a resumed one keeps where it was trained), and no option only worker backends take
+    (a snapshot, placement, memory per worker...)."""
+    from ..executor.run import EXEC_KEYS
+
+    return strategy == "auto" and run_id is None and not any(k in options_obj for k in EXEC_KEYS)
+
+
+def _backend_choice(session, inputs, workers: int, strategy: str, exec_options, pattern: str, d: int):
+    """:func:`~groupml.planner.choose_backend` for a request: one backend (in the backend
+    itself or with the helper processes it would start, whichever is cheaper) against the
+    worker plan with its snapshot and coordination, priced with the same calibrated unit
+    costs. Adds 'plan' and 'one_estimate' (the estimates)."""
+    from ..executor.costs import host_costs
+    from ..planner import best_one_backend, choose_backend, executor_overhead
+
+    plan = _plan_for(inputs, workers, strategy, exec_options, pattern)
+    host = host_costs(session)
+    n_rows = sum(inputs["sizes"].values())
+    helpers = max(1, min(os.cpu_count() or 1, MAX_PROCESSES))
+    one = best_one_backend(plan.workload, helpers, inputs["cal"].costs, host, d)
+    choice = choose_backend(one, plan, executor_overhead(n_rows, d, workers, host))
+    choice.update(plan=plan, one_estimate=one)
+    return choice
+
+
 def _explain_train_groups(session, oid, group_by, features, label, model, search, options, workers, strategy):
     from ..executor.plan import placement_for
 
@@ -660,14 +703,24 @@ def _explain_train_groups(session, oid, group_by, features, label, model, search
                                                                           label, model, search, options)
     _, _, (fit_options, exec_options, family, spec, opts, pattern) = _check_options(
         session, source, group_by, features, label, model, search_obj, options_obj, workers, strategy)
+    backend_ok = _may_run_in_backend(strategy, options_obj, None)
     inputs = _plan_inputs(session, source, group_by, features, label, model, search_obj, exec_options, family, spec,
-                          opts, pattern, owner="explain_train_groups")
+                          opts, pattern, owner="explain_train_groups", calibrate=backend_ok)
     chose = ""
     if workers == 0:
         workers, chose = _auto_workers(session, inputs, strategy, exec_options, pattern)
         chose += "; "
     sizes, keys, max_rows = inputs["sizes"], inputs["keys"], inputs["max_rows"]
     plan = _plan_for(inputs, workers, strategy, exec_options, pattern)
+    backend = _backend_choice(session, inputs, workers, strategy, exec_options, pattern, len(features)) \
+        if backend_ok else None
+    backend_rows = []
+    if backend is not None:
+        one = backend["one_estimate"]
+        for w, secs in enumerate(one.per_worker):
+            backend_rows.append({"strategy": "backend", "chosen": backend["backend"], "worker": w,
+                                 "estimated_seconds": float(secs + (one.breakdown.get("load", 0.0) if w == 0 else 0)),
+                                 "shards": None, "explanation": chose + backend["explanation"]})
     n_big = sum(1 for n in sizes.values() if n > max_rows)
     if not exec_options["whole_group_tasks"]:
         unsplit = "unsplit groups too, one task per pass)"
@@ -691,9 +744,9 @@ def _explain_train_groups(session, oid, group_by, features, label, model, search
                                      "copy of the group",
                 ("sampling", "dp"): "; DP: every group split over all workers, one LightGBM data-parallel job "
                                     "per config"}[(pattern, plan.strategy)]
-    out = []
+    out = backend_rows
     for name, est in plan.estimates.items():
-        chosen = name == plan.strategy
+        chosen = name == plan.strategy and not (backend and backend["backend"])
         pl = placement_for(name, sizes, workers, pattern,
                            plan=plan if exec_options["placement"] == "auto" else None) if chosen else None
         for w, secs in enumerate(est.per_worker):
