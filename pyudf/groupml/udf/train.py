@@ -233,26 +233,23 @@ def _train_groups(session, oid, group_by, features, label, model, search, option
     executor = workers != 1 or strategy != "auto"
     processes, options_obj, (fit_options, exec_options, family, spec, opts, pattern) = _check_options(
         session, source, group_by, features, label, model, search_obj, options_obj, workers, strategy)
-    if executor and _may_run_in_backend(strategy, options_obj, run_id):
-        inputs = _plan_inputs(session, source, group_by, features, label, model, search_obj, exec_options, family,
-                              spec, opts, pattern, calibrate=True)
-        if workers == 0:
-            workers, why = _auto_workers(session, inputs, strategy, exec_options, pattern)
-            session.notice(f"groupml: {why}")
+    backend = executor and _may_run_in_backend(strategy, options_obj, run_id)
+    inputs = _plan_inputs(session, source, group_by, features, label, model, search_obj, exec_options, family, spec,
+                          opts, pattern, calibrate=backend) if workers == 0 or backend else None
+    if workers == 0:
+        workers, why = _auto_workers(session, inputs, strategy, exec_options, pattern)
+        session.notice(f"groupml: {why}")
+    if executor:
+        # every executor run connects its workers, one included (workers => 0 may choose 1); checked
+        # before the one-backend choice, so a call is refused or not whatever the planner prices
+        from ..executor.pool import check_endpoints
+        check_endpoints(session, workers)
+    if backend:
         choice = _backend_choice(session, inputs, workers, strategy, exec_options, pattern, len(features))
         session.notice(f"groupml: {choice['explanation']}")
         if choice["backend"]:
             executor, processes = False, choice["one_estimate"].details["helpers"]
-    elif workers == 0:
-        workers, why = _auto_workers(session, _plan_inputs(session, source, group_by, features, label, model,
-                                                           search_obj, exec_options, family, spec, opts, pattern),
-                                     strategy, exec_options, pattern)
-        session.notice(f"groupml: {why}")
-    if executor:
-        # every executor run connects its workers, one included (workers => 0 may choose 1)
-        from ..executor.pool import check_endpoints
-        check_endpoints(session, workers)
-    else:
+    if not executor:
         exec_options, fit_options = None, options_obj
         validate_request(model, search_obj, options_obj, OPTIONS)
 
