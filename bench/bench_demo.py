@@ -1,4 +1,4 @@
-"""Issue 2 benchmark (b): the demo workload end to end, groupml vs the client-side alternative.
+"""The demo workload end to end, groupml vs the client-side alternative.
 
 Same table, same 12-config logistic-regression grid, same validation split (groupml's
 content-hash holdout, reproduced on the client), one run:

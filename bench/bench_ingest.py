@@ -1,6 +1,6 @@
 """Ingest into numpy: training snapshot (packed float8 blocks) vs client COPY BINARY vs the aggregate path.
 
-Goal P1: >= 2M rows/s (20 float8 features + label) from the snapshot into numpy in one backend.
+Target: >= 2M rows/s (20 float8 features + label) from the snapshot into numpy in one backend.
 
     python bench/bench_ingest.py [--rows 1000000] [--groups 50] [--quick]
 """
@@ -91,7 +91,7 @@ def main(argv=None):
     print(f"snapshot build (one scan, string_agg+float8send, split/shuffle/pack): {t_build:.3f} s "
           f"= {args.rows / t_build / 1e6:.2f} M rows/s")
     print(f"snapshot -> numpy in one backend (training rows {n_train}): {t_load:.3f} s "
-          f"= {n_train / t_load / 1e6:.2f} M rows/s   (P1 goal >= 2 M rows/s)")
+          f"= {n_train / t_load / 1e6:.2f} M rows/s   (target >= 2 M rows/s)")
     print(f"client psycopg COPY (FORMAT binary) -> numpy: {t_copy:.3f} s = {X.shape[0] / t_copy / 1e6:.2f} M rows/s")
     print(f"learn_over_groups aggregate (per-row PL/Python, max_iter 1): {t_agg:.3f} s "
           f"= {args.rows / t_agg / 1e6:.2f} M rows/s")

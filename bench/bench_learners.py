@@ -1,8 +1,10 @@
 """Batched fit_many vs a scikit-learn loop (logistic, lbfgs, tol 1e-6).
 
-    python bench_learners.py [--quick] [--rows N]
+    python bench/bench_learners.py [--quick] [--rows N] [--skip-sklearn]
 """
-import argparse, sys, time
+import argparse
+import sys
+import time
 import numpy as np
 
 import os

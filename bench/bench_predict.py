@@ -16,7 +16,10 @@ NEW session (a BI tool's query; first-use costs included):
 The "x client" column is against the fastest client path.
 
 Both groupml paths are run a second time in the same session (warm: models decoded and
-checked once per session). Every path's predictions are compared with the client's.
+checked once per session). Then ours-rows runs under a parallel plan forced with 1 and with 2
+workers (parallel_leader_participation off, so the workers do all the scoring; a new session; each query's
+workers are new processes, so they decode and check the models anew). Every path's
+predictions are compared with the client's.
 
     python bench/bench_predict.py [--rows 200000] [--groups 100] [--features 10] [--quick]
 """
@@ -51,6 +54,24 @@ def ours_rows(conn, feats, run_id):
                         f"FROM clicks c JOIN groupml.models m ON m.run_id = %s AND m.group_key->>'country' = c.country",
                         [run_id]).fetchall()
     return time.perf_counter() - t0, dict(rows)
+
+
+def ours_rows_parallel(conn, feats, run_id, workers):
+    """ours_rows under a parallel plan of ``workers`` workers that score every row (one worker:
+    the planner's costs never prefer it to the leader alone, so force_parallel_mode runs the
+    whole plan in one)."""
+    conn.execute(f"SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0; SET min_parallel_table_scan_size = 0; "
+                 f"SET parallel_leader_participation = off; SET max_parallel_workers_per_gather = {int(workers)}; "
+                 f"SET force_parallel_mode = {'on' if workers == 1 else 'off'}")
+    try:
+        plan = "\n".join(r[0] for r in conn.execute(
+            f"EXPLAIN SELECT c.id, groupml.predict(m.fit, ARRAY[{', '.join('c.' + f for f in feats)}]) FROM clicks c "
+            f"JOIN groupml.models m ON m.run_id = {int(run_id)} AND m.group_key->>'country' = c.country"))
+        if f"Workers Planned: {workers}" not in plan:
+            raise SystemExit(f"no parallel plan of {workers} workers:\n{plan}")
+        return ours_rows(conn, feats, run_id)
+    finally:
+        conn.execute("RESET ALL")
 
 
 def ours_batch(conn, feats, run_id):
@@ -158,6 +179,15 @@ def main(argv=None):
                         t, got = fn(fresh, feats, run_id)
                         same = sum(1 for k, v in got.items() if ref.get(k) == v)
                         out.append((model, n_models, f"{name} ({when})", t, same, f"{t_client / t:.2f}x client"))
+            with psycopg.connect(cluster.dsn(), autocommit=True) as fresh:
+                times = {}
+                for workers in (1, 2):
+                    times[workers], got = ours_rows_parallel(fresh, feats, run_id, workers)
+                    same = sum(1 for k, v in got.items() if ref.get(k) == v)
+                    note = f"{t_client / times[workers]:.2f}x client" + (
+                        f", {times[1] / times[2]:.2f}x 1 worker" if workers == 2 else "")
+                    out.append((model, n_models, f"ours-rows (parallel, {workers} worker{'s' * (workers > 1)})",
+                                times[workers], same, note))
     print(f"\n{args.rows:,} rows, {args.groups} groups, {args.features} features; every row scored with its "
           f"group's model\n")
     print(f"{'model':<9} {'models':>6}  {'path':<34} {'seconds':>8} {'rows/s':>10} {'= client':>9}  note")

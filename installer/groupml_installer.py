@@ -18,7 +18,9 @@ What ``install`` does, in order (each step is idempotent):
  4. installs the groupml package and numpy/scipy (plus extras) into that venv;
  5. builds groupml--<version>.sql from sql/manifests, adding to every PL/Python body a
     prelude that puts the venv's site-packages first on sys.path (no PYTHONPATH editing),
-    and copies it with the control file into the server's extension directory;
+    and copies it with the control file, the frozen scripts of released versions
+    (sql/releases/) and the upgrade scripts (sql/upgrades/) into the server's extension
+    directory;
  6. with --create-extension and --dsn: CREATE EXTENSION IF NOT EXISTS groupml CASCADE.
 
 Only the standard library is used here: this runs before any venv exists.
@@ -103,6 +105,34 @@ def build_sql(site_packages: str | None) -> str:
             text = text.replace(PRELUDE_MARK, PRELUDE_MARK + prelude(site_packages))
         parts.append(f"\n-- {rel}\n{text}")
     return "".join(parts)
+
+
+def release_scripts() -> list:
+    """The frozen install scripts of released versions, sql/releases/groupml--<version>.sql.
+
+    Each is the build of sql/ as that version was released, with the prelude mark kept (the
+    prelude is added when it is copied). A released script never changes: a change to the
+    catalog goes into sql/ and an upgrade script of the version under development."""
+    return sorted(glob.glob(os.path.join(SQL_DIR, "releases", "groupml--*.sql")))
+
+
+def upgrade_scripts() -> list:
+    """sql/upgrades/groupml--<from>--<to>.sql: the steps of ALTER EXTENSION groupml UPDATE."""
+    return sorted(glob.glob(os.path.join(SQL_DIR, "upgrades", "groupml--*--*.sql")))
+
+
+def write_extension_files(extdir: str, site_packages: str) -> None:
+    """Write into the server's extension directory: the control file, this version's script
+    built from sql/, every released version's frozen script and every upgrade script, each with
+    the sys.path prelude. A database can then be created at any released version
+    (CREATE EXTENSION groupml VERSION '0.1.0') and brought up to this one (ALTER EXTENSION
+    groupml UPDATE). This version's script is written last: it is always the build of sql/."""
+    for path in release_scripts() + upgrade_scripts():
+        with open(path) as fh, open(os.path.join(extdir, os.path.basename(path)), "w") as out:
+            out.write(fh.read().replace(PRELUDE_MARK, PRELUDE_MARK + prelude(site_packages)))
+    with open(os.path.join(extdir, f"groupml--{package_version()}.sql"), "w") as fh:
+        fh.write(build_sql(site_packages))
+    shutil.copy(os.path.join(SQL_DIR, "groupml.control"), os.path.join(extdir, "groupml.control"))
 
 
 # ---------------------------------------------------------------- server discovery
@@ -280,12 +310,7 @@ def cmd_install(args) -> None:
     if not os.access(extdir, os.W_OK):
         raise InstallError(f"cannot write to {extdir}", "run the installer as root (sudo)")
     version = package_version()
-    with open(os.path.join(extdir, f"groupml--{version}.sql"), "w") as fh:
-        fh.write(build_sql(site))
-    shutil.copy(os.path.join(SQL_DIR, "groupml.control"), os.path.join(extdir, "groupml.control"))
-    for up in glob.glob(os.path.join(SQL_DIR, "upgrades", "groupml--*--*.sql")):
-        with open(up) as fh, open(os.path.join(extdir, os.path.basename(up)), "w") as out:
-            out.write(fh.read().replace(PRELUDE_MARK, PRELUDE_MARK + prelude(site)))
+    write_extension_files(extdir, site)
     with open(os.path.join(args.prefix, "installed.txt"), "w") as fh:
         fh.write(f"version={version}\nsharedir={info['sharedir']}\nvenv={venv}\nsite={site}\n")
     log(f"installed groupml {version}: venv {venv}, extension files in {extdir}")

@@ -6,5 +6,10 @@ cd "$(dirname "$0")/.."
 export GROUPML_PREFIX="${GROUPML_PREFIX:-/opt/groupml}"
 bash installer/bootstrap.sh
 python3 installer/groupml_installer.py install --install-plpython --extras test,search,lightgbm,torch
+# Citus for the scale-out tests: a checkout beside ../shared/citus (CI) builds it into the server
+# (idempotent); elsewhere the Citus tests skip and name that script. With CI=true they must run.
+if [ -d ../shared/citus ]; then
+  bash ../shared/citus/build-citus.sh
+fi
 export PYTHONDONTWRITEBYTECODE=1
 exec "$GROUPML_PREFIX/venv/bin/python" -m pytest -q -p no:cacheprovider "$@" tests

@@ -6,4 +6,4 @@ tests/benchmarks on the client. Algorithms live in pure-Python subpackages
 the only modules that talk to the database are ``groupml.db`` and ``groupml.udf``.
 """
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"

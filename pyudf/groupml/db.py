@@ -221,12 +221,87 @@ def check_catalog_version(session) -> None:
 
 
 def cancel_check_here():
-    """This backend's cancel check (:meth:`PlpySession.check_cancel`) when called on the main
-    thread of a PL/Python backend, else None: plpy may only be called from that thread, and is
-    absent from client processes and helper processes (spawned, never forked)."""
+    """This backend's cancel check when called on the main thread of a PL/Python backend, else
+    None: plpy may only be called from that thread, and is absent from client processes and
+    helper processes (spawned, never forked). The check is :meth:`PlpySession.check_cancel`
+    (a statement), or during a parallel query, where no statement can run
+    (:func:`in_parallel_mode`), :func:`pending_interrupt_check`."""
     if "plpy" not in sys.modules or threading.current_thread() is not threading.main_thread():
         return None
+    if in_parallel_mode():
+        return pending_interrupt_check()
     return backend_session().check_cancel
+
+
+_server = None
+
+
+def _server_symbols():
+    """The running server's own symbols (ctypes; PostgreSQL exports them for extensions)."""
+    global _server
+    if _server is None:
+        import ctypes
+
+        lib = ctypes.CDLL(None)
+        lib.IsInParallelMode.restype = ctypes.c_bool
+        lib.IsInParallelMode.argtypes = []
+        _server = lib
+    return _server
+
+
+def in_parallel_mode() -> bool:
+    """Whether this backend runs a parallel query now: a parallel worker, or the leader until
+    its query ends (also above the Gather). PL/Python wraps every statement in a subtransaction,
+    which PostgreSQL cannot start then ("cannot start subtransactions during a parallel
+    operation"), so a PARALLEL SAFE function runs none. Asked of the server's
+    IsInParallelMode() directly (a statement could not ask); False outside a PL/Python backend,
+    and True where the server's symbol cannot be found (then no statement is tried)."""
+    if "plpy" not in sys.modules:
+        return False
+    try:
+        return bool(_server_symbols().IsInParallelMode())
+    except (OSError, AttributeError):
+        return True
+
+
+#: The server's interrupt flags read by :func:`pending_interrupt_check` (sig_atomic_t is an int,
+#: the hold-off counts uint32).
+_FLAGS = ("InterruptPending", "QueryCancelPending", "ProcDiePending")
+_HOLDOFFS = ("InterruptHoldoffCount", "QueryCancelHoldoffCount", "CritSectionCount")
+
+
+def pending_interrupt_check(flags=None):
+    """A cancel check that runs no statement (for a parallel query): it reads the server's
+    interrupt flags and, where the server would act on them at its next interrupt check, raises
+    57014 for a cancel or timeout and 57P01 for a termination (a parallel query's leader ends
+    its workers so), stopping the work before the server's own error. ``flags``: name -> an
+    object whose ``value`` is that flag (the server's own, through ctypes, by default); None
+    when they cannot be read (then the work is not checked)."""
+    if flags is None:
+        try:
+            import ctypes
+
+            lib = _server_symbols()
+            flags = {n: ctypes.c_int.in_dll(lib, n) for n in _FLAGS}
+            flags.update({n: ctypes.c_uint32.in_dll(lib, n) for n in _HOLDOFFS})
+        except (OSError, ValueError, AttributeError):
+            return None
+
+    def check() -> None:
+        if not flags["InterruptPending"].value or flags["InterruptHoldoffCount"].value \
+                or flags["CritSectionCount"].value:
+            return
+        from .errors import PassedOnError
+        if flags["ProcDiePending"].value:
+            raise PassedOnError("57P01", "groupml stopped: this server process is being terminated",
+                                hint="pg_terminate_backend, a server shutdown, or the end of the parallel query "
+                                     "this process worked for (an error or cancel in another of its processes).")
+        if flags["QueryCancelPending"].value and not flags["QueryCancelHoldoffCount"].value:
+            raise PassedOnError("57014", "groupml stopped: the statement was canceled (a cancel request or a "
+                                         "timeout)",
+                                hint="pg_cancel_backend or a statement_timeout or lock_timeout ended the "
+                                     "statement; run it again, with a longer timeout if one ended it.")
+    return check
 
 
 interrupts.install(cancel_check_here)       # what the pure packages call cancel_check_here

@@ -1,4 +1,4 @@
-CREATE VIEW @extschema@.progress AS
+CREATE VIEW @extschema@.progress WITH (security_invoker = true) AS
 SELECT r.run_id, r.status, r.source, r.family, g.strategy, g.workers, r.n_groups, r.groups_done,
        g.epochs_done, g.passes_done, g.last_event, r.started_at,
        coalesce(r.finished_at, clock_timestamp()) - r.started_at AS elapsed, g.updated_at,
@@ -11,3 +11,4 @@ SELECT r.run_id, r.status, r.source, r.family, g.strategy, g.workers, r.n_groups
 FROM @extschema@.runs r LEFT JOIN @extschema@.grouped_runs g USING (run_id);
 COMMENT ON VIEW @extschema@.progress IS
   'Live progress of train_groups runs (committed as groups and epochs finish; query it from another session). trained_by: the pid of the session training the run now; a run ''running'' with no trained_by was interrupted (crash, cancel, terminate) and resumes with train_groups(..., run_id => its id).';
+GRANT SELECT ON @extschema@.progress TO groupml_admin;

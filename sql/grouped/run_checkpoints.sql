@@ -11,4 +11,10 @@ CREATE TABLE @extschema@.run_checkpoints (
 ALTER TABLE @extschema@.run_checkpoints ALTER COLUMN state SET STORAGE EXTERNAL;
 COMMENT ON TABLE @extschema@.run_checkpoints IS
   'Epoch-level resume points of planner-driven train_groups runs: per group in flight, the search procedure, trials and trainer state (GLM solver states, MLP training states, LightGBM model texts) after its last epoch block, committed with that block''s run_epochs rows. A run called again with its run_id continues each group from here; the row is deleted when the group''s model is committed.';
+ALTER TABLE @extschema@.run_checkpoints ENABLE ROW LEVEL SECURITY;
+CREATE POLICY run_checkpoints_of_visible_runs ON @extschema@.run_checkpoints
+    USING (EXISTS (SELECT 1 FROM @extschema@.runs r WHERE r.run_id OPERATOR(pg_catalog.=) run_checkpoints.run_id));
+COMMENT ON POLICY run_checkpoints_of_visible_runs ON @extschema@.run_checkpoints IS
+  'Row-level security: checkpoints follow their run: a role sees and changes the rows of the groupml.runs rows it sees (its own runs, those of roles it is a member of; groupml_admin: all).';
+GRANT SELECT ON @extschema@.run_checkpoints TO groupml_admin;
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.run_checkpoints', '');

@@ -15,4 +15,10 @@ CREATE TABLE @extschema@.run_schedule (
 CREATE INDEX ON @extschema@.run_schedule (run_id, group_key);
 COMMENT ON TABLE @extschema@.run_schedule IS
   'What ran where: every task a worker executed for a planner-driven train_groups run (written with the group''s model). For MLP groups split over workers the kind = ''visit'' rows ordered by started are the visit log that groupml.learners.replay reproduces. groupml checks data sharding, worker exclusivity and config isolation on it.';
+ALTER TABLE @extschema@.run_schedule ENABLE ROW LEVEL SECURITY;
+CREATE POLICY run_schedule_of_visible_runs ON @extschema@.run_schedule
+    USING (EXISTS (SELECT 1 FROM @extschema@.runs r WHERE r.run_id OPERATOR(pg_catalog.=) run_schedule.run_id));
+COMMENT ON POLICY run_schedule_of_visible_runs ON @extschema@.run_schedule IS
+  'Row-level security: schedule rows follow their run: a role sees and changes the rows of the groupml.runs rows it sees (its own runs, those of roles it is a member of; groupml_admin: all).';
+GRANT SELECT ON @extschema@.run_schedule TO groupml_admin;
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.run_schedule', '');

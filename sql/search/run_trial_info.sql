@@ -1,4 +1,4 @@
-CREATE VIEW @extschema@.run_trial_info AS
+CREATE VIEW @extschema@.run_trial_info WITH (security_invoker = true) AS
 SELECT t.run_id, t.group_key, t.trial_id, t.params, t.score,
        pg_catalog.cardinality(t.epoch_scores) AS epochs, (t.metrics ->> 'iterations')::integer AS iterations,
        t.status, t.stop_reason,
@@ -13,3 +13,4 @@ FROM @extschema@.trials t
 LEFT JOIN @extschema@.models m ON m.run_id = t.run_id AND m.group_key = t.group_key;
 COMMENT ON VIEW @extschema@.run_trial_info IS
   'Every trial of the catalog-writing runs (groupml.trials) in the shape of groupml.trial_info(fit): params, score, epochs, iterations, status, stop reason, per-epoch losses, cost, and whether it was selected.';
+GRANT SELECT ON @extschema@.run_trial_info TO groupml_admin;

@@ -25,5 +25,11 @@ CREATE TABLE @extschema@.runs (
 );
 COMMENT ON TABLE @extschema@.runs IS
   'One row per catalog-writing training run (groupml.train_groups). Progress is committed group by group.';
+ALTER TABLE @extschema@.runs ENABLE ROW LEVEL SECURITY;
+CREATE POLICY runs_by_role ON @extschema@.runs
+    USING (pg_catalog.pg_has_role(pg_catalog.to_regrole(pg_catalog.quote_ident(created_by)), 'MEMBER') OR pg_catalog.pg_has_role('groupml_admin', 'MEMBER'));
+COMMENT ON POLICY runs_by_role ON @extschema@.runs IS
+  'Row-level security: members of the role that created a run (created_by) see and change it; groupml_admin members see and change all runs. A role dropped or renamed since leaves its runs to groupml_admin.';
+GRANT SELECT, UPDATE, DELETE ON @extschema@.runs TO groupml_admin;
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.runs', '');
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.runs_run_id_seq', '');

@@ -12,4 +12,10 @@ CREATE TABLE @extschema@.trials (
 );
 COMMENT ON TABLE @extschema@.trials IS
   'Every configuration tried by a catalog-writing run, per group, with its per-epoch validation losses and stop reason.';
+ALTER TABLE @extschema@.trials ENABLE ROW LEVEL SECURITY;
+CREATE POLICY trials_of_visible_runs ON @extschema@.trials
+    USING (EXISTS (SELECT 1 FROM @extschema@.runs r WHERE r.run_id OPERATOR(pg_catalog.=) trials.run_id));
+COMMENT ON POLICY trials_of_visible_runs ON @extschema@.trials IS
+  'Row-level security: trials follow their run: a role sees and changes the rows of the groupml.runs rows it sees (its own runs, those of roles it is a member of; groupml_admin: all).';
+GRANT SELECT ON @extschema@.trials TO groupml_admin;
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.trials', '');

@@ -1,29 +1,49 @@
-"""Real PostgreSQL 15 + plpython3u for the integration tests.
+"""Real PostgreSQL 15 + plpython3u for the integration tests, served through pytest-postgresql.
 
-A throwaway cluster is started once per test session (as the postgres OS user when
-the suite runs as root). The extension's SQL script is rebuilt from sql/ and copied
-into the server's extension directory at the start, so the tests always exercise the
-working tree's SQL; the Python package is the one the installer put into the venv.
-Each test gets a fresh database cloned from a template that has the extension.
+One throwaway cluster per test session:
+
+* ``postgresql_cluster`` is the server process. ``TempCluster`` runs initdb and pg_ctl
+  (``/usr/lib/postgresql/15/bin``) as the ``postgres`` OS user when the suite runs as root,
+  since both refuse to run as root.
+* ``postgresql_server`` is pytest-postgresql's ``noproc`` fixture over that server. Its
+  ``DatabaseJanitor`` creates the template database (``TEMPLATE`` in pg_helpers) and loads the
+  extension into it once.
+* ``dbname`` / ``db`` / ``dsn``: each test gets a fresh database cloned from that template by
+  a ``DatabaseJanitor``, and dropped after the test.
+
+pytest-postgresql's own process fixture (``postgresql_proc``) cannot start the server here when
+the suite runs as root: it puts the data directory under pytest's base temporary directory,
+which pytest creates mode 0700 for root, so initdb run as ``postgres`` (through a wrapper named
+by ``postgresql_exec``) fails with 'could not access directory ...: Permission denied'.
+
+The extension's SQL (this version's build of sql/, the frozen scripts of released versions and
+the upgrade scripts) is written into the server's extension directory at the start, so the
+tests always exercise the working tree's SQL; the Python package is the one the installer put
+into the venv.
 """
 
 from __future__ import annotations
 
-import glob
 import itertools
 import os
 import sys
 
+import port_for
 import psycopg
 import pytest
+from pytest_postgresql import factories
+from pytest_postgresql.janitor import DatabaseJanitor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "installer"))
 
 import groupml_installer  # noqa: E402
 from groupml.devcluster import TempCluster  # noqa: E402
+from pg_helpers import TEMPLATE  # noqa: E402
+from multinode import citus_cluster, fdw_shards  # noqa: E402,F401 (session fixtures of the scale-out tests)
 
-TEMPLATE = "groupml_template"
+#: the port the session's cluster listens on (loopback), chosen before the fixtures are made
+PORT = port_for.select_random()
 _counter = itertools.count()
 
 
@@ -37,42 +57,48 @@ def _refresh_extension_sql() -> None:
     site = dict(line.strip().split("=", 1) for line in open(marker) if "=" in line)["site"]
     extdir = os.path.join(info["sharedir"], "extension")
     if os.access(extdir, os.W_OK):
-        version = groupml_installer.package_version()
-        with open(os.path.join(extdir, f"groupml--{version}.sql"), "w") as fh:
-            fh.write(groupml_installer.build_sql(site))
-        with open(os.path.join(groupml_installer.SQL_DIR, "groupml.control")) as src, \
-                open(os.path.join(extdir, "groupml.control"), "w") as dst:
-            dst.write(src.read())
-        for up in glob.glob(os.path.join(groupml_installer.SQL_DIR, "upgrades", "groupml--*--*.sql")):
-            with open(up) as src, open(os.path.join(extdir, os.path.basename(up)), "w") as dst:
-                dst.write(src.read().replace(groupml_installer.PRELUDE_MARK, groupml_installer.PRELUDE_MARK
-                                             + groupml_installer.prelude(site)))
+        groupml_installer.write_extension_files(extdir, site)
+
+
+def _create_extension(*, host, port, user, dbname, password=None, **_options) -> None:
+    """pytest-postgresql loader: the template database gets the extension."""
+    with psycopg.connect(host=host, port=port, user=user, dbname=dbname, password=password,
+                         autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION groupml CASCADE")
 
 
 @pytest.fixture(scope="session")
-def cluster():
+def postgresql_cluster():
+    """The server process (TempCluster, as the postgres OS user when the run is root)."""
     _refresh_extension_sql()
     settings = {}
     if os.path.exists("/usr/lib/postgresql/15/lib/pg_cron.so"):
         settings = {"shared_preload_libraries": "'pg_cron'", "cron.database_name": "'postgres'"}
-    c = TempCluster(settings=settings)
-    c.start()
-    with psycopg.connect(c.dsn(), autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {TEMPLATE}")
-    with psycopg.connect(c.dsn(TEMPLATE), autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION groupml CASCADE")
-    yield c
-    c.stop()
+    with TempCluster(port=PORT, settings=settings) as c:
+        yield c
+
+
+#: pytest-postgresql's noproc fixture over the session's cluster: its janitor makes the
+#: template database (dbname + '_tmpl') and loads the extension into it
+postgresql_server = factories.postgresql_noproc(host="127.0.0.1", port=PORT, user="postgres",
+                                                dbname=TEMPLATE.removesuffix("_tmpl"), load=[_create_extension])
+
+
+@pytest.fixture(scope="session")
+def cluster(request, postgresql_cluster):
+    """The session's cluster (``.dsn(dbname)``, ``.url(dbname)``), its template ready."""
+    server = request.getfixturevalue("postgresql_server")  # after the process, torn down before it
+    assert server.template_dbname == TEMPLATE
+    return postgresql_cluster
 
 
 @pytest.fixture
-def dbname(cluster):
+def dbname(cluster, postgresql_server):
+    """A fresh database cloned from the template (it has the extension), dropped afterwards."""
     name = f"t{os.getpid()}_{next(_counter)}"
-    with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
-    yield name
-    with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    with DatabaseJanitor(user=postgresql_server.user, host=postgresql_server.host, port=postgresql_server.port,
+                         dbname=name, template_dbname=TEMPLATE, password=postgresql_server.password):
+        yield name
 
 
 @pytest.fixture

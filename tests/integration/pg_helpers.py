@@ -3,6 +3,10 @@
 import psycopg
 import pytest
 
+#: the template database every test database is cloned from; it holds the extension
+#: (made by pytest-postgresql's noproc fixture, named after its dbname 'groupml')
+TEMPLATE = "groupml_tmpl"
+
 
 def sql_error(conn, sql, params=None):
     """Run sql, expect an error; return (sqlstate, message, hint)."""

@@ -1,8 +1,8 @@
 """Every benchmark script still runs, at a tiny size, to its comparison.
 
 The scripts in bench/ are run by hand, so nothing else notices when the code under them
-changes: bench_bandit's default mode failed for days on a Trainer method its wrapper did
-not have, while docs/performance.md kept its figures. Each script here runs once, small,
+changes (a wrapper missing a new Trainer method, say) while docs/performance.md keeps their
+figures. Each script here runs once, small,
 and must exit 0 and print the line that compares groupml with its alternative (or the
 figure the script exists for). No timing is asserted; the cluster scripts start their own
 throwaway cluster, as they do when run by hand.
@@ -14,6 +14,8 @@ import subprocess
 import sys
 
 import pytest
+
+pytestmark = pytest.mark.integration
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BENCH = os.path.join(ROOT, "bench")

@@ -2,6 +2,7 @@
 
 import pytest
 
+import groupml
 from pg_helpers import sql_error
 
 pytestmark = pytest.mark.integration
@@ -9,10 +10,10 @@ pytestmark = pytest.mark.integration
 
 def test_create_extension_and_version(db):
     ver = db.execute("SELECT groupml.version()").fetchone()[0]
-    assert ver.startswith("groupml 0.2.0")
+    assert ver.startswith(f"groupml {groupml.__version__} ")
     assert "numpy" in ver
     ext = db.execute("SELECT extversion FROM pg_extension WHERE extname = 'groupml'").fetchone()[0]
-    assert ext == "0.2.0"
+    assert ext == groupml.__version__
 
 
 def test_every_extension_object_has_a_comment(db):

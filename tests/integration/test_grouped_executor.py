@@ -12,7 +12,7 @@ import pytest
 from groupml.datagen import create_table, grouped_classification
 from groupml.executor.invariants import schedule_violations
 from groupml.learners import load_model
-from pg_helpers import cancel_when, sql_error
+from pg_helpers import TEMPLATE, cancel_when, sql_error
 
 pytestmark = pytest.mark.integration
 
@@ -552,6 +552,7 @@ def test_bad_input_writes_nothing(cluster, dbname, db, clicks):
                               "'logistic', workers => 2)")
         assert got[0] == "42501" and got[1].startswith("groupml: permission denied for table groupml.runs")
     db.execute("GRANT ALL ON ALL TABLES IN SCHEMA groupml TO nobody_gx")     # past the catalog check
+    db.execute("GRANT USAGE ON ALL SEQUENCES IN SCHEMA groupml TO nobody_gx")
     with psycopg.connect(dsn_for(cluster, dbname, "nobody_gx"), autocommit=True) as conn:
         got = sql_error(conn, "CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', "
                               "'logistic', workers => 2)")
@@ -624,8 +625,7 @@ def test_internal_worker_functions_need_the_snapshot_rights(cluster, dbname, db)
             assert got[1] == (f"groupml: permission denied for table groupml.snapshot_blocks: {fn} needs SELECT "
                               "on it (it is the worker side of train_groups and reads its training snapshots)"), got
             assert got[2] == ("Run it as the extension's owner, or have an administrator grant the calling role what "
-                              "it needs: GRANT SELECT ON groupml.snapshot_blocks TO nobody_gt; GRANT USAGE ON ALL "
-                              "SEQUENCES IN SCHEMA groupml TO nobody_gt;"), got
+                              "it needs: GRANT SELECT ON groupml.snapshot_blocks TO nobody_gt;"), got
 
 
 def dsn_for(cluster, dbname, user):
@@ -638,7 +638,7 @@ def test_worker_endpoints_are_checked_before_the_run_and_must_reach_this_databas
     # existed, and all-disabled endpoints fell back to loopback silently
     other = f"{dbname}_other"
     with psycopg.connect(cluster.dsn(), autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {other} TEMPLATE groupml_template")
+        admin.execute(f"CREATE DATABASE {other} TEMPLATE {TEMPLATE}")
     try:
         db.execute("INSERT INTO groupml.worker_endpoints (name, dsn, enabled) VALUES ('a', 'loopback', true), "
                    "('b', %s, true)", [cluster.dsn(other) + " password=s3cret"])

@@ -292,7 +292,7 @@ MLP_SPEC = json.dumps({"method": "grid", "epoch_iters": 1,
                        "space": {"lr": [0.01, 0.003], "layers": ["8"], "epochs": [16], "batch_size": [32]}})
 #: The split group of cancelled_mlp_run must outlast a few of the coordinator's commits (every
 #: 0.25 s at most; a group's checkpoint goes when it ends): 16 epochs of batch 32 over 1,200
-#: rows took about 0.3 s, and four runs of fourteen today saw no checkpoint in any attempt
+#: rows take about 0.3 s, too short for a watcher to see a checkpoint reliably
 MLP_SPEC_HOPS = json.dumps({"method": "grid", "epoch_iters": 1,
                             "space": {"lr": [0.01, 0.003], "layers": ["8"], "epochs": [40], "batch_size": [8]}})
 HOPS_EPOCHS = 40

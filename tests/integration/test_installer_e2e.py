@@ -11,8 +11,12 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "unit"))
+sys.path.insert(0, os.path.join(ROOT, "installer"))
 
+import groupml_installer  # noqa: E402
 from installer_fakes import fake_pg_config  # noqa: E402
+
+VERSION = groupml_installer.package_version()
 
 pytestmark = pytest.mark.integration
 
@@ -48,26 +52,32 @@ def test_install_is_idempotent_and_uninstall_removes_everything(scratch, tmp_pat
     first = run("install", "--pg-config", pg_config, "--prefix", prefix)
     assert first.returncode == 0, first.stderr + first.stdout
     assert "building venv" in first.stdout
-    sql = (extdir / "groupml--0.2.0.sql").read_text()
+    sql = (extdir / f"groupml--{VERSION}.sql").read_text()
     # the upgrade scripts go with it (ALTER EXTENSION groupml UPDATE of an older database)
     assert (extdir / "groupml--0.1.0--0.2.0.sql").read_text().count("ALTER TABLE") == 3
     assert f"{prefix}/venv/lib/python3" in sql
+    # and the frozen scripts of the released versions, with the same prelude (CREATE EXTENSION
+    # groupml VERSION '0.1.0')
+    for release in ("0.1.0", "0.2.0"):
+        frozen = (extdir / f"groupml--{release}.sql").read_text()
+        assert frozen.startswith(f"-- groupml {release}:")
+        assert frozen.count("site.addsitedir") == frozen.count("LANGUAGE plpython3u") > 5
+        assert f"{prefix}/venv/lib/python3" in frozen
     assert (extdir / "groupml.control").exists()
     # the postgres OS user can import the package from the venv, as PL/Python will
     res = subprocess.run(["runuser", "-u", "postgres", "--", f"{prefix}/venv/bin/python", "-c",
                           "import groupml.fitting; print(groupml.__version__)"], capture_output=True, text=True)
-    assert res.stdout.strip() == "0.2.0", res.stderr
+    assert res.stdout.strip() == VERSION, res.stderr
     second = run("install", "--pg-config", pg_config, "--prefix", prefix)
     assert second.returncode == 0, second.stderr
     assert "building venv" not in second.stdout  # reused
-    assert (extdir / "groupml--0.2.0.sql").read_text() == sql
+    assert (extdir / f"groupml--{VERSION}.sql").read_text() == sql
     status = run("status", "--pg-config", pg_config, "--prefix", prefix)
     assert "control file: yes" in status.stdout and "plpython3u:   yes" in status.stdout
     gone = run("uninstall", "--pg-config", pg_config, "--prefix", prefix)
     assert gone.returncode == 0, gone.stderr
     assert not (extdir / "groupml.control").exists()
-    assert not (extdir / "groupml--0.2.0.sql").exists()
-    assert not (extdir / "groupml--0.1.0--0.2.0.sql").exists()
+    assert not list(extdir.glob("groupml--*.sql"))
     assert not os.path.exists(os.path.join(prefix, "venv"))
     assert "control file: missing" in run("status", "--pg-config", pg_config, "--prefix", prefix).stdout
 

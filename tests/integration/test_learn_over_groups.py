@@ -147,11 +147,28 @@ def test_bad_input_errors(db, model, search, options, state, message):
     db.execute("CREATE TABLE t (x float8, y float8)")
     db.execute("INSERT INTO t VALUES (1, 0), (2, 1)")
     got_state, msg, hint = sql_error(
-        db, "SELECT groupml.learn_over_groups(ARRAY[x], y, %s, %s::jsonb, %s::jsonb) FROM t",
+        db, "SELECT groupml.learn_over_groups(ARRAY[x], y, %s::text, %s::jsonb, %s::jsonb) FROM t",
         [model, search, options])
     assert got_state == state
     assert msg.startswith("groupml: " + message), msg
     assert hint
+
+
+def test_model_as_a_literal_a_text_value_or_a_column(db):
+    """The model argument is a groupml.model_family: a literal is read as one, a text value (a
+    column, a text parameter) converts; an unknown literal is the enum's ERROR naming the type."""
+    db.execute("CREATE TABLE t (x float8, y float8, m text)")
+    db.execute("INSERT INTO t SELECT i % 7, i % 2, 'linear' FROM generate_series(1, 200) i")
+    for model in ("'linear'", "'linear'::text", "%s", "m", "'linear'::groupml.model_family"):
+        params = ["linear"] if model == "%s" else []
+        fam = db.execute(f"SELECT (groupml.learn_over_groups(ARRAY[x], y, {model}, '{{}}')).family FROM t",
+                         params).fetchone()[0]
+        assert fam == "linear", model
+    state, msg, _ = sql_error(db, "SELECT groupml.learn_over_groups(ARRAY[x], y, 'forest', '{}') FROM t")
+    assert state == "22P02" and 'invalid input value for enum groupml.model_family: "forest"' in msg
+    db.execute("UPDATE t SET m = 'forest'")
+    state, msg, hint = sql_error(db, "SELECT groupml.learn_over_groups(ARRAY[x], y, m, '{}') FROM t")
+    assert state == "42704" and msg.startswith("groupml: Unknown model family 'forest'") and "logistic" in hint
 
 
 def test_boolean_label_and_integer_features(db):

@@ -120,29 +120,60 @@ def test_predict_errors(db, models):
                                       "mlp_regressor, svm.")
 
 
+#: A fit value holding given model bytes (the second parameter) of a family (the first).
+FIT_OF = ("ROW('ok', %s, '{{}}'::jsonb, 'accuracy', 1, '{{}}'::jsonb, 1, 1, 0, {d}, '[]'::jsonb, NULL, %s)"
+          "::groupml.fit")
+
+
+def _overflow_error(db, sql, params, fn, row):
+    state, msg, hint = sql_error(db, sql, params)
+    assert (state, msg) == ("22003", f"groupml: The features of row {row} given to {fn} are too large for the "
+                                     f"model: its score is not a finite number"), sql
+    assert hint.startswith("Give features on the scale the model was trained on")
+
+
 def test_scores_that_overflow_are_errors_not_a_silent_class_0(db):
-    # features near 1e308 (finite, so accepted) made the margin NaN: predict said 0 and
-    # predict_proba NaN; an MLP overflows above ~1e30 (float32). Now 22003 names the row.
-    # two copies of one small-scale feature: equal, large weights, so 1e308 * w - 1e308 * w is NaN
+    # A margin that overflows has no trustworthy sign: 1e308 * 619 - 1e308 * 619 + b is b, yet
+    # the product is NaN with one BLAS kernel and +inf with another (a fused multiply-add keeps
+    # the second product exact). The weights are set here, not trained, so the overflow happens
+    # whatever the host: [1e308, 0, 0] overflows to +inf on every path, [1e308, -1e308, 0] to
+    # +inf or NaN; both are 22003 for every family and scoring form, never class 1 or 0.
+    from groupml.learners import GLMModel
+
+    db.execute("CREATE TABLE fm (m text, f groupml.fit)")
+    for fam in ("logistic", "svm", "linear"):
+        blob = GLMModel(fam, [619.0, 619.0, 1.0], -4.18, {}).to_bytes()
+        db.execute(f"INSERT INTO fm VALUES (%s, {FIT_OF.format(d=3)})", [fam, fam, blob])
+    for x in ("ARRAY[1e308, 0, 0]", "ARRAY[1e308, -1e308, 0]", "ARRAY[-1e308, 0, 1e308]"):
+        for m in ("logistic", "svm", "linear"):
+            _overflow_error(db, f"SELECT groupml.predict(f, {x}::float8[]) FROM fm WHERE m = %s", [m], "predict", 1)
+            _overflow_error(db, f"SELECT groupml.predict_batch(f, ARRAY[ARRAY[1, 2, 3], {x}]::float8[]) FROM fm "
+                                f"WHERE m = %s", [m], "predict_batch", 2)
+        _overflow_error(db, f"SELECT groupml.predict_proba(f, {x}::float8[]) FROM fm WHERE m = 'logistic'", None,
+                        "predict_proba", 1)
+        _overflow_error(db, f"SELECT groupml.predict_proba_batch(f, ARRAY[ARRAY[1, 2, 3], {x}]::float8[]) FROM fm "
+                            f"WHERE m = 'logistic'", None, "predict_proba_batch", 2)
+    # an MLP standardises in float64, then runs in float32 (max 3.4e38): 1e308 overflows there
+    # on every host, whatever the trained weights; relu(-inf) = 0 and tanh(inf) = 1 must not
+    # turn that into a finite score
     db.execute("CREATE TABLE small AS SELECT ((i % 7 > 3) <> (i % 11 = 0))::int AS y, (i % 7) * 1e-3 AS f1, "
-               "(i % 7) * 1e-3 AS f2 FROM generate_series(1, 300) i")
-    db.execute("CREATE TABLE fm AS SELECT m, groupml.learn_over_groups(ARRAY[f1, f2], y, m, "
-               "CASE m WHEN 'mlp' THEN '{\"epochs\": [2]}' ELSE '{}' END::jsonb) AS f "
-               "FROM small, unnest(ARRAY['logistic', 'linear', 'mlp']) m GROUP BY m")
-    huge = "ARRAY[1e308, -1e308]::float8[]"
-    for m, fn in (("logistic", "predict"), ("logistic", "predict_proba"), ("linear", "predict"),
-                  ("mlp", "predict"), ("mlp", "predict_proba")):
-        state, msg, hint = sql_error(db, f"SELECT groupml.{fn}(f, {huge}) FROM fm WHERE m = %s", [m])
-        assert (state, msg) == ("22003", f"groupml: The features of row 1 given to {fn} are too large for the "
-                                         f"model: its score is not a finite number"), (m, fn)
-        assert hint.startswith("Give features on the scale the model was trained on")
-    state, msg, _ = sql_error(db, f"SELECT groupml.predict_batch(f, ARRAY[ARRAY[1, 2], ARRAY[3, 4], {huge}]) "
-                                  f"FROM fm WHERE m = 'mlp'")
-    assert (state, msg) == ("22003", "groupml: The features of row 3 given to predict_batch are too large for the "
-                                     "model: its score is not a finite number")
+               "(i % 5) * 1e-3 AS f2 FROM generate_series(1, 300) i")
+    db.execute("INSERT INTO fm SELECT m || ' ' || a, groupml.learn_over_groups(ARRAY[f1, f2], y, m, "
+               "jsonb_build_object('epochs', ARRAY[2], 'layers', ARRAY['4'], 'activation', ARRAY[a])) "
+               "FROM small, unnest(ARRAY['mlp', 'mlp_regressor']) m, unnest(ARRAY['relu', 'tanh']) a GROUP BY m, a")
+    for x in ("ARRAY[1e308, -1e308]", "ARRAY[1e308, 0]", "ARRAY[0, -1e308]"):
+        for a in ("relu", "tanh"):
+            for m, fn in (("mlp", "predict"), ("mlp", "predict_proba"), ("mlp_regressor", "predict")):
+                _overflow_error(db, f"SELECT groupml.{fn}(f, {x}::float8[]) FROM fm WHERE m = %s", [f"{m} {a}"],
+                                fn, 1)
+            _overflow_error(db, f"SELECT groupml.predict_proba_batch(f, ARRAY[ARRAY[1, 2], ARRAY[3, 4], {x}]"
+                                f"::float8[]) FROM fm WHERE m = %s", [f"mlp {a}"], "predict_proba_batch", 3)
     # large but harmless values still score: a logistic margin of 1e200 has a sign
-    assert db.execute("SELECT groupml.predict(f, ARRAY[1e200, 0]::float8[]) IN (0, 1) FROM fm "
-                      "WHERE m = 'logistic'").fetchone()[0]
+    db.execute(f"INSERT INTO fm VALUES ('ones', {FIT_OF.format(d=3)})",
+               ["logistic", GLMModel("logistic", [1.0, 1.0, 1.0], 0.0, {}).to_bytes()])
+    assert db.execute("SELECT groupml.predict(f, ARRAY[1e200, 0, 0]::float8[]), "
+                      "groupml.predict_proba(f, ARRAY[-1e200, 0, 0]::float8[]) FROM fm WHERE m = 'ones'"
+                      ).fetchone() == (1.0, 0.0)
 
 
 def test_predict_proba_is_for_logistic_only(db):
@@ -315,3 +346,81 @@ def test_catalog_models_are_stored_out_of_line_uncompressed(db):
     size, compression = db.execute("SELECT length((fit).model), pg_column_compression(fit) "
                                    "FROM groupml.models").fetchone()
     assert size > 8000 and compression is None
+
+
+#: Settings under which the planner picks a parallel plan for a table of any size.
+FORCE_PARALLEL = ("SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0; SET min_parallel_table_scan_size = 0; "
+                  "SET max_parallel_workers_per_gather = 2; SET parallel_leader_participation = off")
+SERIAL = "SET max_parallel_workers_per_gather = 0"
+#: every family, with a grid that trains in well under a second; True for a classifier with probabilities
+PARALLEL_FAMILIES = {"logistic": ("{}", True), "svm": ("{}", False), "linear": ("{}", False),
+                     "mlp": ('{"epochs": [2], "layers": ["4"]}', True),
+                     "mlp_regressor": ('{"epochs": [2], "layers": ["4"]}', False),
+                     "lightgbm": ('{"num_boost_round": [5]}', True),
+                     "lightgbm_regressor": ('{"num_boost_round": [5]}', False)}
+
+
+def _scored_by_parallel_workers(db, sql, fn):
+    """EXPLAIN ``sql``: a Gather whose workers compute groupml.``fn`` below it."""
+    plan = db.execute(f"EXPLAIN (VERBOSE, FORMAT JSON) {sql}").fetchone()[0][0]["Plan"]
+
+    def nodes(node):
+        yield node
+        for child in node.get("Plans", ()):
+            yield from nodes(child)
+
+    gathers = [n for n in nodes(plan) if n["Node Type"] in ("Gather", "Gather Merge")]
+    assert gathers, plan
+    assert any(f"groupml.{fn}(" in out for g in gathers for n in nodes(g) if n is not g
+               for out in n.get("Output", ())), plan
+
+
+def test_every_scoring_form_and_family_runs_in_parallel_workers(db):
+    # predict* are PARALLEL SAFE: a parallel worker (a new process for every query) and a leader
+    # in parallel mode cannot start the subtransaction PL/Python wraps every statement in, so
+    # scoring must run no statement there (a first call's catalog check, a cancel check, a
+    # LightGBM model check's cancel check all did)
+    db.execute("CREATE TABLE tr AS SELECT ((i % 7 > 3) <> (i % 11 = 0))::int AS y, (i % 7)::float8 AS f1, "
+               "(i % 5)::float8 AS f2 FROM generate_series(1, 300) i")
+    db.execute("CREATE TABLE fams (m text, fit groupml.fit, proba boolean)")
+    for m, (spec, proba) in PARALLEL_FAMILIES.items():
+        db.execute("INSERT INTO fams SELECT %s, groupml.learn_over_groups(ARRAY[f1, f2], y, %s, %s), %s FROM tr",
+                   [m, m, spec, proba])
+    # the rows to score carry their model's name (a join on it, as with per-group models; the
+    # planner runs a cross join serially); fillfactor 10 spreads them over the pages two
+    # workers are planned for
+    db.execute("CREATE TABLE pts WITH (fillfactor = 10) AS SELECT m, i AS id, (i % 9) * 0.7::float8 AS f1, "
+               "(i % 4) * 1.3::float8 AS f2 FROM fams, generate_series(1, 40) i")
+    db.execute("CREATE TABLE bat WITH (fillfactor = 10) AS SELECT m, id % 3 AS b, array_agg(ARRAY[f1, f2] ORDER BY id) "
+               "AS x FROM pts GROUP BY m, id % 3")
+    db.execute("ANALYZE fams, pts, bat")
+    rows = ("SELECT m, p.id, groupml.predict(f.fit, ARRAY[p.f1, p.f2]), CASE WHEN f.proba THEN "
+            "groupml.predict_proba(f.fit, ARRAY[p.f1, p.f2]) END FROM pts p JOIN fams f USING (m)")
+    batches = ("SELECT m, b.b, groupml.predict_batch(f.fit, b.x), CASE WHEN f.proba THEN "
+               "groupml.predict_proba_batch(f.fit, b.x) END FROM bat b JOIN fams f USING (m)")
+    db.execute(SERIAL)
+    want = {q: sorted(db.execute(q).fetchall()) for q in (rows, batches)}
+    assert len(want[rows]) == 40 * len(PARALLEL_FAMILIES) and len(want[batches]) == 3 * len(PARALLEL_FAMILIES)
+    db.execute(FORCE_PARALLEL)
+    for q, fns in ((rows, ("predict", "predict_proba")), (batches, ("predict_batch", "predict_proba_batch"))):
+        for fn in fns:
+            _scored_by_parallel_workers(db, q, fn)
+        got = sorted(db.execute(q).fetchall())
+        assert [r[:2] for r in got] == [r[:2] for r in want[q]]
+        for g, w in zip(got, want[q]):
+            for a, b in zip(g[2:], w[2:]):
+                assert (a is None and b is None) or np.allclose(a, b, rtol=0, atol=1e-9), (g, w)
+    # the leader is in parallel mode too, above the Gather: a batch of more than one chunk (a
+    # cancel check between chunks) scored there
+    from groupml.udf.predict import BATCH_CHUNK_ROWS
+
+    db.execute(f"CREATE TABLE big AS SELECT i AS id, (i % 9) * 0.7 AS f1, (i % 4) * 1.3 AS f2 "
+               f"FROM generate_series(1, {2 * BATCH_CHUNK_ROWS + 5}) i")
+    db.execute("ANALYZE big")
+    db.execute("SET parallel_leader_participation = on")
+    big = ("SELECT groupml.predict_batch(f.fit, a.x) FROM fams f, (SELECT array_agg(ARRAY[f1, f2] ORDER BY id) AS x "
+           "FROM big) a WHERE f.m = 'logistic'")
+    assert "Gather" in "\n".join(r[0] for r in db.execute(f"EXPLAIN {big}").fetchall())
+    got = db.execute(big).fetchone()[0]
+    db.execute(SERIAL)
+    assert got == db.execute(big).fetchone()[0]

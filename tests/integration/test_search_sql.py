@@ -331,7 +331,7 @@ def test_help_topics_and_comments(db):
 
 
 def test_a_search_that_chooses_the_model_family(db):
-    # TuPAQ's ChoiceP over families: the "nested choice of model family"; the search
+    # TuPAQ's ChoiceP over families: a nested choice of model family; the search
     # used to refuse 'model' as an unknown parameter
     rng = np.random.default_rng(4)
     db.execute("CREATE TABLE inter (grp int, x1 float8, x2 float8, x3 float8, y boolean)")

@@ -14,7 +14,9 @@ from psycopg import sql
 
 from groupml.datagen import create_table, grouped_classification
 from groupml.learners import load_model
-from pg_helpers import sql_error
+from pg_helpers import TEMPLATE, sql_error
+
+pytestmark = pytest.mark.integration
 
 CLS_CANDIDATES = json.dumps([
     {"model": "logistic", "search": {"l2": [0, 0.01, 0.1, 1.0]}},
@@ -115,9 +117,10 @@ def test_submit_run_and_infer(cluster, db, dbname, roles, setup):
 
 
 def test_deleted_jobs_and_observations(cluster, db, dbname, roles, setup):
-    # a deleted job's candidates were retired one failed "step" each (against max_steps, and
-    # HYBRID's stall counter); rebuilding the state from observations trained again a candidate
-    # whose observation a tenant had deleted; jobs.best_* kept naming a deleted observation
+    # a deleted job's candidates are withdrawn without a failed "step" each (nothing against
+    # max_steps or HYBRID's stall counter); rebuilding the state from observations does not train
+    # again a candidate whose observation a tenant deleted; jobs.best_* never names a deleted
+    # observation
     db.execute("CALL groupml.run_scheduler(max_steps => 3, policy => 'roundrobin')")
     with _connect(cluster, dbname, roles["tb"]) as b:
         b.execute("DELETE FROM groupml.jobs WHERE job_id = %s", [setup["tb"]])
@@ -297,9 +300,9 @@ def test_a_candidate_cancelled_every_time_is_given_up(db):
 
 
 def test_a_candidate_whose_backend_ends_every_time_is_given_up(cluster, db, dbname):
-    # attempts were counted only when a cancel ended the step: a candidate that took its
-    # backend down (the OOM killer; here pg_terminate_backend) was retried on every call and
-    # every pg_cron tick, for ever. The attempt is now committed before the training starts
+    # a candidate that takes its backend down (the OOM killer; here pg_terminate_backend) must
+    # not be retried on every call and every pg_cron tick, for ever: its attempt is committed
+    # before the training starts
     _make_table(db, "heavysrc", n_rows=20000, n_features=8, seed=5)
     db.execute("SELECT groupml.create_tenant('heavy')")
     job = db.execute("SELECT groupml.submit_job('heavy', 'heavysrc', ARRAY['f1','f2','f3','f4','f5','f6','f7','f8'], "
@@ -418,7 +421,7 @@ def _trace(conn):
 def _reference_trace(cluster, db, dbname):
     """The trace of one uninterrupted run_scheduler over _many_jobs, in a database of its own."""
     other = f"{dbname}_ref"
-    db.execute(sql.SQL("CREATE DATABASE {} TEMPLATE groupml_template").format(sql.Identifier(other)))
+    db.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(other), sql.Identifier(TEMPLATE)))
     try:
         with psycopg.connect(cluster.dsn(other), autocommit=True) as ref:
             _many_jobs(ref)
@@ -570,7 +573,7 @@ def test_sources_under_row_security_and_canonical_candidates(cluster, db, dbname
     assert db.execute("SELECT n_rows FROM groupml.jobs WHERE job_id = %s", [job]).fetchone()[0] == visible
     db.execute("DELETE FROM groupml.jobs WHERE job_id = %s", [job])
     # user-defined code attached to a table: the planner folds an index expression as it plans
-    # the read, running the function with the reader's rights (a tenant made itself superuser)
+    # the read, running the function with the reader's rights (a tenant could make itself superuser)
     db.execute("CREATE FUNCTION plus0(float8) RETURNS float8 LANGUAGE sql IMMUTABLE AS 'SELECT $1'")
     db.execute("CREATE TABLE ta_indexed AS SELECT * FROM ta_owned")
     db.execute("CREATE INDEX ON ta_indexed ((f1 + plus0(0)))")
@@ -645,7 +648,7 @@ def test_state_row_deleted_rebuilds_without_retraining(db):
 
 
 def test_a_tenant_role_that_needs_quoting_is_named_once_quoted(cluster, db, dbname):
-    # role::text is already quoted ("Astro"); quote_ident made it """Astro""" in the hints
+    # role::text is already quoted ("Astro"); quote_ident over it would give """Astro""" in the hints
     role = f"Astro_{dbname}"
     db.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
     try:
@@ -689,8 +692,8 @@ def test_bad_input_is_rejected_and_writes_nothing(cluster, db, dbname, roles):
             ("SELECT groupml.submit_job('ta', 'reg_src', ARRAY['f1'], 'yr', '[\"logistic\"]')", "22000",
              "groupml: The label column 'yr' of submit_job must hold 0 or 1 for classifiers; got 0.14285714285714285",
              "submit regressors"),
-            # one class, or a constant label: every candidate failed, and the job, still without a
-            # model, kept the scheduler's priority over every other job's first model
+            # one class, or a constant label: every candidate would fail, and the job, still without
+            # a model, would keep the scheduler's priority over every other job's first model
             ("SELECT groupml.submit_job('ta', 'reg_src', ARRAY['f1'], 'y0', '[\"logistic\"]')", "22000",
              "groupml: The label column 'y0' of submit_job has one class only (every usable row has label 0): "
              "there is nothing to learn", "both classes"),
@@ -797,7 +800,7 @@ def test_infer_before_training_and_bad_features(db):
     assert (st, msg) == ("2202E", f"groupml: Job {job}'s model expects 3 features; found 2")
     st, msg, _ = sql_error(db, "SELECT groupml.infer(%s, ARRAY[1, NULL, 2]::float8[])", [job])
     assert st == "22000"
-    # several rows used to be flattened into one (a 2 x 1 array passed as one 2-feature row)
+    # several rows are refused, not flattened into one (a 2 x 1 array is not one 2-feature row)
     st, msg, hint = sql_error(db, "SELECT groupml.infer(%s, ARRAY[[1, 2, 3], [4, 5, 6]]::float8[])", [job])
     assert (st, msg) == ("2202E", "groupml: The 'features' value of infer must be one row; got a two-dimensional "
                                   "array of 2 rows")
@@ -1030,8 +1033,8 @@ def test_a_tenant_source_never_runs_with_the_coordinators_rights(cluster, db, db
 
 
 def test_a_source_that_cannot_be_read_fails_its_submission_not_the_coordinator(cluster, db, dbname, roles):
-    # a value out of float8's range used to fail every coordinator run at the job's turn,
-    # so no other job was served; it is now the submitter's error, and nothing is written
+    # a value out of float8's range would fail every coordinator run at the job's turn, so no
+    # other job would be served: it is the submitter's error, and nothing is written
     _make_table(db, "fine")
     db.execute("CREATE TABLE big (f1 numeric, f2 float8, y boolean)")
     db.execute("INSERT INTO big SELECT g / 7.0, g % 3, g % 2 = 0 FROM generate_series(1, 50) g")

@@ -332,7 +332,7 @@ def test_commits_group_by_group(cluster, dsn, db, clicks, processes):
 
 def test_a_killed_helper_process_ends_the_call_and_the_run_resumes(cluster, dsn, db):
     # multiprocessing.Pool replaced a killed helper but lost its group: the call waited for
-    # ever, and once could not even be cancelled (audit Y)
+    # ever, and once could not even be cancelled
     spec, feats = _three_slow_groups(db, "helped", 34)
     stmt = (f"CALL groupml.train_groups('helped', ARRAY['country'], {feats}, 'clicked', 'logistic', %s::jsonb, "
             f"'{{\"processes\": 2}}', RUN)")
@@ -375,7 +375,7 @@ def test_a_killed_helper_process_ends_the_call_and_the_run_resumes(cluster, dsn,
 
 
 def test_a_run_deleted_while_one_backend_trains_it_stops_the_call_cleanly(cluster, dsn, db):
-    # the next group's insert met the foreign key: a raw 23503 (audit Y)
+    # the next group's insert met the foreign key: a raw 23503
     spec, feats = _three_slow_groups(db, "doomed", 35)
     deleted = threading.Event()
 
@@ -402,7 +402,7 @@ def test_a_run_deleted_while_one_backend_trains_it_stops_the_call_cleanly(cluste
 
 def test_a_run_of_worker_backends_resumes_only_on_worker_backends(db, clicks):
     # resumed in one backend, it retrained every open group and left the executor's snapshot,
-    # checkpoints and schedule rows behind, though the run said done (audit Y)
+    # checkpoints and schedule rows behind, though the run said done
     resume = ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'f2', 'f3'], 'clicked', "
               "'logistic', %s::jsonb, run_id => %s)")
     for extra, args in (("workers => 2, strategy => 'grouped'", "workers => 2"), ("workers => 1, strategy => 'gtp'",
@@ -541,8 +541,7 @@ def test_a_role_without_catalog_rights_is_told_before_anything_is_written(cluste
         ("SELECT groupml.drop_snapshot(1)",
          "groupml: permission denied for table groupml.snapshots: drop_snapshot needs SELECT on it (it writes "
          "groupml's catalog)", "GRANT SELECT, DELETE ON groupml.snapshots TO outsider; GRANT SELECT ON "
-                               "groupml.grouped_runs TO outsider; GRANT USAGE ON ALL SEQUENCES IN SCHEMA groupml "
-                               "TO outsider;"),
+                               "groupml.grouped_runs TO outsider;"),
         ("SELECT * FROM groupml.calibrate_cost_model()",
          "groupml: permission denied for table groupml.cost_runs: calibrate_cost_model needs INSERT on it (it "
          "writes groupml's catalog)", "GRANT INSERT ON groupml.cost_runs TO outsider"),
@@ -588,8 +587,7 @@ def test_the_grants_the_hint_lists_are_enough(cluster, dbname, db, clicks):
                 # the hint's statements, pasted as they are, are all the role needs
                 grants = re.search(r"grant the calling role what it needs: (GRANT .*;)$", hint)
                 assert grants and grants.group(1).endswith(
-                    "; GRANT USAGE ON ALL SEQUENCES IN SCHEMA groupml TO granted; GRANT SELECT ON groupml.best_models, "
-                    "groupml.progress, groupml.run_trial_info TO granted;"), hint
+                    "groupml.best_models, groupml.progress, groupml.run_trial_info TO granted;"), hint
                 db.execute(grants.group(1))
                 conn.execute(call)
             assert conn.execute("SELECT count(*) FROM groupml.best_models").fetchone()[0] == 2 * 4    # groups
@@ -954,7 +952,7 @@ WORKERS_ONLY = '{"keep_snapshot": false}'
 
 
 def test_workers_zero_lets_the_planner_choose_the_count(db, clicks):
-    # issue 3's planner "chooses ... once workers exist, the worker count": the count was always
+    # the planner "chooses ... once workers exist, the worker count": the count was always
     # the caller's. Every count up to the server's CPUs (and free connections) is planned and
     # the fewest within 10% of the best estimate is taken
     import os

@@ -1,49 +1,45 @@
-"""ALTER EXTENSION groupml UPDATE: a database of the previous version, updated through the
-upgrade scripts, has the catalog a fresh install has, and the package refuses to run on
-objects of another version until it is updated."""
+"""ALTER EXTENSION groupml UPDATE: a database created at a released version (from its frozen
+script in sql/releases/), updated through the upgrade scripts, has the catalog a fresh install
+of the current version has, and the package refuses to run on objects of another version
+until it is updated."""
 
 import os
+import re
 
 import psycopg
 import pytest
+from pytest_postgresql.janitor import DatabaseJanitor
 
 import groupml_installer
 from pg_helpers import sql_error
 
 pytestmark = pytest.mark.integration
 
-#: What the catalog objects changed from 0.1.0 to 0.2.0 (sql/upgrades/groupml--0.1.0--0.2.0.sql),
-#: as (0.2.0 text, 0.1.0 text) of the object files: 0.1.0's install script is the current one
-#: with these undone.
-CHANGES_SINCE_0_1_0 = [
-    (",\n    -- the settings the run's group keys were written in (TimeZone, IntervalStyle,\n"
-     "    -- extra_float_digits): a resume under others would write the same groups as other keys\n"
-     "    key_settings jsonb,\n"
-     "    -- the measured time of what estimated_seconds estimates: one backend, the groups' searches\n"
-     "    -- summed; with workers, the training after the snapshot (the planner's makespan)\n"
-     "    train_seconds float8\n);", "\n);"),
-    ("    estimated_seconds float8,                   -- the planner's estimate of the training (train_seconds)\n",
-     "    estimated_seconds float8,                   -- the planner's estimate, beside it\n"),
-    ("    -- trainings of it started (each committed before it starts): a pending candidate's attempts\n"
-     "    -- all ended without an outcome (cancel, statement_timeout, its backend ended); after a few it\n"
-     "    -- is recorded as failed instead of being retried forever\n"
-     "    attempts        integer NOT NULL DEFAULT 0,\n", ""),
-]
+#: every released version, oldest first (sql/releases/groupml--<version>.sql)
+def _key(version):
+    return tuple(int(x) for x in version.split("."))
+
+
+RELEASED = sorted((re.fullmatch(r"groupml--(.+)\.sql", os.path.basename(p)).group(1)
+                   for p in groupml_installer.release_scripts()), key=_key)
+CURRENT = groupml_installer.package_version()
 
 CATALOG = {
     "columns": "SELECT table_name, ordinal_position, column_name, data_type, column_default, is_nullable "
                "FROM information_schema.columns WHERE table_schema = 'groupml' ORDER BY 1, 2",
     "constraints": "SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid) FROM pg_constraint "
                    "WHERE connamespace = 'groupml'::regnamespace ORDER BY 1, 2",
-    "functions": "SELECT proname, pg_get_function_identity_arguments(oid), md5(prosrc), prosecdef, provolatile "
+    "functions": "SELECT proname, pg_get_function_identity_arguments(oid), md5(prosrc), prosecdef, provolatile, proparallel "
                  "FROM pg_proc WHERE pronamespace = 'groupml'::regnamespace ORDER BY 1, 2",
     "policies": "SELECT tablename, policyname, qual, with_check FROM pg_policies WHERE schemaname = 'groupml' "
                 "ORDER BY 1, 2",
-    "relations": "SELECT relname, relkind, relpersistence, relrowsecurity, relacl::text FROM pg_class "
+    "relations": "SELECT relname, relkind, relpersistence, relrowsecurity, relacl::text, reloptions::text FROM pg_class "
                  "WHERE relnamespace = 'groupml'::regnamespace ORDER BY 1",
     "indexes": "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'groupml' ORDER BY 1",
     "config": "SELECT array(SELECT c::regclass::text FROM unnest(extconfig) c ORDER BY 1) FROM pg_extension "
               "WHERE extname = 'groupml'",
+    "comments": "SELECT o, md5(d) FROM (SELECT pg_describe_object(classoid, objoid, objsubid) AS o, description AS d "
+                "FROM pg_description) c WHERE o LIKE '%groupml.%' ORDER BY 1, 2",
     "members": "SELECT pg_describe_object(classid, objid, 0) FROM pg_depend WHERE refobjid = (SELECT oid FROM "
                "pg_extension WHERE extname = 'groupml') AND deptype = 'e' ORDER BY 1",
 }
@@ -54,50 +50,61 @@ def _catalog(conn):
 
 
 @pytest.fixture
-def old_version(cluster):
-    """groupml--0.1.0.sql in the server's extension directory (as an older install left it)."""
-    info = groupml_installer.pg_info(groupml_installer.find_pg_config(None))
-    path = os.path.join(info["sharedir"], "extension", "groupml--0.1.0.sql")
-    marker = os.path.join(groupml_installer.DEFAULT_PREFIX, "installed.txt")
-    site = dict(line.strip().split("=", 1) for line in open(marker) if "=" in line)["site"]
-    text = groupml_installer.build_sql(site)
-    for new, old in CHANGES_SINCE_0_1_0:
-        assert text.count(new) == 1, new
-        text = text.replace(new, old)
-    with open(path, "w") as fh:
-        fh.write(text)
-    yield path
-    os.remove(path)
+def scratch_db(cluster, postgresql_server):
+    """Connect to a new empty database (no extension) of the given name; each is dropped at the end."""
+    janitors = []
+
+    def make(name):
+        janitor = DatabaseJanitor(user=postgresql_server.user, host=postgresql_server.host,
+                                  port=postgresql_server.port, dbname=name, password=postgresql_server.password)
+        janitor.drop()
+        janitor.init()
+        janitors.append(janitor)
+        return psycopg.connect(cluster.dsn(name), autocommit=True)
+
+    yield make
+    for janitor in reversed(janitors):
+        janitor.drop()
 
 
-def test_an_updated_database_has_a_fresh_installs_catalog(cluster, db, old_version):
-    assert db.execute("SELECT extversion FROM pg_extension WHERE extname = 'groupml'").fetchone()[0] == \
-        groupml_installer.package_version() == "0.2.0"
-    with psycopg.connect(cluster.dsn(), autocommit=True) as admin:
-        admin.execute("DROP DATABASE IF EXISTS upgrade_me WITH (FORCE)")
-        admin.execute("CREATE DATABASE upgrade_me")
-    try:
-        with psycopg.connect(cluster.dsn("upgrade_me"), autocommit=True) as old:
-            old.execute("CREATE EXTENSION groupml VERSION '0.1.0' CASCADE")
-            old.execute("CREATE TABLE t AS SELECT i % 2 AS g, (i % 7)::float8 AS f1, (i % 3 = 0)::int AS y "
-                        "FROM generate_series(1, 200) i")
-            # the 0.2.0 package on 0.1.0 objects: refused up front (it failed inside the call
-            # with 'column "key_settings" of relation "runs" does not exist')
-            state, msg, hint = sql_error(old, "CALL groupml.train_groups('t', ARRAY['g'], ARRAY['f1'], 'y', "
-                                              "'logistic')")
-            assert (state, msg) == ("55000", "groupml: groupml's objects in this database are version 0.1.0, and "
-                                             "its Python package is version 0.2.0")
-            assert hint.startswith("Run ALTER EXTENSION groupml UPDATE;")
-            assert old.execute("SELECT count(*) FROM groupml.runs").fetchone()[0] == 0
-            old.execute("ALTER EXTENSION groupml UPDATE")
-            assert old.execute("SELECT extversion FROM pg_extension WHERE extname = 'groupml'").fetchone()[0] == \
-                "0.2.0"
-            updated = _catalog(old)
-            fresh = _catalog(db)
+def test_the_released_versions_are_frozen_and_older_than_the_current_one():
+    assert RELEASED[:2] == ["0.1.0", "0.2.0"]
+    assert all(_key(v) < _key(CURRENT) for v in RELEASED)
+
+
+@pytest.mark.parametrize("old", RELEASED)
+def test_an_updated_database_has_a_fresh_installs_catalog(cluster, db, scratch_db, old):
+    assert db.execute("SELECT extversion FROM pg_extension WHERE extname = 'groupml'").fetchone()[0] == CURRENT
+    with scratch_db("upgrade_me") as conn:
+        conn.execute(f"CREATE EXTENSION groupml VERSION '{old}' CASCADE")
+        conn.execute("CREATE TABLE t AS SELECT i % 2 AS g, (i % 7)::float8 AS f1, (i % 3 = 0)::int AS y "
+                     "FROM generate_series(1, 200) i")
+        # the current package on older objects: refused up front (the 0.2.0 package on 0.1.0
+        # objects failed inside the call with 'column "key_settings" of relation "runs" does not exist')
+        state, msg, hint = sql_error(conn, "CALL groupml.train_groups('t', ARRAY['g'], ARRAY['f1'], 'y', "
+                                           "'logistic')")
+        assert (state, msg) == ("55000", f"groupml: groupml's objects in this database are version {old}, and "
+                                         f"its Python package is version {CURRENT}")
+        assert hint.startswith("Run ALTER EXTENSION groupml UPDATE;")
+        assert conn.execute("SELECT count(*) FROM groupml.runs").fetchone()[0] == 0
+        conn.execute("ALTER EXTENSION groupml UPDATE")
+        assert conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'groupml'").fetchone()[0] == CURRENT
+        updated = _catalog(conn)
+        fresh = _catalog(db)
+        for name in CATALOG:
+            assert updated[name] == fresh[name], name
+        run = conn.execute("CALL groupml.train_groups('t', ARRAY['g'], ARRAY['f1'], 'y', 'logistic')").fetchone()[0]
+        assert conn.execute("SELECT count(*) FROM groupml.models WHERE run_id = %s", [run]).fetchone()[0] == 2
+
+
+def test_each_upgrade_step_between_releases_gives_the_newer_releases_catalog(cluster, scratch_db):
+    """Every step of the chain on its own: a database created at a release and updated to the
+    next release has the catalog that release's own frozen script creates."""
+    for old, new in zip(RELEASED, RELEASED[1:]):
+        with scratch_db("upgrade_step") as updated, scratch_db("fresh_step") as fresh:
+            updated.execute(f"CREATE EXTENSION groupml VERSION '{old}' CASCADE")
+            updated.execute(f"ALTER EXTENSION groupml UPDATE TO '{new}'")
+            fresh.execute(f"CREATE EXTENSION groupml VERSION '{new}' CASCADE")
+            got, want = _catalog(updated), _catalog(fresh)
             for name in CATALOG:
-                assert updated[name] == fresh[name], name
-            run = old.execute("CALL groupml.train_groups('t', ARRAY['g'], ARRAY['f1'], 'y', 'logistic')").fetchone()[0]
-            assert old.execute("SELECT count(*) FROM groupml.models WHERE run_id = %s", [run]).fetchone()[0] == 2
-    finally:
-        with psycopg.connect(cluster.dsn(), autocommit=True) as admin:
-            admin.execute("DROP DATABASE IF EXISTS upgrade_me WITH (FORCE)")
+                assert got[name] == want[name], (old, new, name)

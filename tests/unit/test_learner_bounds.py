@@ -1,6 +1,6 @@
-"""Bounds and cancel points that keep one call from exhausting a backend (found by an audit
-under an address-space limit: each case below grew a backend without honouring cancel, and
-LightGBM's std::bad_alloc abort restarted the server)."""
+"""Bounds and cancel points that keep one call from exhausting a backend (under an
+address-space limit each case below would grow a backend without honouring cancel, and
+LightGBM's std::bad_alloc abort would restart the server)."""
 
 import numpy as np
 import pytest

@@ -6,7 +6,7 @@ import pytest
 from groupml import fitting
 from groupml.errors import SearchSpecError
 from groupml.learners import get_learner_family, model_identity
-from groupml.udf.tenancy import candidate_key
+from groupml.tenancy import candidate_key
 
 
 def _plan(model, search):

@@ -40,7 +40,7 @@ def test_recovers_known_coefficients_without_noise():
 def test_runs_of_one_batch_size_keep_the_priors_say_on_k():
     # runs of one k and d make n*d*k, n*d and n*k one column up to a factor: the plain fit put
     # all the time into the k term, so k = 1 priced like k = 9 per configuration, the planner
-    # took k = 1 and the next run's estimate was 3-7x low (audit S)
+    # took k = 1 and the next run's estimate was 3-7x low
     from groupml.fitting import default_cost_model
     def truth(n, d, k):                 # no fixed cost: every run's time is proportional to n
         return TRUE["compute"] * n * d * k + TRUE["memory"] * n * d + TRUE["elementwise"] * n * k

@@ -36,7 +36,10 @@ def test_fcfs_example_regret_215_versus_150():
     rr = _run("roundrobin", 2)
     assert rr == [("U1", "M1"), ("U2", "M1")]
     idx = {"U1": 0, "U2": 1}
-    steps = lambda tr: [(idx[t], U[t][m]) for t, m in tr]
+
+    def steps(tr):
+        return [(idx[t], U[t][m]) for t, m in tr]
+
     assert regret_trace(steps(fcfs), [100.0, 100.0]) == [110.0, 215.0]
     assert regret_trace(steps(rr), [100.0, 100.0]) == [110.0, 150.0]
     # cost weighting: C_t multiplies the step's total regret
@@ -321,8 +324,8 @@ def test_synthetic_generator_structure():
     assert wide.std(axis=1).mean() < 0.5 * narrow.std(axis=1).mean()
     noisy, _ = synthetic_dataset(50, 10, 0.5, 0.1, user_weight=0.1, sigma_u=0.3, noise=0.02, seed=1)
     assert noisy.shape == (50, 10)
-    # a width whose square underflows: independent models, not a NaN covariance (it was reported
-    # as an internal 'quality' argument the caller never passed)
+    # a width whose square underflows: independent models, not a NaN covariance (which would be
+    # reported as an internal 'quality' argument the caller never passed)
     tiny, _ = synthetic_dataset(20, 10, 1e-300, 0.1, seed=1)
     assert np.isfinite(tiny).all() and tiny.shape == (20, 10)
 
@@ -458,7 +461,7 @@ def test_quality_max_is_validated_and_kept_in_the_state():
 
 
 def test_estimated_cost_of_candidates_is_finite_or_refused():
-    from groupml.udf.tenancy import estimated_cost
+    from groupml.tenancy import estimated_cost
 
     assert estimated_cost("logistic", {}, 1000, 3) == pytest.approx(1000 * 4 * 100 / 100)
     assert estimated_cost("lightgbm", {"num_boost_round": 10}, 1000, 3) > 0
@@ -471,7 +474,7 @@ def test_estimated_cost_of_candidates_is_finite_or_refused():
 
 
 def test_a_candidates_library_is_loaded_before_its_training_is_timed():
-    # the first MLP of a backend was timed with torch's import and its first optimizer's
+    # the first MLP of a backend must not be timed with torch's import and its first optimizer's
     # (torch._dynamo): 1.4-2.6 s against 0.01 s, on every pg_cron tick (a new backend)
     import subprocess
     import sys

@@ -1,7 +1,4 @@
-"""The aggregate's row buffer and the error mapping, with a stub plpy (pure parts only)."""
-
-import sys
-import types
+"""The aggregate's row buffer and the error mapping, with the shared plpy stub (pure parts only)."""
 
 import numpy as np
 import pytest
@@ -9,42 +6,14 @@ import pytest
 from groupml.errors import ArrayLengthError, DataError
 
 
-class StubPlpy(types.ModuleType):
-    class Error(Exception):
-        pass
-
-    def __init__(self):
-        super().__init__("plpy")
-        self.notices = []
-        self.now = "2026-01-01 00:00:00+00"
-        self.stmt = "2026-01-01 00:00:00+00"
-
-    def prepare(self, sql, types=()):
-        return sql
-
-    def execute(self, plan, args=None):
-        if "cost_runs" in plan:
-            return []
-        if "now()" in plan:
-            return [{"t": self.now, "s": self.stmt}]
-        return [{"?column?": 1}]
-
-    def notice(self, msg):
-        self.notices.append(msg)
-
-    def error(self, msg, **kw):  # pragma: no cover - not used by the code under test
-        raise self.Error(msg)
-
-
 @pytest.fixture
-def plpy(monkeypatch):
-    stub = StubPlpy()
-    monkeypatch.setitem(sys.modules, "plpy", stub)
-    import groupml.db as db
-    import groupml.udf as udf
-    monkeypatch.setattr(db, "_session", None)
-    monkeypatch.setattr(udf, "_sql_error_class", None)
-    return stub
+def plpy(plpy):
+    """The shared plpy stub, answering the aggregate's clock and its cost-model read."""
+    plpy.now = "2026-01-01 00:00:00+00"      # transaction start
+    plpy.stmt = "2026-01-01 00:00:00+00"     # statement start
+    plpy.on("now()", lambda sql, args: [{"t": plpy.now, "s": plpy.stmt}])
+    plpy.on("cost_runs", [])
+    return plpy
 
 
 def test_row_buffer_packs_rows_and_counts_skips():
@@ -194,12 +163,9 @@ def test_errors_become_plpy_errors_with_sqlstate_and_hint(plpy):
 def test_a_cancel_is_passed_on_as_the_same_error_under_our_prefix(plpy):
     from groupml.udf import sql_entry
 
-    class QueryCanceled(plpy.Error):                 # as plpy.spiexceptions.QueryCanceled
-        sqlstate = "57014"
-
     @sql_entry
     def cancelled():
-        raise QueryCanceled("canceling statement due to user request")
+        raise plpy.spiexceptions.QueryCanceled("canceling statement due to user request")
 
     with pytest.raises(plpy.Error) as info:
         cancelled()
@@ -213,10 +179,8 @@ def test_a_cancel_is_passed_on_as_the_same_error_under_our_prefix(plpy):
 
     @sql_entry
     def other_spi_error():
-        err = type("ReadOnlySqlTransaction", (plpy.Error,), {"sqlstate": "25006"})(
-            "cannot execute INSERT in a read-only transaction")
-        err.spidata = ("25006", "a detail", "a hint", None, 0)
-        raise err
+        raise plpy.spiexceptions.ReadOnlySqlTransaction("cannot execute INSERT in a read-only transaction",
+                                                        detail="a detail", hint="a hint")
 
     with pytest.raises(KeyError):                  # bugs pass unchanged
         bug()

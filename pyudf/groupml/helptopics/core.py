@@ -5,12 +5,15 @@ from __future__ import annotations
 TOPICS = {}
 
 TOPICS["learn_over_groups"] = """\
-groupml.learn_over_groups(features float8[], label float8|boolean, model text, search jsonb [, options jsonb])
-  Aggregate. Trains every configuration of `search` on the rows of each GROUP BY group,
-  all configurations together (one data pass per solver iteration serves all of them),
-  selects the best on a deterministic validation holdout and returns a groupml.fit.
+groupml.learn_over_groups(features float8[], label float8|boolean, model groupml.model_family, search jsonb
+                          [, options jsonb])
+  Aggregate. Trains every configuration of `search` on the rows of each GROUP BY group and
+  selects the best on a deterministic validation holdout; returns a groupml.fit. GLM
+  configurations (logistic, linear, svm) train together: one data pass per solver iteration
+  serves all of them. MLP and LightGBM configurations train one after another.
 
-  model    'logistic' (binary label 0/1), 'linear' (least squares / ridge), 'svm' (linear, label 0/1),
+  model    a literal such as 'logistic' or any text value (see groupml.help('model_family')):
+           'logistic' (binary label 0/1), 'linear' (least squares / ridge), 'svm' (linear, label 0/1),
            'mlp' / 'mlp_regressor' (PyTorch), 'lightgbm' / 'lightgbm_regressor'  (see groupml.help('models'))
   search   hyperparameters to try; lists form a grid, e.g. '{"l2": [0, 0.001, 0.01], "class_weight": [null, "balanced"]}'
            or random search: '{"method": "random", "n_trials": 20, "seed": 7,
@@ -34,6 +37,32 @@ groupml.learn_over_groups(features float8[], label float8|boolean, model text, s
            '{"l2": [0, 0.001, 0.01, 0.1], "class_weight": [null, "balanced"]}') AS fit
     FROM clicks GROUP BY country;
     -- readable: SELECT country, (fit).status, (fit).params, (fit).score FROM country_models;
+"""
+
+TOPICS["model_family"] = """\
+groupml.model_family  (enum: the model argument of learn_over_groups)
+  lightgbm | lightgbm_regressor | linear | logistic | mlp | mlp_regressor | svm
+  Write the family as a literal ('logistic'), or pass a text value (a column, a text parameter):
+  it converts implicitly, and an unknown name is an ERROR that lists the families. An unknown
+  literal is PostgreSQL's enum ERROR: invalid input value for enum groupml.model_family.
+  Being an enum (no collation), a literal model lets postgres_fdw run the whole aggregate on the
+  server of each foreign partition (see groupml.help('scaleout')).
+"""
+
+TOPICS["scaleout"] = """\
+learn_over_groups where the rows live: Citus and postgres_fdw shards  (docs/scaleout.md)
+  Citus, GROUP BY the distribution column (groupml installed on every node: CREATE EXTENSION
+  groupml CASCADE on the coordinator reaches the workers): each worker runs the aggregate on its
+  shards; only the fits travel to the coordinator.
+    SELECT country, groupml.learn_over_groups(ARRAY[f1, f2], clicked, 'logistic', '{}')
+    FROM clicks GROUP BY country;          -- clicks distributed by country
+  Citus, any other grouping: correct fits, but the aggregate's input rows travel to the coordinator.
+  postgres_fdw: a table partitioned by the group column, foreign partitions on servers with
+  groupml and OPTIONS (extensions 'groupml', async_capable 'true'):
+    SET enable_partitionwise_aggregate = on;
+    SELECT country, groupml.learn_over_groups(ARRAY[f1, f2], clicked, 'logistic', '{}')
+    FROM clicks GROUP BY country;          -- EXPLAIN VERBOSE: Remote SQL ... GROUP BY 1
+  train_groups reads a distributed table through the coordinator today.
 """
 
 TOPICS["fit"] = """\
@@ -80,9 +109,10 @@ groupml.predict(fit groupml.fit, features float8[]) -> float8
   One call per row: fine for a few rows; to score a whole table, predict_batch per group is
   several times faster (docs/performance.md).
   Errors: wrong length (2202E); NULL, NaN or infinite features (22000); features so large the
-  score is not a number, e.g. near 1e308 (22003, naming the row; the same in every scoring
-  function). A classifier's score that overflows to +-infinity still has a sign, so it gives
-  class 1 / 0 and probability 1 / 0; a regressor's is an ERROR.
+  score is not a finite number, e.g. near 1e308 (22003, naming the row; the same in every
+  scoring function and family). That holds for a classifier's score of +-infinity too, and for
+  an overflow inside a model whose output still looks finite: after an overflow even the
+  score's sign means nothing, so it gives no class and no probability.
   Example:
     SELECT c.id, groupml.predict(m.fit, ARRAY[c.f1, c.f2, c.f3])
     FROM clicks c JOIN country_models m USING (country);
@@ -118,7 +148,8 @@ groupml.predict_proba_batch(fit groupml.fit, features float8[][]) -> float8[]
 
 TOPICS["train_groups"] = """\
 CALL groupml.train_groups(source regclass, group_by text[], features text[], label text, model text,
-                          search jsonb DEFAULT '{}', options jsonb DEFAULT '{}', INOUT run_id bigint DEFAULT NULL)
+                          search jsonb DEFAULT '{}', options jsonb DEFAULT '{}', INOUT run_id bigint DEFAULT NULL,
+                          workers integer DEFAULT 1, strategy text DEFAULT 'auto')
   Trains and selects one model per group of a table and stores them in the catalog
   (groupml.models, groupml.trials, groupml.runs). Each group is committed when done, so a
   crash or cancel loses at most the groups in flight; CALL again with the same run_id to resume.
@@ -137,7 +168,10 @@ CALL groupml.train_groups(source regclass, group_by text[], features text[], lab
   same time by helper processes of this backend (plain Python processes it spawns and ends; they
   never connect to the database; BLAS one thread each). Default min(CPUs, 4) for tables of
   20,000 rows or more, else 1 (= in the backend, one after another). Cancel ends the helpers.
-  workers => p and strategy => ... run the planner-driven executor: see groupml.help('grouped').
+  workers   1 (default): this backend and its helper processes. p > 1, 0 (the planner picks the
+            count) or a strategy other than 'auto' run the planner-driven executor over worker
+            backends: see groupml.help('grouped').
+  strategy  auto | grouped | gtp | mtp | dp (help('grouped')).
   Example:
     CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'f2', 'f3'], 'clicked', 'logistic',
                               '{"l2": [0, 0.001, 0.01]}');
@@ -150,7 +184,9 @@ groupml.best_models  (view): the catalog without model bytes: model_id, run_id, 
   The models themselves are in groupml.models (column fit).
 """
 
-TOPICS["catalog"] = """groupml's catalog (tables written by train_groups; no grants to PUBLIC -- see README "Who may train"):
+TOPICS["catalog"] = """groupml's catalog (tables written by train_groups; no grants to PUBLIC -- see README "Who may train").
+Row-level security: a role sees and changes its own runs' rows (runs.created_by) and those of roles
+it is a member of; groupml_admin sees all; snapshot groups and blocks also need SELECT on the source:
   runs              one row per train_groups run: source, group_by, features, label, family, search,
                     options, status (running | done | failed | cancelled), groups_done / n_groups,
                     started_at / finished_at, seconds (the call's wall time), estimated_seconds (the

@@ -39,7 +39,8 @@ CALL groupml.train_groups(source, group_by, features, label, model, search, opti
             whole_group_tasks (true: a GLM group that is not split runs its whole search as one
             task on its worker -- no per-pass round trips, no epoch checkpoint; false: a task per pass),
             whole_group_max_work (1e10: groups with more planned rows x (features+1) x configs x
-            iterations keep a task per pass and their epoch checkpoints)
+            iterations keep a task per pass and their epoch checkpoints), placement ('auto': the
+            cheaper of wrap-around and whole groups; 'wrap_around': always Kingpin's placement)
 
   Workers only see COMMITTED data: the source must be a regular table or view (temp tables are
   refused), and CALL must run outside an explicit transaction block. Models, trials, per-epoch
@@ -58,7 +59,10 @@ CALL groupml.train_groups(source, group_by, features, label, model, search, opti
 """
 
 TOPICS["explain_train_groups"] = """\
-groupml.explain_train_groups(source, group_by, features, label, model, search, options, workers, strategy) -> TABLE
+groupml.explain_train_groups(source regclass, group_by text[], features text[], label text, model text,
+                             search jsonb DEFAULT '{}', options jsonb DEFAULT '{}', workers integer DEFAULT 4,
+                             strategy text DEFAULT 'auto')
+  -> TABLE (strategy text, chosen boolean, worker integer, estimated_seconds float8, shards jsonb, explanation text)
   One row per (strategy, worker): the planner's estimated busy seconds, and for the chosen strategy
   the shards the worker would hold and why it was chosen. Reads group sizes only; trains nothing.
   The unit costs are calibrated from the tasks of the latest runs of the same model family
@@ -98,6 +102,8 @@ groupml.snapshots / snapshot_groups / snapshot_blocks, groupml.drop_snapshot(sna
 TOPICS["drop_snapshot"] = """groupml.drop_snapshot(snapshot_id bigint) -> boolean
   Deletes a training snapshot kept with options.keep_snapshot (its groups and blocks go with it);
   false when there is no such snapshot. Refused (55006) while another session trains a run that
-  uses it; needs SELECT and DELETE on groupml.snapshots (42501 names them). See help('snapshots').
+  uses it; needs SELECT and DELETE on groupml.snapshots (42501 names them), and drops only the
+  snapshots the role sees (row-level security: its own and those of roles it is a member of;
+  groupml_admin: all). See help('snapshots').
   Example: SELECT groupml.drop_snapshot(3);
 """

@@ -108,13 +108,21 @@ def net_class():
             self.act = acts[activation]
             self.dropout = float(dropout)
 
-        def forward(self, x, generator=None):
+        def forward(self, x, generator=None, overflowed=None):
             """Inference (eval mode); training steps run :func:`train_step`, which computes
-            this same forward pass (in training mode: dropout drawn from ``generator``)."""
+            this same forward pass (in training mode: dropout drawn from ``generator``).
+            ``overflowed``: a bool tensor, one per row, set for the rows where a value on the
+            way is not finite (the float32 inputs, a layer's pre-activations): relu(-inf) = 0
+            and tanh(+-inf) = +-1 would hide that overflow in a finite output."""
             h = ((x - self.x_mean) / self.x_scale).to(torch.float32)
             p = self.dropout
+            if overflowed is not None:
+                overflowed |= ~torch.isfinite(h).all(dim=-1)
             for lin in self.hidden:
-                h = self.act(lin(h))
+                h = lin(h)
+                if overflowed is not None:
+                    overflowed |= ~torch.isfinite(h).all(dim=-1)
+                h = self.act(h)
                 if self.training and p > 0.0:
                     keep = torch.rand(h.shape, generator=generator) >= p
                     h = h * keep / (1.0 - p)
@@ -408,8 +416,10 @@ def train_epoch(run: MLPRun, Xt, yt, *, epoch: int, shard_id: int = 0,
 DECISION_CHUNK_VALUES = 4_000_000
 
 
-def decision_values(net, X: np.ndarray, regression: bool) -> np.ndarray:
-    """Logits (classifier) or predictions (regressor) as float64, in eval mode."""
+def decision_values(net, X: np.ndarray, regression: bool, *, overflow_nan: bool = False) -> np.ndarray:
+    """Logits (classifier) or predictions (regressor) as float64, in eval mode; with
+    ``overflow_nan``, NaN for a row where a value inside the network overflowed (a score that
+    may look finite but means nothing)."""
     torch = torch_module()
     if net.training:        # eval() walks every submodule: 24 us, most of a one-row predict
         net.eval()
@@ -422,8 +432,11 @@ def decision_values(net, X: np.ndarray, regression: bool) -> np.ndarray:
     with torch.no_grad():
         parts = []
         for s in range(0, max(1, X.shape[0]), step):
-            z = net(torch.from_numpy(X[s:s + step]))
-            z = z.double()
+            x = torch.from_numpy(X[s:s + step])
+            overflowed = torch.zeros(x.shape[:-1], dtype=torch.bool) if overflow_nan else None
+            z = net(x, overflowed=overflowed).double()
+            if overflowed is not None and bool(overflowed.any()):
+                z[overflowed] = float("nan")
             if regression:
                 z = z * net.y_scale + net.y_mean
             parts.append(z.numpy().reshape(-1))
@@ -573,7 +586,7 @@ class MLPModel(ContainerModel):
         return int(sum(t.numel() * t.element_size() for t in self.net.state_dict().values()))
 
     def decision_function(self, X) -> np.ndarray:
-        return decision_values(self.net, self._as_matrix(X), self.regression)
+        return decision_values(self.net, self._as_matrix(X), self.regression, overflow_nan=True)
 
     def _body(self) -> bytes:
         return _torch_bytes(self.net.state_dict())

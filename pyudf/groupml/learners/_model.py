@@ -148,12 +148,16 @@ class ContainerModel:
 
     def predict_proba(self, X) -> np.ndarray:
         """Probability of class 1 (classifiers only)."""
+        return self.proba_of(self.decision_function(X))
+
+    def proba_of(self, z: np.ndarray) -> np.ndarray:
+        """Probability of class 1 for margins ``z`` of :meth:`decision_function`."""
         if self.regression:
             raise FeatureNotSupportedError(
                 f"predict_proba is not available for model '{self.family}'",
                 hint="Only classifiers give probabilities; use predict instead.")
         from scipy.special import expit
-        return expit(self.decision_function(X))
+        return expit(z)
 
     def _body(self) -> bytes:
         raise NotImplementedError
@@ -229,13 +233,17 @@ class GLMModel:
 
     def predict_proba(self, X) -> np.ndarray:
         """Probability of class 1 (logistic only)."""
+        return self.proba_of(self.decision_function(X))
+
+    def proba_of(self, z: np.ndarray) -> np.ndarray:
+        """Probability of class 1 for margins ``z`` of :meth:`decision_function` (logistic only)."""
         if self.family != "logistic":
             raise FeatureNotSupportedError(
                 f"predict_proba is not available for model '{self.family}'",
                 hint="Classifiers with probabilities are logistic, mlp and lightgbm; for "
                      f"'{self.family}' use predict instead.")
         from scipy.special import expit
-        return expit(self.decision_function(X))
+        return expit(z)
 
     # ------------------------------------------------------------ serialization
     def to_bytes(self) -> bytes:

@@ -283,7 +283,7 @@ class Scheduler:
         """Withdraw untried ``candidates`` of ``tenant`` without training them (their job or
         candidate rows were deleted, or they were trained before the state was rebuilt):
         never proposed again. Not an outcome: no log entry, no step, the policy is not told
-        (a deleted job's candidates used to count as failed steps, against max_steps and
+        (a deleted job's candidates do not count as failed steps, against max_steps or
         HYBRID's stall counter). Returns the keys withdrawn."""
         bandit = self._tenant(tenant)
         out = []

@@ -37,7 +37,7 @@ def _se_cov(features: np.ndarray, width: float) -> np.ndarray:
     d = features[:, None] - features[None, :]
     if width * width >= np.finfo(float).tiny:
         return np.exp(-(d * d) / (width * width))
-    d = d / width                   # width**2 underflows (width < 1e-154): scale first, 0/0 was NaN
+    d = d / width                   # width**2 underflows (width < 1e-154): scale first (0/0 would be NaN)
     with np.errstate(over="ignore"):
         return np.exp(-(d * d))
 

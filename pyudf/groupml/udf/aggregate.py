@@ -163,6 +163,16 @@ def _start(model, search, options) -> int:
     return handle
 
 
+@sql_entry
+def model_family(name):
+    """The cast from text to groupml.model_family (the aggregate's model argument): the name
+    itself when it is a known family, else the ERROR that lists them."""
+    from ..learners import get_learner_family
+
+    get_learner_family(name, OWNER)
+    return name
+
+
 def step(state, features, label, model, search, options):
     """Transition function: append one row to the group's buffer. Hot path, kept lean.
 

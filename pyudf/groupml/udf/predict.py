@@ -98,29 +98,33 @@ def one_row(model, features, fn: str, *, whose: str = "The model", width_hint: s
     return X
 
 
-def _defined(values: np.ndarray, fn: str, start: int = 0, *, allow_inf: bool = False) -> np.ndarray:
-    """``values`` if none is NaN (nor infinite unless ``allow_inf``: an infinite margin still
-    has a sign); else 22003 naming the first row whose score overflowed."""
-    bad = np.isnan(values) if allow_inf else ~np.isfinite(values)
+def finite_scores(scores: np.ndarray, fn: str, start: int = 0) -> np.ndarray:
+    """``scores`` (a model's margins or values) if every one is finite; else 22003 naming the
+    first row whose score is not. An infinite score is refused like a NaN, a classifier's too:
+    it comes from an overflow on the way, after which even its sign means nothing (1e308 * w -
+    1e308 * w + b is NaN with one BLAS kernel and +inf with another, whose fused multiply-add
+    keeps the second product exact, while the true margin is b)."""
+    bad = ~np.isfinite(scores)
     if bad.any():
         row = start + int(np.argmax(bad)) + 1
         raise NumericOverflowError(
             f"The features of row {row} given to {fn} are too large for the model: its score is not a finite "
             f"number", hint="Give features on the scale the model was trained on (values near 1e308, or above "
                             "1e30 for an MLP, overflow); clip or rescale them.")
-    return values
+    return scores
 
 
 def labels(model, X, fn: str, start: int = 0) -> np.ndarray:
-    """``model.predict(X)``, with an ERROR where the score is undefined (a classifier's label
-    used to be 0 for a NaN margin) or, for a regressor, infinite."""
-    z = _defined(model.decision_function(X), fn, start, allow_inf=not model.regression)
+    """``model.predict(X)``: the class of each finite margin (a classifier), or the value (a
+    regressor); an ERROR where a score is not finite (:func:`finite_scores`)."""
+    z = finite_scores(model.decision_function(X), fn, start)
     return z if model.regression else (z > 0).astype(np.int64)
 
 
 def probabilities(model, X, fn: str, start: int = 0) -> np.ndarray:
-    """``model.predict_proba(X)``, with an ERROR where a probability is undefined (NaN)."""
-    return _defined(model.predict_proba(X), fn, start)
+    """``model.predict_proba(X)``, from finite margins only (:func:`finite_scores`): the
+    probability of an infinite margin would be a confident 1 or 0."""
+    return model.proba_of(finite_scores(model.decision_function(X), fn, start))
 
 
 @sql_entry

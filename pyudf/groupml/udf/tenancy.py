@@ -15,7 +15,11 @@ in its own transaction::
     -> observation row + candidate status + job best + state (log grows by one) -> COMMIT
 
 so a cancelled or crashed run loses at most the step in flight, and the next call makes
-exactly the decision the interrupted one was working on.
+exactly the decision the interrupted one was working on. ``run_scheduler`` is that loop:
+argument checks (:func:`_check_scheduler_args`), then :func:`_scheduler_step` until done.
+
+What is not SQL is pure Python in :mod:`groupml.tenancy`: the scheduler, the expansion of a
+job's candidates into keyed configurations and their estimated costs.
 """
 
 from __future__ import annotations
@@ -31,34 +35,19 @@ import numpy as np
 
 from ..db import backend_session, quote_ident, quote_literal
 from ..errors import (DataError, DuplicateObjectError, FeatureNotSupportedError, GroupmlError,
-                      InsufficientPrivilegeError, InvalidParameterError, PrerequisiteStateError, SearchSpecError,
+                      InsufficientPrivilegeError, InvalidParameterError, PrerequisiteStateError,
                       InvalidCatalogNameError, PassedOnError, UndefinedObjectError, UndefinedTableError)
 from ..fitting import unpack_rows
-from ..validation import SHOWN_CHARS, check_bool, check_choice, check_keys, check_number, clipped, shown
+from ..tenancy import (POLICIES, TASK_METRIC, Scheduler, aggregate, estimated_cost, expand_candidates, simulate,
+                       synthetic_dataset)
+from ..validation import SHOWN_CHARS, check_bool, check_choice, check_number, clipped, shown
 from ._source import (check_columns, check_label_not_a_feature, check_source_kind, columns, packed_row_expr,
                       reading_source, source_oid)
 from . import parse_jsonb, pinned, sql_entry
 
-#: Relative cost of one solver iteration over one row-feature, per GLM family (estimated cost unit).
-FAMILY_COST = {"logistic": 1.0, "svm": 1.0, "linear": 0.5}
-# The other families in the same unit, measured with fit_group on one thread (2,000-16,000
-# rows, 10-60 features; docs/multitenant.md): a GLM unit took 55-90 ns (gradient descent,
-# 1500 iterations), a LightGBM row x (features + 1) x round 10-26 ns at 31 leaves, an MLP optimizer step
-# about 0.5 ms whatever the layer widths at these sizes (PyTorch's per-step overhead); the MLP
-# constants were then scaled by 1/1.56, the measured speed-up of fit_group's MLP when its steps
-# stopped using autograd (six sizes, 1.2-2.2x).
-#: LightGBM: cost units per row x (features + 1) x boosting round of a 31-leaf tree (a round
-#: costs in proportion to its leaves, at least 8: 7, 15, 31 and 63 leaves measured).
-LGBM_ROUND_COST = 0.35
-#: MLP: cost units per row x weight x epoch, and per optimizer step (rows x epochs / batch_size).
-MLP_WEIGHT_COST = 0.013
-MLP_STEP_COST = 4900.0
-#: Validation metric per task: the job's quality, higher is better.
-TASK_METRIC = {"classification": "accuracy", "regression": "r2"}
 #: Both metrics are at most 1: EIRATE's expected improvement is of the quality clipped there
 #: (a tenant holding a perfect model has nothing left to gain).
 QUALITY_MAX = 1.0
-MAX_CANDIDATES = 1000
 #: Trainings started without an outcome (cancelled, timed out, backend ended) after which
 #: run_scheduler records a candidate as failed.
 MAX_ATTEMPTS = 3
@@ -74,8 +63,6 @@ PRIOR_REFRESH = 10
 ADMIN_HINT = "Run it as a member of groupml_admin: GRANT groupml_admin TO <role>; (or as a superuser)."
 
 
-
-
 # ---------------------------------------------------------------------------- helpers
 def _is_admin(session) -> bool:
     return bool(session.query("SELECT pg_catalog.pg_has_role('groupml_admin', 'MEMBER') AS ok")[0]["ok"])
@@ -85,142 +72,6 @@ def _require_admin(session, what: str) -> None:
     if not _is_admin(session):
         raise InsufficientPrivilegeError(f"permission denied: {what} needs membership in groupml_admin",
                                          hint=ADMIN_HINT)
-
-
-def canonical_params(family: str, params: Dict[str, Any]) -> Dict[str, Any]:
-    """The params that differ from the family's defaults, validated and normalised (``1`` and
-    ``1.0`` alike, ``"64,32"`` and ``[64, 32]`` alike, a parameter training does not read
-    dropped: :func:`groupml.learners.model_identity`), so one configuration has one form."""
-    from ..learners import get_learner_family, model_identity
-
-    fam = get_learner_family(family)
-    full, defaults = model_identity(fam, fam.validate_params(params)), fam.validate_params({})
-    return {k: full[k] for k in sorted(full) if k not in defaults or full[k] != defaults[k]}
-
-
-def candidate_key(family: str, params: Dict[str, Any]) -> str:
-    """Stable key of a candidate: one configuration gives the same key in every job, however
-    its params were written (:func:`canonical_params`)."""
-    return f"{family}:{json.dumps(canonical_params(family, params), sort_keys=True, separators=(',', ':'))}"
-
-
-def estimated_cost(family: str, params: Dict[str, Any], n_rows: int, n_features: int) -> float:
-    """Estimated training cost in one unit for every family (docs/multitenant.md).
-
-    GLMs: rows x (features + 1) x family factor x max_iter / 100.  LightGBM: rows x
-    (features + 1) x rounds x max(8, leaves) / 31 x LGBM_ROUND_COST.  MLP: rows x epochs x (weights x
-    MLP_WEIGHT_COST + MLP_STEP_COST / batch_size).  The constants were measured against
-    the GLM unit on this project's training code (one thread).
-    """
-    from ..learners import get_learner_family
-
-    fam = get_learner_family(family)
-    p = fam.validate_params(params)
-    rows = max(1.0, float(n_rows))
-    try:
-        if family in FAMILY_COST:
-            cost = rows * (n_features + 1) * FAMILY_COST[family] * float(p["max_iter"]) / 100.0
-        elif fam.pattern == "sampling":
-            leaves = max(8.0, float(p["num_leaves"])) / 31.0
-            cost = rows * (n_features + 1) * float(p["num_boost_round"]) * leaves * LGBM_ROUND_COST
-        else:
-            widths = [n_features] + list(p["layers"]) + [1]
-            weights = sum((a + 1) * b for a, b in zip(widths[:-1], widths[1:]))
-            cost = rows * float(p["epochs"]) * (weights * MLP_WEIGHT_COST + MLP_STEP_COST / float(p["batch_size"]))
-    except OverflowError:
-        cost = math.inf
-    if not math.isfinite(cost):
-        raise InvalidParameterError(
-            f"The estimated cost of a {family} candidate must be a finite number; got {cost}",
-            hint="Lower its iterations (max_iter, num_boost_round or epochs).")
-    return cost
-
-
-def _family_names(kind: str) -> List[str]:
-    from ..learners import LEARNER_FAMILIES
-
-    return [name for name, fam in LEARNER_FAMILIES.items() if fam.kind == kind]
-
-
-def expand_candidates(raw: Any, owner: str = "submit_job") -> Tuple[str, List[Dict[str, Any]]]:
-    """Turn the candidates jsonb into (task, [{family, params, key}]), validating everything.
-
-    Each entry is a family name (its defaults), ``{"model": f, "params": {...}}`` (one
-    candidate) or ``{"model": f, "search": <grid or random search spec>}`` (one candidate
-    per configuration of the search).
-    """
-    from ..fitting import plan_search
-    from ..learners import get_learner_family
-    from ..search import make_procedure
-
-    hint = ('Pass a JSON array such as \'[{"model": "logistic", "search": {"l2": [0, 0.01, 0.1]}}, '
-            '{"model": "svm", "params": {"l2": 0.1}}]\'.')
-    if not isinstance(raw, list):
-        raise InvalidParameterError(f"The 'candidates' value of {owner} must be a JSON array; got {json.dumps(raw)}",
-                                    hint=hint)
-    if not raw:
-        raise InvalidParameterError(f"The 'candidates' value of {owner} must list at least one model; got []",
-                                    hint=hint)
-    out: List[Dict[str, Any]] = []
-    tasks = set()
-    for i, entry in enumerate(raw):
-        where = f"{owner} candidates[{i}]"
-        if isinstance(entry, str):
-            entry = {"model": entry}
-        if not isinstance(entry, dict):
-            raise InvalidParameterError(f"The 'candidates[{i}]' value of {owner} must be a model name or an "
-                                        f"object; got {json.dumps(entry)}", hint=hint)
-        check_keys(entry, where, ["model", "params", "search"], cls=InvalidParameterError, hint=hint)
-        if "model" not in entry:
-            raise InvalidParameterError(f"The 'model' value of {where} is missing", hint=hint)
-        if "params" in entry and "search" in entry:
-            raise InvalidParameterError(f"{where} gives both 'params' and 'search'; give one of them",
-                                        hint="'params' is one configuration, 'search' expands into many.")
-        family = get_learner_family(entry["model"], where)
-        tasks.add(family.kind)
-        if "search" in entry:
-            search = entry["search"]
-            if not isinstance(search, dict):
-                raise SearchSpecError(f"The 'search' value of {where} must be a JSON object; got {json.dumps(search)}",
-                                      hint=hint)
-            spec = plan_search(family, search)
-            if spec.method not in ("grid", "random"):
-                raise SearchSpecError(
-                    f"The 'method' value of {where} search must be 'grid' or 'random'; got {spec.method!r}",
-                    hint="Candidates are fixed configurations; the scheduler's GP decides which to train. "
-                         "Use a grid or a random sample of the space.")
-            configs = [t.params for t in make_procedure(spec).ask(MAX_CANDIDATES + 1)]
-        else:
-            params = entry.get("params")
-            params = {} if params is None else params       # null as if omitted; [] or 0 are not objects
-            if not isinstance(params, dict):
-                raise InvalidParameterError(f"The 'params' value of {where} must be a JSON object; got "
-                                            f"{json.dumps(params)}", hint=hint)
-            family.validate_params(params)
-            configs = [params]
-        drawn = set()
-        for params in configs:
-            params = canonical_params(family.name, params)
-            key = candidate_key(family.name, params)
-            if key in drawn:        # a random search may draw one configuration of a discrete space twice
-                continue
-            drawn.add(key)
-            out.append({"family": family.name, "params": params, "key": key})
-        if len(out) > MAX_CANDIDATES:
-            raise InvalidParameterError(f"The 'candidates' value of {owner} must expand into at most "
-                                        f"{MAX_CANDIDATES} configurations; got more",
-                                        hint="Submit a smaller grid, or a random search with fewer n_trials.")
-    if len(tasks) > 1:
-        raise InvalidParameterError(
-            f"The 'candidates' value of {owner} must be all classifiers ({', '.join(_family_names('classification'))}) "
-            f"or all regressors ({', '.join(_family_names('regression'))}); got a mix", hint="Submit one job per task.")
-    seen = set()
-    for c in out:
-        if c["key"] in seen:
-            raise InvalidParameterError(f"The 'candidates' value of {owner} lists the configuration "
-                                        f"{c['key']} twice", hint="Give each configuration once.")
-        seen.add(c["key"])
-    return tasks.pop(), out
 
 
 # ---------------------------------------------------------------------------- create_tenant
@@ -303,7 +154,7 @@ def _submit_job(session, tenant, oid, shown, features, label, candidates):
     if rel["persistence"] == "t":
         what = "view" if rel["kind"] == "v" else "table"
         # its rows are stored with the job, but every training step checks that the source is
-        # still there and readable by the job's role: once the session ended, all failed
+        # still there and readable by the job's role: once the session ends, every step would fail
         raise PrerequisiteStateError(
             f"submit_job cannot take the temporary {what} {shown}: the scheduler trains the job later, from other "
             f"sessions, and checks the source each time; the {what} ends with this session",
@@ -383,7 +234,7 @@ def reader_dependent(session, relid: int, role_oid: int, caller_oid: int):
     table is taken only when they exempt both roles. A materialized view or a plain table
     reads its stored rows alike for everyone, unless user-defined functions or operators are
     attached to it (:data:`_ATTACHED_CODE`): the planner can run those as it plans the read
-    (audit R4: an index expression made a tenant a superuser)."""
+    (an index expression calling such a function would run it with an administrator's rights)."""
     r = session.query(
         "SELECT c.relkind::text AS kind, c.relrowsecurity AS rls, "
         "(SELECT pg_catalog.count(*) FILTER (WHERE ro.rolsuper OR ro.rolbypassrls OR "
@@ -447,7 +298,7 @@ def usable_rows(block: bytes, d: int) -> int:
 def _check_job_rows(block: bytes, d: int, n_rows: int, name: str, label: str, task: str) -> int:
     """A job whose rows can only fail later is refused at submission: no usable row (each has
     a NULL), a classification label other than 0/1, or one label value only (run_scheduler
-    recorded every candidate as failed). Returns the usable rows' count (:func:`usable_rows`)."""
+    would record every candidate as failed). Returns the usable rows' count (:func:`usable_rows`)."""
     rows = unpack_rows(block, d + 1)
     usable = rows[np.isfinite(rows).all(axis=1)]
     if usable.shape[0] == 0:
@@ -559,8 +410,6 @@ def _load_scheduler(session, policy: str, cost_aware: bool, cached=None):
     is unchanged since, the in-memory scheduler is reused (it equals from_state of the saved
     state; rebuilding costs ~0.5 s at 50 jobs x 100 candidates and 2000 outcomes).
     """
-    from ..tenancy import Scheduler
-
     # one coordinator step at a time, also before the state row exists (a first run)
     session.query("SELECT pg_catalog.pg_advisory_xact_lock($1)", [SCHEDULER_LOCK], ["bigint"])
     rows = session.query("SELECT steps, policy, cost_aware, updated_at::text AS updated_at "
@@ -607,7 +456,7 @@ def _load_scheduler(session, policy: str, cost_aware: bool, cached=None):
                     sched.observe(name, o["key"], o["quality"], o["cost_seconds"])
             steps = max(steps, int(o["step"]))
         # candidates trained (or failed) whose observation a tenant deleted stay done: rebuilt
-        # from the observations alone, they were trained again
+        # from the observations alone, they would be trained again
         done = session.query("SELECT job_id, key FROM groupml.candidates WHERE status <> 'pending' "
                              "ORDER BY job_id, candidate_id")
         for c in done:
@@ -711,9 +560,31 @@ def train_candidate(data, family: str, params: Dict[str, Any], metric: str, chec
 @sql_entry
 @pinned
 def run_scheduler(max_steps, max_seconds, policy, cost_aware):
-    from ..tenancy import POLICIES
-
+    """The coordinator: validate, bring every job's best up to date, then step until
+    ``max_steps`` trainings, ``max_seconds`` or every candidate of every job is done."""
     session = backend_session()
+    _check_scheduler_args(max_steps, max_seconds, policy, cost_aware)
+    _require_admin(session, "run_scheduler")
+    _refresh_best(session)
+    session.commit()
+
+    started = time.time()
+    cache: Dict[int, Any] = {}
+    cached = None
+    done_steps = 0
+    while max_steps is None or done_steps < max_steps:
+        if max_seconds is not None and time.time() - started >= max_seconds:
+            break
+        session.check_cancel()
+        outcome, cached = _scheduler_step(session, policy, cost_aware, cached, cache)
+        if outcome == STEP_DONE:
+            break
+        if outcome == STEP_TRAINED:
+            done_steps += 1
+
+
+def _check_scheduler_args(max_steps, max_seconds, policy, cost_aware) -> None:
+    """run_scheduler's argument checks (before anything is read or written)."""
     owner = "run_scheduler"
     check_choice(policy, "policy", owner, sorted(POLICIES),
                  hint="hybrid (default) and greedy are the ease.ml policies; eirate is ours (expected improvement "
@@ -726,58 +597,69 @@ def run_scheduler(max_steps, max_seconds, policy, cost_aware):
         check_number(max_steps, "max_steps", owner, ge=1, integer=True, hint="Omit it to run until done.")
     if max_seconds is not None:
         check_number(max_seconds, "max_seconds", owner, gt=0, hint="Omit it to run until done.")
-    _require_admin(session, owner)
-    # the best of every job from the observations there are: a tenant deleting the best one of
-    # a finished job left best_* naming a deleted row (its job gets no further step)
+
+
+def _refresh_best(session) -> None:
+    """Set every job's best from the observations there are: a tenant may have deleted the best
+    one of a finished job, and best_* would name a deleted row (its job gets no further step)."""
     session.query(
         "UPDATE groupml.jobs j SET (best_observation_id, best_quality) = (b.observation_id, b.quality) "
         "FROM groupml.jobs j2 LEFT JOIN LATERAL (SELECT o.observation_id, o.quality FROM groupml.observations o "
         "WHERE o.job_id = j2.job_id AND o.status = 'ok' ORDER BY o.quality DESC, o.observation_id LIMIT 1) b "
         "ON true WHERE j.job_id = j2.job_id AND j.best_observation_id IS DISTINCT FROM b.observation_id")
-    session.commit()
 
-    started = time.time()
-    cache: Dict[int, Any] = {}
-    cached = None
-    done_steps = 0
-    while True:
-        if max_steps is not None and done_steps >= max_steps:
-            break
-        if max_seconds is not None and time.time() - started >= max_seconds:
-            break
-        session.check_cancel()
-        with _step_lock(session):
-            sched, steps = _load_scheduler(session, policy, cost_aware, cached)
-            step = sched.next_step()
-            if step is None:
-                _save_scheduler(session, sched, steps)
-                session.commit()
-                session.notice(f"groupml: run_scheduler: every candidate of every job is done ({steps} steps)")
-                break
-            tenant, key = step
-            job_id = _job_of(tenant)
-            c = _lock_candidate(session, job_id, key)
-            given_up = None if c is None else _interrupted_too_often(session, c["attempts"])
-            if c is not None and given_up is None:
-                # counted before it trains, and committed: a step that never ends (a cancel, a
-                # statement_timeout, a crash of the backend: the OOM killer) has counted its
-                # attempt, so such a candidate is not retried on every call for ever
-                session.query("UPDATE groupml.candidates SET attempts = attempts + 1 WHERE candidate_id = $1",
-                              [c["candidate_id"]], ["bigint"])
-                session.commit()
-                c = _lock_candidate(session, job_id, key)     # the commit ended the row locks
-            if c is None:
-                # the job or candidate was deleted by its tenant: withdraw what is gone, without a
-                # step (it trains nothing, so it counts neither against max_steps nor as an outcome)
-                left = {r["key"] for r in session.query("SELECT key FROM groupml.candidates WHERE job_id = $1",
-                                                        [job_id], ["bigint"])}
-                gone = sched.retire(tenant, [k for k in sched.untried(tenant) if k not in left] or [key])
-                cached = _save_scheduler(session, sched, steps)
-                session.commit()
-                session.notice(f"groupml: job {job_id}: {len(gone)} deleted candidate(s) withdrawn")
-                continue
-            cached = _train_step(session, sched, steps, policy, tenant, key, job_id, c, cache, given_up)
-            done_steps += 1
+
+#: What one coordinator step did (:func:`_scheduler_step`).
+STEP_DONE, STEP_WITHDRAWN, STEP_TRAINED = "done", "withdrawn", "trained"
+
+
+def _scheduler_step(session, policy: str, cost_aware: bool, cached, cache: Dict[int, Any]):
+    """One coordinator step under the step lock, committed; returns (outcome, cached).
+
+    The outcome is :data:`STEP_DONE` (no candidate of any job is left), :data:`STEP_WITHDRAWN`
+    (the candidate picked, or its job, was deleted by its tenant: what is gone is withdrawn,
+    nothing trains, and the step counts neither against max_steps nor as an outcome) or
+    :data:`STEP_TRAINED` (an observation was recorded, a failure included). ``cached`` is the
+    state's cache entry (:func:`_save_scheduler`); ``cache`` holds each job's rows, by job id.
+    """
+    with _step_lock(session):
+        sched, steps = _load_scheduler(session, policy, cost_aware, cached)
+        step = sched.next_step()
+        if step is None:
+            _save_scheduler(session, sched, steps)
+            session.commit()
+            session.notice(f"groupml: run_scheduler: every candidate of every job is done ({steps} steps)")
+            return STEP_DONE, cached
+        tenant, key = step
+        job_id = _job_of(tenant)
+        c, given_up = _claim_candidate(session, job_id, key)
+        if c is None:
+            left = {r["key"] for r in session.query("SELECT key FROM groupml.candidates WHERE job_id = $1",
+                                                    [job_id], ["bigint"])}
+            gone = sched.retire(tenant, [k for k in sched.untried(tenant) if k not in left] or [key])
+            cached = _save_scheduler(session, sched, steps)
+            session.commit()
+            session.notice(f"groupml: job {job_id}: {len(gone)} deleted candidate(s) withdrawn")
+            return STEP_WITHDRAWN, cached
+        return STEP_TRAINED, _train_step(session, sched, steps, policy, tenant, key, job_id, c, cache, given_up)
+
+
+def _claim_candidate(session, job_id: int, key: str):
+    """(candidate, given_up) for the step that trains ``key`` of job ``job_id``: the candidate
+    row locked (:func:`_lock_candidate`; None when it or its job is gone), and the reason to
+    fail it without training (:func:`_interrupted_too_often`) or None.
+
+    An attempt that will train is counted before it trains, and committed: a step that never
+    ends (a cancel, a statement_timeout, a crash of the backend: the OOM killer) has counted
+    its attempt, so such a candidate is not retried on every call for ever."""
+    c = _lock_candidate(session, job_id, key)
+    given_up = None if c is None else _interrupted_too_often(session, c["attempts"])
+    if c is not None and given_up is None:
+        session.query("UPDATE groupml.candidates SET attempts = attempts + 1 WHERE candidate_id = $1",
+                      [c["candidate_id"]], ["bigint"])
+        session.commit()
+        c = _lock_candidate(session, job_id, key)     # the commit ended the row locks
+    return c, given_up
 
 
 def _lock_candidate(session, job_id: int, key: str):
@@ -870,9 +752,9 @@ def _interrupted_too_often(session, attempts: int) -> Optional[str]:
     """The reason to fail a pending candidate whose training was started :data:`MAX_ATTEMPTS`
     times (candidates.attempts, counted and committed as each training starts: a pending
     candidate's attempts all ended without an outcome), else None. Without it a candidate that
-    trains longer than the database's statement_timeout, or that crashes its backend, was
+    trains longer than the database's statement_timeout, or that crashes its backend, would be
     tried again on every call (and every pg_cron tick), for ever, and nothing after it in the
-    schedule ever trained."""
+    schedule would ever train."""
     if attempts < MAX_ATTEMPTS:
         return None
     timeout = session.query("SELECT pg_catalog.current_setting('statement_timeout') AS t")[0]["t"]
@@ -885,9 +767,32 @@ def _interrupted_too_often(session, attempts: int) -> Optional[str]:
 @sql_entry
 @pinned
 def schedule_with_cron(schedule, max_seconds, policy, cost_aware, database, job_name):
-    from ..tenancy import POLICIES
-
     session = backend_session()
+    owner = "schedule_with_cron"
+    _check_cron_args(schedule, max_seconds, policy, cost_aware, database, job_name)
+    _require_admin(session, owner)
+    here = _cron_prerequisites(session, database, job_name)
+    command = (f"CALL groupml.run_scheduler(max_seconds => {float(max_seconds)!r}, policy => {quote_literal(policy)}, "
+               f"cost_aware => {'true' if cost_aware else 'false'})")
+    if here:
+        got, failed = session.query_or_error("SELECT cron.schedule($1, $2, $3) AS jobid", [job_name, schedule, command],
+                                             ["text", "text", "text"])
+    else:
+        got, failed = session.query_or_error("SELECT cron.schedule_in_database($1, $2, $3, $4) AS jobid",
+                                             [job_name, schedule, command, database], ["text", "text", "text", "text"])
+    if failed is not None:      # pg_cron's own refusal, e.g. 'invalid schedule: ...' (22023)
+        if failed[0] == "22023":
+            raise InvalidParameterError(
+                f"The 'schedule' value of {owner} is not a schedule pg_cron accepts; got {shown(schedule)} "
+                f"(pg_cron: {failed[1]})",
+                hint="Five cron fields (minute hour day month weekday), e.g. '*/5 * * * *', or '[1-59] seconds'.")
+        raise PassedOnError(failed[0], f"{owner}: pg_cron refused the job: {failed[1]}",
+                            hint="See pg_cron's documentation for cron.schedule.")
+    return got[0]["jobid"]
+
+
+def _check_cron_args(schedule, max_seconds, policy, cost_aware, database, job_name) -> None:
+    """schedule_with_cron's argument checks (before anything is read)."""
     owner = "schedule_with_cron"
     if schedule is None or not str(schedule).strip() or len(str(schedule)) > MAX_CRON_TEXT:
         raise InvalidParameterError(f"The 'schedule' value of {owner} must be a cron schedule of at most "
@@ -904,7 +809,13 @@ def schedule_with_cron(schedule, max_seconds, policy, cost_aware, database, job_
     if not database:
         raise InvalidParameterError(f"The 'database' value of {owner} must name a database; got {shown(database)}",
                                     hint="Omit it for the current database.")
-    _require_admin(session, owner)
+
+
+def _cron_prerequisites(session, database: str, job_name: str) -> bool:
+    """Check what schedule_with_cron needs before it asks pg_cron: the database exists, pg_cron
+    is installed in this one, the calling role may schedule there, and no job of that name
+    of the role runs in another database. Returns whether the job runs in this database."""
+    owner = "schedule_with_cron"
     if not session.query("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1) AS ok",
                          [database], ["text"])[0]["ok"]:
         raise InvalidCatalogNameError(f"The 'database' value of {owner} names no database: {shown(database)} does "
@@ -917,20 +828,8 @@ def schedule_with_cron(schedule, max_seconds, policy, cost_aware, database, job_
         "'shared_preload_libraries') AS preload, "
         "(SELECT setting FROM pg_catalog.pg_settings WHERE name = 'cron.database_name') AS cron_db")[0]
     if not info["installed"]:
-        if info["preload"] is None:         # a role that may not read the setting (not a superuser)
-            hint = ("CREATE EXTENSION pg_cron; in the database pg_cron runs in (its cron.database_name setting; a "
-                    "superuser can see it, and must add pg_cron to shared_preload_libraries if it is missing), "
-                    f"install groupml there, and call groupml.schedule_with_cron(..., database => '{info['db']}') "
-                    f"from it.")
-        elif "pg_cron" not in info["preload"]:
-            hint = ("Add pg_cron to shared_preload_libraries in postgresql.conf (and set cron.database_name), "
-                    "restart the server, then CREATE EXTENSION pg_cron; in that database (Debian/Ubuntu: "
-                    "apt-get install postgresql-15-cron).")
-        else:
-            hint = (f"pg_cron runs in database '{info['cron_db']}' (cron.database_name): CREATE EXTENSION pg_cron; "
-                    f"there, install groupml there too and call groupml.schedule_with_cron(..., database => "
-                    f"'{info['db']}') from it.")
-        raise PrerequisiteStateError(f"pg_cron is not installed in database '{info['db']}'", hint=hint)
+        raise PrerequisiteStateError(f"pg_cron is not installed in database '{info['db']}'",
+                                     hint=_cron_missing_hint(info["db"], info["preload"], info["cron_db"]))
     # pg_cron lets a non-superuser schedule in its own database once granted USAGE on its
     # schema; schedule_in_database (another database) it gives to superusers only
     here = database == info["db"]
@@ -961,23 +860,23 @@ def schedule_with_cron(schedule, max_seconds, policy, cost_aware, database, job_
             f"to database '{database}'",
             hint=f"Give this database's job its own name, e.g. job_name => {quote_literal(job_name + '_' + database)}, "
                  f"or remove the other with SELECT cron.unschedule({other[0]['jobid']});")
-    command = (f"CALL groupml.run_scheduler(max_seconds => {float(max_seconds)!r}, policy => {quote_literal(policy)}, "
-               f"cost_aware => {'true' if cost_aware else 'false'})")
-    if here:
-        got, failed = session.query_or_error("SELECT cron.schedule($1, $2, $3) AS jobid", [job_name, schedule, command],
-                                             ["text", "text", "text"])
-    else:
-        got, failed = session.query_or_error("SELECT cron.schedule_in_database($1, $2, $3, $4) AS jobid",
-                                             [job_name, schedule, command, database], ["text", "text", "text", "text"])
-    if failed is not None:      # pg_cron's own refusal, e.g. 'invalid schedule: ...' (22023)
-        if failed[0] == "22023":
-            raise InvalidParameterError(
-                f"The 'schedule' value of {owner} is not a schedule pg_cron accepts; got {shown(schedule)} "
-                f"(pg_cron: {failed[1]})",
-                hint="Five cron fields (minute hour day month weekday), e.g. '*/5 * * * *', or '[1-59] seconds'.")
-        raise PassedOnError(failed[0], f"{owner}: pg_cron refused the job: {failed[1]}",
-                            hint="See pg_cron's documentation for cron.schedule.")
-    return got[0]["jobid"]
+    return here
+
+
+def _cron_missing_hint(db: str, preload: Optional[str], cron_db: Optional[str]) -> str:
+    """What to do when pg_cron is not installed in database ``db``, given the server's
+    shared_preload_libraries (None: the role may not read it) and cron.database_name."""
+    if preload is None:         # a role that may not read the setting (not a superuser)
+        return ("CREATE EXTENSION pg_cron; in the database pg_cron runs in (its cron.database_name setting; a "
+                "superuser can see it, and must add pg_cron to shared_preload_libraries if it is missing), "
+                f"install groupml there, and call groupml.schedule_with_cron(..., database => '{db}') from it.")
+    if "pg_cron" not in preload:
+        return ("Add pg_cron to shared_preload_libraries in postgresql.conf (and set cron.database_name), "
+                "restart the server, then CREATE EXTENSION pg_cron; in that database (Debian/Ubuntu: "
+                "apt-get install postgresql-15-cron).")
+    return (f"pg_cron runs in database '{cron_db}' (cron.database_name): CREATE EXTENSION pg_cron; "
+            f"there, install groupml there too and call groupml.schedule_with_cron(..., database => "
+            f"'{db}') from it.")
 
 
 # ---------------------------------------------------------------------------- infer
@@ -1032,8 +931,6 @@ def infer(job_id, features):
 @sql_entry
 def simulate_scheduler(policy, sigma_m, alpha, seeds, cost_aware, n_users, n_models, n_tenants,
                        budget_fraction, grid_points):
-    from ..tenancy import POLICIES, aggregate, simulate, synthetic_dataset
-
     owner = "simulate_scheduler"
     check_choice(policy, "policy", owner, sorted(POLICIES), hint="hybrid, greedy, eirate, roundrobin, random or fcfs.")
     seeds = check_number(seeds, "seeds", owner, ge=1, le=1000, integer=True, hint="Average over e.g. 5 seeds.")
@@ -1044,8 +941,8 @@ def simulate_scheduler(policy, sigma_m, alpha, seeds, cost_aware, n_users, n_mod
     n_tenants = check_number(n_tenants, "n_tenants", owner, ge=1, lt=n_users, integer=True,
                              hint="The other users form the history that feeds the GP prior.")
     grid_points = check_number(grid_points, "grid_points", owner, ge=2, le=10000, integer=True)
-    # checked here so the messages name this function (they named the generator's and the
-    # simulator's Python names), with bounds (1e308 overflowed inside the generator)
+    # checked here so the messages name this function (not the generator's or the simulator's
+    # Python names), with bounds (1e308 would overflow inside the generator)
     syn = "The paper's datasets are SYN(0.01, 0.1), SYN(0.01, 1.0), SYN(0.5, 0.1) and SYN(0.5, 1.0)."
     sigma_m = check_number(sigma_m, "sigma_m", owner, gt=0, le=1000, hint=syn)
     alpha = check_number(alpha, "alpha", owner, ge=0, le=1000, hint=syn)
