@@ -643,7 +643,7 @@ def test_worker_endpoints_are_checked_before_the_run_and_must_reach_this_databas
         db.execute("INSERT INTO groupml.worker_endpoints (name, dsn, enabled) VALUES ('a', 'loopback', true), "
                    "('b', %s, true)", [cluster.dsn(other) + " password=s3cret"])
         stmt = ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'f2'], 'clicked', 'logistic', "
-                "workers => {})")
+                "workers => {}, strategy => 'grouped')")
         state, msg, hint = sql_error(db, stmt.format(2))
         assert state == "08001", (state, msg)
         assert f"connects to database '{other}'; workers must connect to this server's database '{dbname}'" in msg
