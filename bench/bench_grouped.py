@@ -5,8 +5,9 @@ Two skewed data sets: 'criteo' (one group holds ~25% of the rows, long tail) and
 (two dominant groups, the paper's Criteo-Device case). End-to-end wall time and server CPU
 (all backends, workers included) per strategy; the client alternative is psycopg COPY +
 pandas groupby + scikit-learn, one model at a time per group, the groups spread over as many
-processes as the worker backends (2) by joblib, largest first; the same on one core is printed too. Also prints the cost model's makespan
-estimates for 4, 8 and 16 workers.
+processes as the worker backends (2) by joblib, largest first; the same on one core is printed
+too. Also prints train_groups' own estimates (explain_train_groups) beside the measured runs,
+and the cost model's makespan estimates for 4, 8 and 16 workers.
 
 The MLP and LightGBM cases (``--patterns``) run on the criteo-like data with at most
 ``--pattern-rows`` rows, every strategy (MTP: a task per config epoch block / boosting run on
