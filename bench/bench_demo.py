@@ -142,7 +142,14 @@ def ours_procedure(conn, feats, workers=1):
     dt = time.perf_counter() - t0
     rows = conn.execute("SELECT group_key->>'country', metrics->>'accuracy' FROM groupml.best_models "
                         "WHERE run_id = %s AND status = 'ok'", [run_id]).fetchall()
+    if workers != 1:        # what strategy 'auto' ran: one backend leaves no grouped_runs row
+        got = conn.execute("SELECT strategy FROM groupml.grouped_runs WHERE run_id = %s", [run_id]).fetchone()
+        RAN.append(f"{got[0]} on {workers} worker backends" if got else "one backend")
     return dt, {c: float(a) for c, a in rows}
+
+
+#: what each run of the workers path ran (strategy 'auto' may pick one backend)
+RAN = []
 
 
 def main(argv=None):
@@ -194,6 +201,8 @@ def main(argv=None):
     for name, (t, load, accs) in results.items():
         mean = np.mean(list(accs.values())) if accs else float("nan")
         print(f"{name:<18} {t:9.2f} {'' if load is None else f'{load:8.2f}':>8} {len(accs):7d} {mean:13.4f}")
+    if RAN:
+        print(f"\nours-{args.workers}-workers (strategy 'auto') ran: {', '.join(RAN)}")
     fastest = min((k for k in results if k.startswith("client")), key=lambda k: results[k][0])
     fastest_client = results[fastest][0]
     print(f"\nfastest client path: {fastest}")
