@@ -295,7 +295,7 @@ def test_lightgbm_ranks_listen_on_their_workers_addresses():
     from groupml.executor.pool import rank_hosts
 
     names = ["w0", "w1", "w2", "w3"]
-    # unix socket (NULL), loopback v4 and v6: the server's own host
+    # unix socket (NULL), loopback v4 and v6: the coordinator's own host
     assert rank_hosts([None, "127.0.0.1", "::1", None], [0, 1, 2], names) == ["127.0.0.1"] * 3
     # other servers: the address each was reached at, one per rank
     assert rank_hosts(["10.0.0.5", "10.0.0.6", None, None], [1, 0], names) == ["10.0.0.6", "10.0.0.5"]

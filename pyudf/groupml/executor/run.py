@@ -1,8 +1,8 @@
 """The coordinator of a planner-driven train_groups run (runs in the calling backend).
 
-Main thread: all catalog I/O through the :class:`groupml.db.Session` (snapshot, plan,
-per-group models/trials/schedule, per-epoch metrics and counters, commits, NOTICEs,
-cancel checks). Group-driver threads: one group's search and solver each, never
+Main thread: all catalog I/O, through the functions of :mod:`groupml.catalog` on the
+:class:`groupml.db.Session` (snapshot, plan, per-group models/trials/schedule, per-epoch
+metrics and counters), commits, NOTICEs, cancel checks. Group-driver threads: one group's search and solver each, never
 touching plpy; their data passes become worker tasks (:class:`ShardEvaluator` for GLMs,
 :func:`groupml.executor.patterns.fit_other_group` for MLP and LightGBM). Worker
 threads: one connection each (:class:`WorkerPool`).

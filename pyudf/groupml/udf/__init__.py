@@ -13,6 +13,9 @@ import functools
 import json
 from typing import Any
 
+# imported here, by every entry point, also to install the cancel check groupml.interrupts
+# hands to the pure packages (a LightGBM model check in predict notices a cancel)
+from .. import db
 from ..errors import GroupmlError, InvalidParameterError, OutOfMemoryError
 from ..validation import shown
 
@@ -77,8 +80,7 @@ def sql_entry(fn):
                 hint="Process less at once (fewer rows per call, a smaller grid or model), or give the server "
                      "more memory."))
         except Exception as exc:
-            from ..db import error_parts
-            state, first, detail, hint = error_parts(exc)
+            state, first, detail, hint = db.error_parts(exc)
             if not state:
                 raise                                       # a bug: PL/Python's traceback shows where
             # a PostgreSQL error of a statement groupml ran (a cancel, a read-only transaction,
@@ -96,9 +98,7 @@ def pinned(fn):
     groupml's statements under the safe search_path (:meth:`groupml.db.PlpySession.pinned_search_path`)."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from ..db import backend_session
-
-        with backend_session().pinned_search_path():
+        with db.backend_session().pinned_search_path():
             return fn(*args, **kwargs)
     return wrapper
 
