@@ -81,6 +81,38 @@ def mark_run_failed(session, run_id: int) -> None:
                   "WHERE run_id = $1 AND status = 'running'", [run_id], ["bigint"])
 
 
+def mark_run_cancelled(session, run_id: int) -> None:
+    """A running run whose call was cancelled: status 'cancelled' and its end time. The caller commits."""
+    session.query("UPDATE groupml.runs SET status = 'cancelled', finished_at = pg_catalog.clock_timestamp() "
+                  "WHERE run_id = $1 AND status = 'running'", [run_id], ["bigint"])
+
+
+#: Advisory lock class of a run being trained (first key of the two-key form): 'gmlr' in ASCII.
+#: A call takes its run's lock before it commits 'running' and releases it after its last commit.
+RUN_LOCK_CLASS = 0x676D6C72
+
+# advisory locks are per database: another database's run with the same id is not ours
+_HELD = ("FROM pg_catalog.pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.classid::int8 = {cls} "
+         "AND l.objid::int8 = {key} AND l.objsubid = 2 AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d "
+         "WHERE d.datname = pg_catalog.current_database())")
+
+
+def run_lock_holders(session, lock_class: int, key: int, *, mine: bool = False) -> List[int]:
+    """Pids of the sessions holding the run lock (``lock_class``, ``key``); ``mine``: only this one."""
+    sql = "SELECT l.pid " + _HELD.format(cls="$1", key="$2") + (" AND pid = pg_catalog.pg_backend_pid()" if mine else "")
+    return [r["pid"] for r in session.query(sql, [lock_class, key], ["bigint", "bigint"])]
+
+
+def close_abandoned_runs(session) -> List[int]:
+    """Mark 'cancelled' the runs left 'running' by a call that is gone (a cancel whose own update
+    was lost, a terminated backend, a crash): no session holds their run lock. Their ids."""
+    return [r["run_id"] for r in session.query(
+        "UPDATE groupml.runs r SET status = 'cancelled', finished_at = pg_catalog.clock_timestamp() "
+        "WHERE r.status = 'running' AND NOT EXISTS (SELECT 1 "
+        + _HELD.format(cls=RUN_LOCK_CLASS, key="(r.run_id OPERATOR(pg_catalog.&) 4294967295)")
+        + ") RETURNING r.run_id")]
+
+
 def charge_run_time(session, run_id: int, wall: float, train: float, *, done: bool = False) -> None:
     """Add wall and training seconds to the run; ``done`` also marks it done."""
     session.query("UPDATE groupml.runs SET seconds = coalesce(seconds, 0) + $2, "

@@ -390,7 +390,7 @@ def fit_group(X: np.ndarray, y: np.ndarray, model: str, search: dict, options: d
     if chosen_families(spec.space) is not None:     # the search chooses the family too
         trainer = FamilyChoiceTrainer(family.name, Xtr, ytr, Xva, yva, metric=opts["metric"])
     else:
-        trainer = make_trainer(family.name, Xtr, ytr, Xva, yva, metric=opts["metric"])
+        trainer = make_trainer(family.name, Xtr, ytr, Xva, yva, metric=opts["metric"], interrupt_check=interrupt_check)
     return search_and_select(trainer, spec, plan, base, on_epoch=on_epoch, interrupt_check=interrupt_check)
 
 

@@ -58,7 +58,9 @@ def test_every_benchmark_script_has_a_small_run():
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))
-def test_benchmark_runs_to_its_comparison(name):
+def test_benchmark_runs_to_its_comparison(name, postgresql_cluster):
+    # postgresql_cluster: the working tree's extension files are in the server's extension
+    # directory before a script's own cluster creates the extension
     args, expected = RUNS[name]
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", PYTHONWARNINGS="ignore")
     proc = subprocess.run([sys.executable, os.path.join(BENCH, name.split()[0])] + args, cwd=ROOT, env=env,

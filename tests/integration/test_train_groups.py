@@ -312,7 +312,7 @@ def test_commits_group_by_group(cluster, dsn, db, clicks, processes):
         assert _helpers_of(pid) == []                            # no helper outlives the cancel
     run_id, status, done = db.execute("SELECT run_id, status, groups_done FROM groupml.runs "
                                       "WHERE source = 'public.big'").fetchone()
-    assert status == "running" and 1 <= done < 3
+    assert status == "cancelled" and 1 <= done < 3
     stored = db.execute("SELECT count(*) FROM groupml.models WHERE run_id = %s", [run_id]).fetchone()[0]
     assert stored == done  # every committed group is complete: model and counter together
     kept = db.execute("SELECT group_key, model_id FROM groupml.models WHERE run_id = %s", [run_id]).fetchall()
@@ -440,7 +440,7 @@ def test_progress_shows_the_group_count_before_the_first_group_is_done(cluster, 
         thread.join()
     assert fired.is_set()
     assert db.execute("SELECT status, n_groups, groups_done FROM groupml.progress WHERE source = 'public.counted'"
-                      ).fetchone() == ("running", 3, 0)
+                      ).fetchone() == ("cancelled", 3, 0)
 
 
 def test_a_view_function_raising_its_own_sqlstate_is_named_as_a_source_error(db):

@@ -51,7 +51,8 @@ def local_fit(req: Mapping[str, Any], X: np.ndarray, y: np.ndarray, Mv: np.ndarr
                        [[int(tid), int(ep), None if sc is None or not math.isfinite(sc) else float(sc), str(dec)]
                         for tid, ep, sc, dec in e.reports]])
 
-    trainer = make_trainer(family.name, X, y, Mv[:, :d], Mv[:, d], metric=opts["metric"])
+    trainer = make_trainer(family.name, X, y, Mv[:, :d], Mv[:, d], metric=opts["metric"],
+                           interrupt_check=interrupt_check)
     plan = None
     if pattern_of(family) == "algebraic":
         # the batch size k the pass-by-pass path would choose (the planner's priors), so the

@@ -281,6 +281,8 @@ def gap_task(session, request: Mapping[str, Any], blob: Optional[bytes]) -> byte
     if op not in TASK_OPS:
         raise InvalidParameterError(f"The 'op' value of _gap_task must be one of {', '.join(TASK_OPS)}; got {shown(op)}",
                                     hint=INTERNAL_HINT)
+    if op.startswith("mlp_") and session is not None:
+        mlp.torch_module(session.check_cancel)     # a new worker's first import: a cancel is not held
     handler, rows = TASK_HANDLERS[op]
     if rows:
         X, y = shard_arrays(session, req)

@@ -188,7 +188,8 @@ TOPICS["catalog"] = """groupml's catalog (tables written by train_groups; no gra
 Row-level security: a role sees and changes its own runs' rows (runs.created_by) and those of roles
 it is a member of; groupml_admin sees all; snapshot groups and blocks also need SELECT on the source:
   runs              one row per train_groups run: source, group_by, features, label, family, search,
-                    options, status (running | done | failed | cancelled), groups_done / n_groups,
+                    options, status (running | done | failed | cancelled: a cancelled call, or one
+                    whose session ended, stored by the next call), groups_done / n_groups,
                     started_at / finished_at, seconds (the call's wall time), estimated_seconds (the
                     planner's estimate of the training) beside train_seconds (its measured time: one
                     backend, all its groups' searches summed; with workers, the training after the

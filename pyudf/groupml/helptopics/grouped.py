@@ -80,8 +80,9 @@ TOPICS["progress"] = """\
 groupml.progress (view)
   Live state of train_groups runs: status, strategy, workers, groups done of n_groups, epoch blocks and
   data passes done, last event, elapsed time. Committed as the run goes, so another session sees it.
-  trained_by: the pid of the session training the run now. A run 'running' with no trained_by was
-  interrupted (a crash, cancel or terminate) and waits to be resumed with run_id => its id.
+  trained_by: the pid of the session training the run now. A cancelled call stores its run as
+  'cancelled'; a run whose call ended without a word (terminated, a crash) reads 'cancelled' here at
+  once, and the next train_groups call stores it. Resume either with run_id => its id.
   Example: SELECT run_id, status, trained_by, groups_done, n_groups, last_event FROM groupml.progress;
 """
 

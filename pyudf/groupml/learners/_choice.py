@@ -136,8 +136,7 @@ class FamilyChoiceTrainer:
         t = self._trainers.get(family)
         if t is None:
             from ._factory import make_trainer
-            t = make_trainer(family, *self._data, metric=self.metric)
-            t.interrupt_check = self._interrupt_check
+            t = make_trainer(family, *self._data, metric=self.metric, interrupt_check=self._interrupt_check)
             self._trainers[family] = t
         return t
 

@@ -18,7 +18,7 @@ torch and lightgbm are imported only when their trainer or model is used.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 from ..errors import InvalidParameterError, UndefinedObjectError
 from ..validation import shown
@@ -52,17 +52,23 @@ def get_learner_family(name: Any, owner: Optional[str] = None):
 
 
 def make_trainer(family, X_train, y_train, X_val=None, y_val=None, *,
-                 metric: Optional[str] = None):
-    """The engine.Trainer for ``family`` over one train/validation split."""
+                 metric: Optional[str] = None, interrupt_check: Optional[Callable[[], None]] = None):
+    """The engine.Trainer for ``family`` over one train/validation split, ``interrupt_check``
+    set (a backend's cancel check: also called while a first import of torch loads)."""
     fam = get_learner_family(family)
     if isinstance(fam, GLMFamily):
         from ._glm import GLMTrainer
-        return GLMTrainer(fam, X_train, y_train, X_val, y_val, metric=metric)
-    if fam.pattern == "sequential":
-        from ._mlp import MLPTrainer
-        return MLPTrainer(fam, X_train, y_train, X_val, y_val, metric=metric)
-    from ._lgbm import LightGBMTrainer
-    return LightGBMTrainer(fam, X_train, y_train, X_val, y_val, metric=metric)
+        trainer = GLMTrainer(fam, X_train, y_train, X_val, y_val, metric=metric)
+    elif fam.pattern == "sequential":
+        from ._mlp import MLPTrainer, torch_module
+        torch_module(interrupt_check)
+        trainer = MLPTrainer(fam, X_train, y_train, X_val, y_val, metric=metric)
+    else:
+        from ._lgbm import LightGBMTrainer
+        trainer = LightGBMTrainer(fam, X_train, y_train, X_val, y_val, metric=metric)
+    if interrupt_check is not None:
+        trainer.interrupt_check = interrupt_check
+    return trainer
 
 
 def model_identity(family, valid: Dict[str, Any]) -> Dict[str, Any]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import io
 import math
+import threading
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
@@ -40,12 +41,21 @@ TORCH_THREADS = 1
 STATE_FORMAT = "groupml-mlp-state-1"
 _torch_mod = None
 _net_cls = None
+#: Seconds between the caller's cancel checks while torch loads in :func:`_load_torch`.
+IMPORT_CHECK_EVERY_S = 0.05
+_loader: Optional[threading.Thread] = None
+_loader_lock = threading.Lock()
 
 
-def torch_module():
-    """Import torch once and make it deterministic (one thread, deterministic kernels)."""
+def torch_module(interrupt_check: Optional[Callable[[], None]] = None):
+    """Import torch once and make it deterministic (one thread, deterministic kernels).
+    ``interrupt_check`` (a backend's cancel check): torch's first import in a process takes
+    seconds, in which a backend would notice no cancel, so it then loads in a helper thread
+    (:func:`_load_torch`) while this thread keeps calling the check."""
     global _torch_mod
     if _torch_mod is None:
+        if interrupt_check is not None:
+            _load_torch(interrupt_check)
         try:
             import torch
         except ImportError:
@@ -57,6 +67,82 @@ def torch_module():
         _deterministic(torch)
         _torch_mod = torch
     return _torch_mod
+
+
+def _load_torch(interrupt_check: Callable[[], None]) -> None:
+    """Wait for ``import torch`` in a helper thread, calling ``interrupt_check`` every
+    :data:`IMPORT_CHECK_EVERY_S` (a cancel raises here; the import goes on, and a later call
+    waits for the same thread). Whether the import failed is left to the caller's own
+    ``import torch``, which then raises its error again."""
+    global _loader
+    with _loader_lock:
+        if _loader is None:
+            _loader = threading.Thread(target=_import_torch, name="groupml-import-torch")
+            _wait_for_loader_at_exit()
+            _loader.start()
+        loader = _loader
+    while loader.is_alive():
+        interrupt_check()
+        loader.join(IMPORT_CHECK_EVERY_S)
+
+
+#: Seconds a backend that is ending waits for torch's import to finish (:func:`_wait_for_loader_at_exit`).
+EXIT_WAIT_S = 60.0
+_exit_hook = None
+
+
+def _wait_for_loader_at_exit() -> None:
+    """In a PostgreSQL backend, register (``on_proc_exit``) a wait for the loader thread: a
+    backend ending while torch loads (pg_terminate_backend, its client gone) ran its C++
+    static destructors under the loader's library initialisers, and crashed -- which
+    restarts the whole server. Outside a backend the thread is not a daemon, so Python's
+    exit waits for it."""
+    global _exit_hook
+    import ctypes
+
+    try:
+        register = ctypes.CDLL(None).on_proc_exit
+    except (AttributeError, OSError):
+        return
+    hook_type = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_size_t)
+
+    def wait(code, arg):
+        if _loader is not None:
+            _loader.join(EXIT_WAIT_S)
+
+    _exit_hook = hook_type(wait)
+    register.restype, register.argtypes = None, [hook_type, ctypes.c_size_t]
+    register(_exit_hook, 0)
+
+
+def _import_torch() -> None:
+    try:
+        _preload_libtorch()
+        import torch  # noqa: F401
+    except BaseException:  # noqa: BLE001 - the caller's own import raises it again
+        pass
+
+
+def _preload_libtorch() -> None:
+    """Load libtorch_cpu (the largest part of the import: its relocations and static
+    initialisers) through a ctypes call of dlopen, which releases the GIL, so the waiting
+    thread keeps checking meanwhile; Python's own import holds the GIL while it loads a
+    library (measured: the longest stretch without a check went from 0.25-0.5 s to 0.15 s).
+    torch's import then finds the library loaded. Nothing is done where the file or dlopen
+    is not found."""
+    import ctypes
+    import importlib.util
+    import os
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.origin:
+        return
+    path = os.path.join(os.path.dirname(spec.origin), "lib", "libtorch_cpu.so")
+    if not os.path.exists(path):
+        return
+    dlopen = ctypes.CDLL(None).dlopen
+    dlopen.restype, dlopen.argtypes = ctypes.c_void_p, [ctypes.c_char_p, ctypes.c_int]
+    dlopen(os.fsencode(path), os.RTLD_NOW | os.RTLD_LOCAL)
 
 
 def _deterministic(torch) -> None:
@@ -242,10 +328,11 @@ class MLPRun:
 MAX_WEIGHTS = 50_000_000
 
 
-def warm_up() -> None:
+def warm_up(interrupt_check: Optional[Callable[[], None]] = None) -> None:
     """Import torch and what its first optimizer imports (torch._dynamo: about 1.5 s of a new
-    backend's first MLP training), so that a caller timing a training times the training."""
-    torch = torch_module()
+    backend's first MLP training), so that a caller timing a training times the training.
+    ``interrupt_check``: as for :func:`torch_module`."""
+    torch = torch_module(interrupt_check)
     p = torch.nn.Parameter(torch.zeros(1))
     torch.optim.Adam([p], lr=0.1, fused=True)
     torch.optim.SGD([p], lr=0.1, momentum=0.9)

@@ -41,8 +41,8 @@ from ..fitting import unpack_rows
 from ..tenancy import (POLICIES, TASK_METRIC, Scheduler, aggregate, estimated_cost, expand_candidates, simulate,
                        synthetic_dataset)
 from ..validation import SHOWN_CHARS, check_bool, check_choice, check_number, clipped, shown
-from ._source import (check_columns, check_label_not_a_feature, check_source_kind, columns, packed_row_expr,
-                      reading_source, source_oid)
+from ..sourcesql import (check_columns, check_label_not_a_feature, check_source_kind, columns, packed_row_expr,
+                         reading_source, source_oid)
 from . import parse_jsonb, pinned, sql_entry
 
 #: Both metrics are at most 1: EIRATE's expected improvement is of the quality clipped there
@@ -523,19 +523,20 @@ def _grid_value(value: Any) -> Any:
     return value
 
 
-def load_library(family: str) -> None:
+def load_library(family: str, interrupt_check=None) -> None:
     """Import the family's library (torch, LightGBM) if this backend has not yet: a candidate's
     measured cost is its training, not the first import (1.7-2.6 s of a new backend's first MLP
-    step; every pg_cron tick is a new backend). A missing library is the candidate's error."""
+    step; every pg_cron tick is a new backend). A missing library is the candidate's error.
+    ``interrupt_check`` (the session's cancel check) keeps a cancel noticed during torch's import."""
     from ..learners import access_pattern
 
     try:
         pattern = access_pattern(family)
         if pattern == "sequential":
-            from ..learners._mlp import warm_up
-            warm_up()
+            from ..learners import mlp
+            mlp.warm_up(interrupt_check)
         elif pattern == "sampling":
-            from ..learners._lgbm import lgb_module
+            from ..learners import lgb_module
             lgb_module()
     except GroupmlError:
         pass
@@ -712,7 +713,7 @@ def _train_step(session, sched, steps: int, policy: str, tenant: str, key: str, 
             cache[job_id] = _load_data(session, job_id, len(c["features"]))
         data, error = cache[job_id]
     if error is None:
-        load_library(c["family"])
+        load_library(c["family"], session.check_cancel)
     clock = time.perf_counter()
     quality = model = None
     if error is None:

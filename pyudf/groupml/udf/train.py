@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional
 
 
 from .. import catalog
-from ..catalog import KEY_SETTINGS
+from ..catalog import KEY_SETTINGS, RUN_LOCK_CLASS
 from ..db import backend_session, quote_ident, quote_literal
 from ..procpool import MAX_PROCESSES
 from ..validation import check_number, shown
@@ -414,6 +414,7 @@ def _attempt(session, run_id, source, group_by, features, label, model, search_o
             catalog.mark_run_running(session, run_id)
         if grouped is not None:
             catalog.upsert_grouped_run(session, run_id, *grouped)
+        _close_abandoned_runs(session)              # this call's run is claimed: not among them
         session.commit()
         yield run_id, done
     except BaseException:
@@ -477,27 +478,25 @@ def _train_in_backend(session, run_id, done, source, group_by, features, label, 
     session.commit()
 
 
-#: Advisory lock class of a run being trained (first key of the two-key form): 'gmlr' in ASCII.
-RUN_LOCK_CLASS = 0x676D6C72
-
-
 def _run_lock_keys(run_id: int):
     """(class, key) of ``run_id``'s advisory lock: the run id's low 32 bits as a signed int4."""
     low = int(run_id) & 0xFFFFFFFF
     return RUN_LOCK_CLASS, low - (1 << 32) if low >= 1 << 31 else low
 
 
-# advisory locks are per database: another database's run with the same id is not ours
-_LOCK_HOLDERS = ("SELECT pid FROM pg_catalog.pg_locks WHERE locktype = 'advisory' AND granted AND classid::int8 = $1 "
-                 "AND objid::int8 = $2 AND objsubid = 2 AND database = (SELECT d.oid FROM pg_catalog.pg_database d "
-                 "WHERE d.datname = pg_catalog.current_database())")
+def _close_abandoned_runs(session) -> None:
+    """Store 'cancelled' for the runs whose call ended without finishing them (the caller's
+    transaction; commits with it), with a NOTICE naming each."""
+    for run_id in catalog.close_abandoned_runs(session):
+        session.notice(f"groupml: run {run_id} was left running by a call that ended without finishing it "
+                       f"(cancelled, or its session ended); it is marked cancelled and resumes with run_id => "
+                       f"{run_id}")
 
 
 def _lock_holders(session, run_id: int, *, mine: bool = False):
     """Pids of the sessions holding ``run_id``'s advisory lock (``mine``: only this one)."""
     cls, key = _run_lock_keys(run_id)
-    sql = _LOCK_HOLDERS + (" AND pid = pg_catalog.pg_backend_pid()" if mine else "")
-    return [r["pid"] for r in session.query(sql, [cls, key & 0xFFFFFFFF], ["bigint", "bigint"])]
+    return catalog.run_lock_holders(session, cls, key & 0xFFFFFFFF, mine=mine)
 
 
 def _try_run_lock(session, run_id: int, *, xact: bool = False) -> bool:
@@ -572,8 +571,8 @@ def _failed_run_on_error(session, run_id: int, executor_args: Optional[str] = No
     """A groupml error after the run's row was committed marks the run failed (not left
     'running' in groupml.progress for good). A data or parameter problem cannot be resumed past
     -- the same rows fail again -- so the run's snapshot is dropped too (unless kept); other
-    errors (a lost worker) keep it for ``run_id => ...``. A cancel or a terminate (SQLSTATE
-    class 57) leaves the run as it is: it resumes. Any other error -- PostgreSQL's own, say a
+    errors (a lost worker) keep it for ``run_id => ...``. A cancel (SQLSTATE class 57) marks
+    it cancelled and keeps everything, for a resume. Any other error -- PostgreSQL's own, say a
     foreign table whose remote table is gone -- marks it failed too."""
     try:
         yield
@@ -587,6 +586,7 @@ def _failed_run_on_error(session, run_id: int, executor_args: Optional[str] = No
             if executor_args:
                 executor_args = _stored_executor_args(session, run_id) or executor_args
             again = f"run_id => {run_id}" + (f", {executor_args}" if executor_args else "")
+            _mark_run_cancelled(session, run_id)
             raise PassedOnError(state, f"{first}; run {run_id} keeps the groups it committed",
                                 hint=f"Call train_groups again with {again} to resume it.") from None
         try:
@@ -599,6 +599,18 @@ def _failed_run_on_error(session, run_id: int, executor_args: Optional[str] = No
         except Exception:  # noqa: BLE001 - the transaction may be unusable; the original error is what counts
             pass
         raise
+
+
+def _mark_run_cancelled(session, run_id: int) -> None:
+    """A cancelled call's run: status 'cancelled' and its end time, committed. The cancel
+    undid only the statement it interrupted (PL/Python runs each in a subtransaction), so
+    this call can still write; if it cannot, the run is read as cancelled anyway once this
+    call releases it (groupml.progress, :func:`_close_abandoned_runs`)."""
+    try:
+        catalog.mark_run_cancelled(session, run_id)
+        session.commit()
+    except Exception:  # noqa: BLE001 - only while the cancel propagates, which is raised instead
+        pass
 
 
 @sql_entry
