@@ -14,10 +14,8 @@ next aggregate starts; a final call that still comes for one trains it in the fo
 
 Groups train in parallel although PostgreSQL calls the final function one group at a
 time: the first final call also starts the other complete-looking buffers of the same
-transaction -- in helper processes of the backend when they hold enough rows to pay for
-starting them (:mod:`groupml.udf._aggahead`), else in a thread pool -- largest first,
-``threads`` at a time, BLAS one thread each, and each later final call collects its
-group's result.  That is speculation: a
+transaction in a thread pool (largest first, ``threads`` at a time, BLAS one thread
+each), and each later final call collects its group's result.  That is speculation: a
 buffer that receives rows after it was started (another aggregate in the same query
 still accumulating) is detected by its row count and trained again; rows appended while
 a thread reads the buffer go to a copy (:meth:`RowBuffer.add_rows`).  With a sorted
@@ -256,15 +254,6 @@ def _start_ahead(session, threads: int, handle: int, current: RowBuffer) -> None
         return
     todo.append((handle, current))
     todo.sort(key=lambda hb: (-len(hb[1].y), hb[0] != handle))
-    from ._aggahead import start as start_in_helpers
-
-    tasks = start_in_helpers(todo, threads, lambda b: _cost_model(session, b.family, b.txn))
-    if tasks is not None:               # helper processes (enough rows): a task is its own abort
-        for h, b in todo:
-            _ahead[h] = (tasks[h], _rows(b), tasks[h])
-        if current.options.get("progress"):
-            session.notice(f"groupml: training {len(todo)} groups ahead in helper processes")
-        return
     pool = ThreadPoolExecutor(threads, thread_name_prefix="groupml-final")
     try:
         for handle, buf in todo:
@@ -293,10 +282,6 @@ def _collect(session, handle: int, buf: RowBuffer):
     if rows != _rows(buf):
         abort.set()
         return None
-    from ._aggahead import HelperTask
-
-    if isinstance(future, HelperTask):
-        return future.wait(session)
     try:
         while not future.done():
             wait([future], timeout=0.25, return_when=FIRST_COMPLETED)
