@@ -6,6 +6,7 @@
     groupml uninstall [--pg-config PATH] [--prefix DIR] [--dsn DSN]
     groupml status    [--pg-config PATH] [--prefix DIR]
     groupml build-sql [--out DIR] [--site-packages DIR]
+    groupml report    --dsn DSN (--run N | --scheduler) [-o FILE] [--format html|json]
 
 What ``install`` does, in order (each step is idempotent):
  1. finds the server: pg_config (PATH, --pg-config, or the Debian layout); with --dsn it
@@ -22,6 +23,9 @@ What ``install`` does, in order (each step is idempotent):
     (sql/releases/) and the upgrade scripts (sql/upgrades/) into the server's extension
     directory;
  6. with --create-extension and --dsn: CREATE EXTENSION IF NOT EXISTS groupml CASCADE.
+
+``report`` writes the page of ``groupml.report(N)`` (or ``groupml.scheduler_report()``) to
+FILE (default: standard output), through psql as the role of DSN.
 
 Only the standard library is used here: this runs before any venv exists.
 """
@@ -364,6 +368,45 @@ def cmd_build_sql(args) -> None:
     print(out)
 
 
+REPORT_SQL = {
+    "run": "SELECT groupml.report(:'run'::bigint, :'format');\n",
+    "scheduler": "SELECT groupml.scheduler_report(:'format');\n",
+}
+
+
+class ReportError(SystemExit):
+    def __init__(self, message: str):
+        super().__init__(f"groupml report: {message}")
+
+
+def cmd_report(args) -> None:
+    """Fetch the page with psql (the run id and format as psql variables, never spliced into
+    the SQL) and write it to the file, replaced only once the whole page arrived."""
+    psql = shutil.which("psql")
+    if psql is None and args.pg_config:
+        psql = os.path.join(pg_info(args.pg_config)["bindir"], "psql")
+    if psql is None:
+        raise ReportError("ERROR: psql not found\n  HINT: Put the PostgreSQL client on PATH or give --pg-config.")
+    kind = "scheduler" if args.scheduler else "run"
+    variables = [f"format={args.format}"] + ([f"run={args.run}"] if kind == "run" else [])
+    cmd = [psql, "-XAtq", "-v", "ON_ERROR_STOP=1"]
+    for v in variables:
+        cmd += ["-v", v]
+    cmd += ["-d", args.dsn, "-f", "-"]
+    res = subprocess.run(cmd, input=REPORT_SQL[kind], capture_output=True, text=True)
+    if res.returncode != 0:
+        raise ReportError((res.stderr or res.stdout).strip()[-4000:] or f"psql exited with {res.returncode}")
+    page = res.stdout[:-1] if res.stdout.endswith("\n") else res.stdout
+    if args.output in (None, "-"):
+        print(page)
+        return
+    tmp = f"{args.output}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(page + "\n")
+    os.replace(tmp, args.output)
+    log(f"wrote {args.output} ({len(page.encode('utf-8')):,} bytes)")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="groupml", description="Install groupml into a PostgreSQL server.")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -386,6 +429,15 @@ def main(argv=None) -> None:
     p.add_argument("--out", default=os.path.join(REPO, "build"))
     p.add_argument("--site-packages", default=None)
     p.set_defaults(func=cmd_build_sql)
+    p = sub.add_parser("report", help="write the HTML report of a run (or of the multi-tenant scheduler)")
+    p.add_argument("--dsn", required=True, help="connection string; the report shows what its role may read")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--run", type=int, help="run id (groupml.runs.run_id)")
+    what.add_argument("--scheduler", action="store_true", help="the multi-tenant scheduler's report")
+    p.add_argument("-o", "--output", help="file to write (default: standard output)")
+    p.add_argument("--format", default="html", choices=("html", "json"))
+    p.add_argument("--pg-config", help="path of pg_config, to find psql when it is not on PATH")
+    p.set_defaults(func=cmd_report)
     args = ap.parse_args(argv)
     args.func(args)
 

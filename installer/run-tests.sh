@@ -11,5 +11,14 @@ python3 installer/groupml_installer.py install --install-plpython --extras test,
 if [ -d ../shared/citus ]; then
   bash ../shared/citus/build-citus.sh
 fi
+# the report tests open the pages in headless Chromium; installing it is optional for the
+# rest of the suite, so a failure here only warns (those tests then fail saying what is missing)
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "groupml: installing chromium (the report tests open pages in it)"
+  ( apt-get install -y -q --no-install-recommends chromium >/tmp/groupml-apt-chromium.log 2>&1 \
+    || { apt-get update -q >/dev/null 2>&1 \
+         && apt-get install -y -q --no-install-recommends chromium >/tmp/groupml-apt-chromium.log 2>&1; } ) \
+    || echo "groupml: chromium not installed (see /tmp/groupml-apt-chromium.log); the report tests will fail" >&2
+fi
 export PYTHONDONTWRITEBYTECODE=1
 exec "$GROUPML_PREFIX/venv/bin/python" -m pytest -q -p no:cacheprovider "$@" tests

@@ -541,3 +541,36 @@ def runs_trials(session, run_ids: Sequence[int], limit: int) -> List[Dict[str, A
         "params -> 'num_boost_round' AS num_boost_round "
         "FROM groupml.trials WHERE run_id = ANY ($1) ORDER BY run_id DESC LIMIT $2",
         [list(run_ids), int(limit)], ["bigint[]", "integer"])
+
+
+# ------------------------------------------------------------------------------ reports (groupml.report)
+def report_run(session, run_id: int) -> List[Dict[str, Any]]:
+    """The run's row with its executor record, as the caller may read it (no row: none)."""
+    return session.query(
+        "SELECT r.run_id, r.kind, r.source, r.group_by, r.features, r.label, r.family, r.status, r.n_groups, "
+        "r.groups_done, r.started_at::text AS started_at, r.finished_at::text AS finished_at, r.seconds, "
+        "r.estimated_seconds, r.train_seconds, r.created_by::text AS created_by, g.strategy, g.workers "
+        "FROM groupml.runs r LEFT JOIN groupml.grouped_runs g ON g.run_id = r.run_id WHERE r.run_id = $1",
+        [run_id], ["bigint"])
+
+
+def report_trials(session, run_id: int) -> List[Dict[str, Any]]:
+    """Every trial of the run with its per-epoch scores, by group and trial."""
+    return session.query(
+        "SELECT group_key::text AS group_key, trial_id, params::text AS params, status, score, epoch_scores "
+        "FROM groupml.trials WHERE run_id = $1 ORDER BY group_key, trial_id", [run_id], ["bigint"])
+
+
+def report_models(session, run_id: int) -> List[Dict[str, Any]]:
+    """The chosen configuration, metric and score of every group of the run."""
+    return session.query(
+        "SELECT group_key::text AS group_key, (fit).status AS status, (fit).params::text AS params, "
+        "(fit).metric AS metric, (fit).score AS score, (fit).message AS message "
+        "FROM groupml.models WHERE run_id = $1 ORDER BY group_key", [run_id], ["bigint"])
+
+
+def report_task_times(session, run_id: int) -> List[Dict[str, Any]]:
+    """The run's executed worker tasks by kind: their count and summed seconds."""
+    return session.query(
+        "SELECT kind, count(*) AS n, sum(finished - started) AS seconds FROM groupml.run_schedule "
+        "WHERE run_id = $1 GROUP BY kind ORDER BY kind", [run_id], ["bigint"])

@@ -195,18 +195,23 @@ def _check_sampled_space(family, spec, families=None, n_samples: int = 64) -> No
     from .search import DISTRIBUTIONS, Categorical, is_subspace, make_procedure
 
     checkers = [family] if families is None else list(families.values())
+    ends = {}
     for dim in spec.space:
         if families is not None and dim.name == MODEL_KEY:
             continue
         if isinstance(dim, DISTRIBUTIONS):
-            values = [dim.low, dim.high]
+            ends[dim.name] = [dim.low, dim.high]
         elif isinstance(dim, Categorical):
-            values = [v for v in dim.items if not is_subspace(v)]
+            ends[dim.name] = [v for v in dim.items if not is_subspace(v)]
         else:
-            values = [dim.value]
+            ends[dim.name] = [dim.value]
+    # each end is checked with the other dimensions at their first value: a parameter whose
+    # rule depends on another one ('lr' needs a step-size solver) sees the space's choice
+    base = {name: values[0] for name, values in ends.items() if values}
+    for name, values in ends.items():
         for v in values:
             for fam in checkers:
-                fam.validate_params({dim.name: v})
+                fam.validate_params(dict(base, **{name: v}))
     n = n_samples if families is None else 4 * n_samples
     probe = dataclasses.replace(spec, method="random", n_trials=n, early_stopping=None)
     for trial in make_procedure(probe).ask(n):
@@ -486,9 +491,9 @@ def solver_warning(family: Optional[str], trial: Dict[str, Any]) -> Optional[str
         return None     # sgd runs its max_iter epochs (a fixed step never meets tol): nothing to warn
     if trial["status"] in ("max_iter", "stalled"):
         return (f"warning: the selected configuration stopped ({trial['status']}) after {trial['iterations']} "
-                f"iterations without reaching tol; its weights may be far from the optimum: scale the features "
-                f"(e.g. to unit variance) or raise max_iter")
+                f"iterations without reaching tol; its weights may be far from the optimum: raise max_iter "
+                f"or loosen tol")
     if trial["status"] == "converged" and trial["iterations"] == 0:
         return ("warning: the selected configuration met tol at zero weights (0 iterations), so it learned "
-                "nothing: the gradient there is below tol; scale the features or labels up, or lower tol")
+                "nothing: the gradient there is below tol; scale the labels up, or lower tol")
     return None

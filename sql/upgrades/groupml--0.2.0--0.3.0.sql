@@ -225,3 +225,19 @@ FROM @extschema@.runs r LEFT JOIN @extschema@.grouped_runs g USING (run_id)
                                             WHERE d.datname = pg_catalog.current_database())) h ON true;
 COMMENT ON VIEW @extschema@.progress IS
   'Live progress of train_groups runs (committed as groups and epochs finish; query it from another session). trained_by: the pid of the session training the run now. status: running, done, failed or cancelled; a run whose call is gone (cancel, statement_timeout, terminate, crash) reads cancelled at once and resumes with train_groups(..., run_id => its id).';
+-- report: a self-contained HTML page of a run (learning curves, score histogram, chosen
+-- configurations, time per phase); scheduler_report: the multi-tenant scheduler's page
+CREATE FUNCTION @extschema@.report(run_id bigint, format text DEFAULT 'html')
+RETURNS text LANGUAGE plpython3u STABLE
+AS $python$
+from groupml.udf.report import run_report; return run_report(run_id, format)
+$python$;
+COMMENT ON FUNCTION @extschema@.report(bigint, text) IS
+  'A self-contained HTML page (inline SVG, nothing loaded from elsewhere) of a train_groups run: per-configuration learning curves, the per-group validation score histogram, the chosen configuration per group and time per phase; format ''json'' returns the data it is drawn from. Reads the catalog as the caller (row-level security applies). See groupml.help(''report'').';
+CREATE FUNCTION @extschema@.scheduler_report(format text DEFAULT 'html')
+RETURNS text LANGUAGE plpython3u STABLE
+AS $python$
+from groupml.udf.report import scheduler_report; return scheduler_report(format)
+$python$;
+COMMENT ON FUNCTION @extschema@.scheduler_report(text) IS
+  'A self-contained HTML page (inline SVG) of the multi-tenant scheduler: its loss curve over the steps, each job''s best quality so far and the steps; format ''json'' returns the data. Reads groupml.scheduler_log as the caller (row-level security applies). See groupml.help(''scheduler_report'').';

@@ -9,8 +9,10 @@ from groupml.executor.invariants import schedule_violations
 from groupml.executor.plan import group_tasks, placement_for
 from groupml.executor.pool import redact
 from groupml.executor.snapshot import pieces_for, split_group
+from groupml.executor.core import pack_stats, unpack_stats
 from groupml.executor.worker import _shard_trainer, partial_sums
 from groupml.learners import GLMTrainer, holdout_mask
+from groupml.learners._glm import standardization
 
 
 def data(n=3000, d=4, seed=0):
@@ -57,7 +59,10 @@ def test_shard_sums_equal_one_process_training(balanced):
         G = sum(o[1 + k:].reshape(d + 1, k) for o in outs)
         return f, G
 
-    tr = ShardedGLMTrainer("logistic", 2400, int((y[:2400] > 0.5).sum()), d, X[2400:], y[2400:], evaluator)
+    # the column centres and scales merged from each shard's moments, as the workers send them
+    std = standardization([unpack_stats(pack_stats(s.X, s.y), d) for s in shards], d)
+    tr = ShardedGLMTrainer("logistic", 2400, int((y[:2400] > 0.5).sum()), d, X[2400:], y[2400:], evaluator,
+                           standardization=std)
     for i, p in enumerate(params):
         ref.add(i, p)
         tr.add(i, p)
@@ -305,7 +310,7 @@ def test_lightgbm_ranks_listen_on_their_workers_addresses():
     assert "IPv4 host" in e.value.hint
     with pytest.raises(FeatureNotSupportedError) as e:
         rank_hosts(["10.0.0.5", None, "127.0.0.1", None], [0, 1, 2], names)
-    assert "on this host (w1, w2" in str(e.value) and "cannot connect to 127.0.0.1" in str(e.value)
+    assert "on the coordinator's host (w1, w2" in str(e.value) and "cannot connect to 127.0.0.1" in str(e.value)
     assert "network address" in e.value.hint
 
 

@@ -22,7 +22,9 @@ def test_families_and_defaults():
     assert p == {"l2": 0.0, "l1": 0.0, "fit_intercept": True, "class_weight": None,
                  "solver": "lbfgs", "lr": 0.1, "max_iter": 100, "tol": 1e-4,
                  "batch_size": 256, "seed": 0}
-    assert get_family("logistic").validate_params({"lr": 0.5})["solver"] == "gd"
+    assert get_family("logistic").validate_params({"l1": 0.1})["solver"] == "gd"
+    assert get_family("svm").validate_params({"loss": "hinge", "lr": 0.5})["solver"] == "gd"
+    assert get_family("logistic").validate_params({"l1": 0.1, "lr": 0.5})["lr"] == 0.5
     assert get_family("linear").validate_params({"l1": 0.1})["solver"] == "gd"
     assert get_family("svm").validate_params({"loss": "hinge"})["solver"] == "gd"
     assert get_family("svm").validate_params({})["loss"] == "squared_hinge"

@@ -68,7 +68,7 @@ def test_grids_where_every_point_is_its_own_model_are_accepted():
     spec = _plan("logistic", {"solver": [{"solver": "lbfgs"}, {"solver": "gd", "lr": [0.1, 1]}]})
     assert spec.method == "grid"
     _plan("mlp", {"optimizer": "sgd", "momentum": [0, 0.5, 0.9], "epochs": 1})
-    _plan("logistic", {"lr": [0.1, 0.5]})                       # 'auto' takes gd when lr is given
+    _plan("logistic", {"solver": "gd", "lr": [0.1, 0.5]})
     _plan("logistic", {"space": {"solver": "sgd", "seed": [1, 2]}})
 
 

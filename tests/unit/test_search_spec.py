@@ -252,7 +252,8 @@ def test_sampling_methods_check_the_space_against_the_learner_up_front():
 
     fam = get_learner_family("logistic")
     assert plan_search(fam, {"method": "tpe", "n_trials": 5,
-                             "space": {"l2": {"uniform": [0, 1]}, "lr": {"loguniform": [1e-3, 1]}}}).method == "tpe"
+                             "space": {"l2": {"uniform": [0, 1]}, "solver": "gd",
+                                       "lr": {"loguniform": [1e-3, 1]}}}).method == "tpe"
     with pytest.raises(InvalidParameterError, match=r"The 'l2' value of model 'logistic' must be >= 0; got -1.0"):
         plan_search(fam, {"method": "tpe", "n_trials": 5, "space": {"l2": {"uniform": [-1, 1]}}})
     with pytest.raises(InvalidParameterError, match=r"The 'solver' value of model 'logistic' must be one of"):

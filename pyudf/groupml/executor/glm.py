@@ -4,9 +4,11 @@ sums, accumulated until the last shard reports, then the update is applied.
 
 :class:`ShardedGLMTrainer` is a :class:`groupml.learners.GLMTrainer` whose data pass
 (``_evaluate``) is delegated to an *evaluator* ``(Theta, cfgs) -> (f_sum, G_sum)``; the
-loss/gradient normalisation and the L2/intercept terms are applied here exactly as in
-the one-process trainer, so the L-BFGS trajectory is the same up to floating-point
-summation order. Validation rows stay with the coordinator (scores, metrics).
+loss/gradient normalisation is applied here and the standardization and L2/intercept
+terms by the one-process trainer's code, with the column means and scales of the whole
+group's training rows (merged from one moments task per shard), so the L-BFGS trajectory
+is the same up to floating-point summation order. Validation rows stay with the
+coordinator (scores, metrics).
 """
 
 from __future__ import annotations
@@ -18,16 +20,17 @@ import numpy as np
 
 from ..errors import FeatureNotSupportedError
 from ..fitting import plan_group, validate_request
-from ..learners import GLMTrainer, as_data, get_family
+from ..learners import GLMTrainer, as_data, get_family, merge_standardization
 from ..validation import check_choice
-from .core import Aborted, await_result, fit_with_trainer, precheck
+from .core import Aborted, await_result, fit_with_trainer, precheck, unpack_stats
 
 
 class ShardedGLMTrainer(GLMTrainer):
-    """A GLMTrainer without training rows: passes go to ``evaluator``."""
+    """A GLMTrainer without training rows: passes go to ``evaluator``; ``standardization`` is
+    the (shift, scale) of the group's training columns (:meth:`ShardEvaluator.standardization`)."""
 
     def __init__(self, family, n_train: int, n_pos: int, d: int, X_val, y_val, evaluator, *,
-                 metric: Optional[str] = None):
+                 standardization, metric: Optional[str] = None):
         self.family = get_family(family)
         fam = self.family
         Xv, yv = as_data(X_val, y_val, "validation data")
@@ -38,6 +41,7 @@ class ShardedGLMTrainer(GLMTrainer):
         self.y = None
         self.metric = check_choice(metric if metric is not None else fam.default_metric, "metric", fam.owner,
                                    fam.metric_names)
+        self.shift, self.scale = (np.asarray(a, dtype=np.float64) for a in standardization)
         self.passes = 0
         self._configs = {}
         self._retired = {}
@@ -57,17 +61,8 @@ class ShardedGLMTrainer(GLMTrainer):
             raise FeatureNotSupportedError(
                 "solver 'sgd' needs a group's rows in one process; the planner-driven executor runs "
                 "full-batch solvers", hint="Use solver 'lbfgs' or 'gd', or workers => 1.")
-        d = self.d
         fsum, Gsum = self.evaluator(np.ascontiguousarray(Theta), cfgs)
-        f = fsum / self.n
-        G = Gsum / self.n
-        W = Theta[:d]
-        l2 = np.array([c.params["l2"] for c in cfgs])
-        f = f + 0.5 * l2 * np.einsum("ij,ij->j", W, W)
-        G[:d] += l2 * W
-        no_icpt = np.array([not c.params["fit_intercept"] for c in cfgs], dtype=bool)
-        G[d, no_icpt] = 0.0
-        return f, G
+        return fsum / self.n, Gsum / self.n
 
     def _fingerprint(self):
         return [int(self.n), int(self.d), "sharded"]
@@ -90,7 +85,11 @@ def fit_sharded_group(model: str, search: dict, options: dict, *, n_train: int, 
     if early is not None:
         return early
     plan = plan_group(spec, family, n_train, d, cost_model)
-    trainer = ShardedGLMTrainer(family.name, n_train, n_pos, d, X_val, y_val, evaluator, metric=opts["metric"])
+    saved = {} if resume is None else resume["trainer"]
+    std = (saved["shift"], saved["scale"]) if "shift" in saved and "scale" in saved else \
+        evaluator.standardization()                # a resumed group keeps its checkpoint's
+    trainer = ShardedGLMTrainer(family.name, n_train, n_pos, d, X_val, y_val, evaluator, metric=opts["metric"],
+                                standardization=std)
     evaluator.trainer = trainer
     if resume is not None:
         evaluator.pass_no = int(resume["trainer"]["passes"])
@@ -120,6 +119,20 @@ class ShardEvaluator:
         return json.dumps({"snapshot": self.snapshot_id, "group_no": self.group_no, "pieces": pieces,
                            "family": self.family, "params": params, "d": self.d, "k": k,
                            "class_w": class_w, "mem_mb": self.mem_mb})
+
+    def standardization(self):
+        """(shift, scale) of the group's training columns: one moments task per shard (the
+        first copy only in mode 'configs'), merged in shard order. The tasks ask for no cache
+        (mem_mb 0): the passes keep the shard in the GLM shard cache, not a second copy."""
+        shards = self.shards[:1] if self.mode == "configs" else self.shards
+        futs = []
+        for s, (w, start, rows, pieces) in enumerate(shards):
+            req = json.dumps({"snapshot": self.snapshot_id, "group_no": self.group_no, "pieces": pieces,
+                              "d": self.d, "mem_mb": 0, "op": "mlp_stats"})
+            meta = {"group_key": self.group_key, "kind": "stats", "pass": 0, "shard": s, "row_start": start,
+                    "n_rows": rows, "trials": []}
+            futs.append(self.pool.submit(w, req, b"", meta, fn="task"))
+        return merge_standardization([unpack_stats(await_result(f, self.abort), self.d) for f in futs], self.d)
 
     def __call__(self, Theta: np.ndarray, cfgs) -> tuple:
         d, k = self.d, Theta.shape[1]

@@ -78,7 +78,7 @@ class WorkerStateError(WorkerLostError):
     """A worker's task failed with an error of its own SQLSTATE that is neither the data's
     (WorkerDataError) nor a lost connection or a cancel: a missing privilege, out of memory,
     a program limit, an error raised by a function of the source's view. The run stops with
-    that SQLSTATE and the worker's hint (it used to be a lost worker, XX000, whose hint only
+    that SQLSTATE and the worker's hint (not a lost worker, XX000, whose hint only
     said to resume); it resumes once the cause is fixed."""
 
     def __init__(self, sqlstate: str, message: str, *, hint=None):
@@ -474,7 +474,7 @@ class WorkerPool:
 def rank_hosts(addresses: List[Optional[str]], workers: List[int], names: List[str]) -> List[str]:
     """The host each rank of a distributed LightGBM job listens on, one per rank (``workers``:
     the pool index of each rank's worker): the worker server's address as this coordinator
-    reached it. A worker reached over a unix socket or loopback is on this host (127.0.0.1);
+    reached it. A worker reached over a unix socket or loopback is on the coordinator's host (127.0.0.1);
     such ranks cannot be mixed with ranks on other hosts, which could not reach them."""
     from ..errors import FeatureNotSupportedError
 
@@ -494,7 +494,7 @@ def rank_hosts(addresses: List[Optional[str]], workers: List[int], names: List[s
     if any(local) and not all(local):
         mixed = sorted({names[w] for w, loc in zip(workers, local) if loc})
         raise FeatureNotSupportedError(
-            f"A split LightGBM group has ranks on this host ({', '.join(mixed)}, reached over loopback or a "
+            f"A split LightGBM group has ranks on the coordinator's host ({', '.join(mixed)}, reached over loopback or a "
             f"unix socket) and on other hosts, which cannot connect to 127.0.0.1",
             hint="Give the local endpoints this server's network address in their DSN (host=...), or keep "
                  "LightGBM groups whole (strategy => 'gtp').")

@@ -86,12 +86,15 @@ search specification (jsonb), used by learn_over_groups and train_groups
      '{"l2": [0, 0.001, 0.01], "class_weight": [null, "balanced"], "max_iter": 200}'
   Full form:
      '{"method": "grid" | "random" | "tpe" | "successive_halving" | "hyperband" | "asha",
-       "space": {"l2": {"loguniform": [1e-6, 1]}, "lr": {"uniform": [0.01, 1]},
+       "space": {"l2": {"loguniform": [1e-6, 1]}, "solver": "gd", "lr": {"uniform": [0.01, 1]},
                  "max_iter": {"int": [50, 200]}, "class_weight": {"choice": [null, "balanced"]}},
        "n_trials": 20, "seed": 7, "early_stopping": {"method": "bandit", "epsilon": 0.5, "partial_iters": 10}}'
   Hyperparameters of logistic / linear / svm: l2 (>= 0), l1 (>= 0), fit_intercept, class_weight
   (null | 'balanced'), solver ('auto' | 'lbfgs' | 'gd' | 'sgd'), lr (> 0, for gd/sgd), max_iter, tol,
   batch_size (sgd), loss (svm: 'squared_hinge' | 'hinge'). The full schema is in docs/search.md.
+  The solvers standardize the columns internally (models keep the user's scale); l2 and l1 apply
+  to the standardized weights, so a column's unit does not change the fit. solver 'auto' is gd when
+  l1 > 0 or loss is 'hinge', else lbfgs; giving lr then is an ERROR (22023): name solver 'gd'.
   Choosing the model family too (TuPAQ's ChoiceP): a "model" dimension, each item a family or a
   sub-space naming its family, e.g.
      '{"method": "random", "n_trials": 20, "space": {"model": {"choice": [

@@ -25,10 +25,11 @@ Public API (everything else in this package is private)::
     check_lgbm_text, extend_margins, free_ports, lgb_module, train_lightgbm_rank_isolated
     pack_container, unpack_container, as_data, validation_loss, validation_metrics
     mask_of_hash, row_hash_and_order
+    merge_standardization                        # GLM column centres/scales from shard moments
 """
 
 from ._families import FAMILIES, GLMFamily, get_family
-from ._glm import GLMTrainer, fit_many
+from ._glm import GLMTrainer, fit_many, standardization as merge_standardization
 from ._holdout import holdout_mask, row_hash
 from ._metrics import LOSS_OF, METRICS
 from ._model import GLMModel, load_model, register_loader
@@ -62,7 +63,7 @@ __all__ = [
     "train_lightgbm_distributed", "replay", "run_mop", "train_sharded", "visit",
     "HopScheduler", "hop_order", "TrialAccessors", "TrialRecord", "find_trial",
     "MODEL_KEY", "check_family_choice", "choice_param_names", "chosen_families", "mentions_model", "split_params",
-    "dpsgd", "mlp", "pack_container", "unpack_container", "as_data", "mask_of_hash", "row_hash_and_order",
+    "dpsgd", "mlp", "pack_container", "unpack_container", "as_data", "mask_of_hash", "row_hash_and_order", "merge_standardization",
     "check_lgbm_text", "extend_margins", "free_ports", "lgb_module", "train_lightgbm_rank_isolated",
     "validation_loss", "validation_metrics", "mlp_family", "merge_stats", "partial_stats",
 ]

@@ -75,8 +75,10 @@ class GLMFamily:
     def validate_params(self, params: Mapping[str, Any] | None) -> Dict[str, Any]:
         """Validate user hyperparameters; return a new dict with defaults filled.
 
-        ``solver`` comes back resolved: 'auto' becomes 'gd' when the user gave
-        'lr', set l1 > 0 or chose the non-smooth 'hinge' loss, else 'lbfgs'.
+        ``solver`` comes back resolved: 'auto' becomes 'gd' when l1 > 0 or the loss is
+        the non-smooth 'hinge', else 'lbfgs'.  A step size 'lr' never picks the solver:
+        with 'auto' resolving to 'lbfgs' (which chooses its own steps) a given 'lr' is
+        refused rather than silently switching to 'gd'.
         """
         if params is None:
             params = {}
@@ -98,26 +100,34 @@ class GLMFamily:
         out = self.defaults
         out.update(params)
         out["l2"] = check_number(out["l2"], "l2", owner, ge=0,
-                                 hint="l2 is the ridge penalty (l2/2)*||w||^2; use 0 for none.")
+                                 hint="l2 is the ridge penalty (l2/2)*||w||^2 on the standardized "
+                                      "weights; use 0 for none.")
         out["l1"] = check_number(out["l1"], "l1", owner, ge=0,
-                                 hint="l1 is the lasso penalty l1*||w||_1; use 0 for none.")
+                                 hint="l1 is the lasso penalty l1*||w||_1 on the standardized "
+                                      "weights; use 0 for none.")
         out["fit_intercept"] = check_bool(out["fit_intercept"], "fit_intercept", owner)
         out["lr"] = check_number(out["lr"], "lr", owner, gt=0,
                                  hint="lr is the step size of the 'gd' and 'sgd' solvers.")
         out["max_iter"] = check_number(out["max_iter"], "max_iter", owner, ge=1, le=MAX_ITERATIONS,
                                        integer=True)
         out["tol"] = check_number(out["tol"], "tol", owner, gt=0,
-                                  hint="tol bounds the gradient's largest absolute entry at "
-                                       "convergence.")
+                                  hint="tol bounds the largest absolute entry of the gradient "
+                                       "(standardized weights) at convergence.")
         out["batch_size"] = check_number(out["batch_size"], "batch_size", owner, ge=1,
                                          le=2 ** 31 - 1, integer=True)
         out["seed"] = check_number(out["seed"], "seed", owner, ge=0, le=2 ** 63 - 1, integer=True)
         check_choice(out["solver"], "solver", owner, SOLVERS,
-                     hint="'auto' picks 'gd' when 'lr' or 'l1' is given, else 'lbfgs'.")
+                     hint="'auto' picks 'gd' when l1 > 0 or the loss is 'hinge', else 'lbfgs'.")
         self._validate_extra(out)
         if out["solver"] == "auto":
             nonsmooth = out.get("loss") == "hinge"
-            out["solver"] = "gd" if ("lr" in params or out["l1"] > 0 or nonsmooth) else "lbfgs"
+            out["solver"] = "gd" if (out["l1"] > 0 or nonsmooth) else "lbfgs"
+            if out["solver"] == "lbfgs" and "lr" in params:
+                raise InvalidParameterError(
+                    f"The 'lr' value of {owner} is read only by the 'gd' and 'sgd' solvers, and solver "
+                    f"'auto' picks 'lbfgs' here (l1 = 0, a smooth loss); got lr = {shown(params['lr'])}",
+                    hint="Set solver to 'gd' (or 'sgd') to take fixed steps of size lr, or drop lr and "
+                         "let lbfgs choose its own steps.")
         if out["solver"] == "lbfgs" and out["l1"] > 0:
             fail("solver", owner, "'gd' or 'sgd' when l1 > 0", "lbfgs",
                  hint="The L1 penalty is applied by a proximal step, which only the 'gd' and "
