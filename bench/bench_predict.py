@@ -16,12 +16,19 @@ NEW session (a BI tool's query; first-use costs included):
 The "x client" column is against the fastest client path.
 
 Both groupml paths are run a second time in the same session (warm: models decoded and
-checked once per session). Then ours-rows runs under a parallel plan forced with 1 and with 2
+checked once per session).
+
+With a named model set (the run published as one, groupml.publish), best of --repeat runs each,
+interleaved, all writing their predictions into a table:
+
+  set-table    INSERT INTO scores SELECT * FROM groupml.predict_table('bench_<model>', 'clicks', 'id', ...)
+  set-rows     INSERT INTO scores SELECT id, groupml.predict('bench_<model>', ARRAY[...], country) FROM clicks
+  client-rt    the client path with its predictions COPYed back (FORMAT binary) into a table Then ours-rows runs under a parallel plan forced with 1 and with 2
 workers (parallel_leader_participation off, so the workers do all the scoring; a new session; each query's
 workers are new processes, so they decode and check the models anew). Every path's
 predictions are compared with the client's.
 
-    python bench/bench_predict.py [--rows 200000] [--groups 100] [--features 10] [--quick]
+    python bench/bench_predict.py [--rows 200000] [--groups 100] [--features 10] [--repeat 3] [--quick]
 """
 
 from __future__ import annotations
@@ -138,12 +145,70 @@ def client_copy(dsn, feats, run_id, model, n_jobs):
     return time.perf_counter() - t0, t_load, got
 
 
+def _scores_table(conn):
+    conn.execute("DROP TABLE IF EXISTS scores; CREATE TEMP TABLE scores (id bigint, prediction float8)")
+
+
+def set_table(conn, feats, name):
+    """groupml.predict_table into a table."""
+    _scores_table(conn)
+    t0 = time.perf_counter()
+    conn.execute("INSERT INTO scores SELECT * FROM groupml.predict_table(%s, 'clicks', 'id', %s)", [name, feats])
+    t = time.perf_counter() - t0
+    return t, dict(conn.execute("SELECT id, prediction FROM scores").fetchall())
+
+
+def set_rows(conn, feats, name):
+    """groupml.predict(model_set, ...) per row into a table."""
+    _scores_table(conn)
+    t0 = time.perf_counter()
+    conn.execute(f"INSERT INTO scores SELECT id, groupml.predict(%s, ARRAY[{', '.join(feats)}], country) FROM clicks",
+                 [name])
+    t = time.perf_counter() - t0
+    return t, dict(conn.execute("SELECT id, prediction FROM scores").fetchall())
+
+
+def client_roundtrip(conn, dsn, feats, run_id, model, n_jobs):
+    """client_copy (``n_jobs`` processes), then its predictions COPYed back (FORMAT binary)
+    into a table."""
+    _scores_table(conn)
+    t0 = time.perf_counter()
+    _, _, got = client_copy(dsn, feats, run_id, model, n_jobs)
+    ids = np.fromiter(got.keys(), dtype=np.int64, count=len(got))
+    preds = np.fromiter(got.values(), dtype=np.float64, count=len(got))
+    rec = np.empty(len(ids), dtype=[("nf", ">i2"), ("l1", ">i4"), ("id", ">i8"), ("l2", ">i4"), ("p", ">f8")])
+    rec["nf"], rec["l1"], rec["id"], rec["l2"], rec["p"] = 2, 8, ids, 8, preds
+    buf = b"PGCOPY\n\xff\r\n\0" + b"\0" * 8 + rec.tobytes() + b"\xff\xff"
+    with conn.cursor() as cur:
+        with cur.copy("COPY scores FROM STDIN (FORMAT binary)") as cp:
+            cp.write(buf)
+    return time.perf_counter() - t0, got
+
+
+def named_set_paths(conn, dsn, feats, run_id, model, repeat, n_jobs):
+    """(path, best seconds, rows equal to the client's) of the named-set paths and the client's
+    round trip, best of ``repeat`` interleaved runs."""
+    name = f"bench_{model}"
+    conn.execute("SELECT groupml.publish(%s, %s)", [run_id, name])
+    best, agree = {}, {}
+    for _ in range(repeat):
+        t, ref = client_roundtrip(conn, dsn, feats, run_id, model, n_jobs)
+        best["client-rt (COPY out, score, COPY back)"] = min(t, best.get("client-rt (COPY out, score, COPY back)", t))
+        for label, fn in (("set-table (predict_table)", set_table), ("set-rows (predict per row)", set_rows)):
+            t, got = fn(conn, feats, name)
+            best[label] = min(t, best.get(label, t))
+            agree[label] = sum(1 for k, v in got.items() if ref.get(k) == v)
+        agree["client-rt (COPY out, score, COPY back)"] = len(ref)
+    return [(label, best[label], agree[label]) for label in best]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=200_000)
     ap.add_argument("--groups", type=int, default=100)
     ap.add_argument("--features", type=int, default=10)
     ap.add_argument("--quick", action="store_true", help="50k rows, 40 groups")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each named-set path; the best counts")
     ap.add_argument("--models", default=",".join(SPECS), help="comma-separated subset of " + ",".join(SPECS))
     ap.add_argument("--client-jobs", type=int, default=None, help="processes of the client's scoring "
                     "(default: every CPU, up to 4)")
@@ -159,6 +224,7 @@ def main(argv=None):
         conn.execute("CREATE EXTENSION groupml CASCADE")
         create_table(conn, "clicks", grouped_classification(args.rows, args.groups, args.features, seed=3))
         conn.execute("SELECT count(*) FROM clicks")
+        print(f"load average at the start: {os.getloadavg()[0]:.2f}", flush=True)
         for model in args.models.split(","):
             spec = SPECS[model]
             run_id = conn.execute("CALL groupml.train_groups('clicks', ARRAY['country'], %s, 'clicked', %s, "
@@ -188,11 +254,16 @@ def main(argv=None):
                         f", {times[1] / times[2]:.2f}x 1 worker" if workers == 2 else "")
                     out.append((model, n_models, f"ours-rows (parallel, {workers} worker{'s' * (workers > 1)})",
                                 times[workers], same, note))
+            with psycopg.connect(cluster.dsn(), autocommit=True) as fresh:
+                paths = named_set_paths(fresh, cluster.dsn(), feats, run_id, model, args.repeat, n_jobs)
+                t_rt = paths[0][1]
+                for label, t, same in paths:
+                    out.append((model, n_models, label, t, same, f"{t_rt / t:.2f}x client-rt, best of {args.repeat}"))
     print(f"\n{args.rows:,} rows, {args.groups} groups, {args.features} features; every row scored with its "
-          f"group's model\n")
-    print(f"{'model':<9} {'models':>6}  {'path':<34} {'seconds':>8} {'rows/s':>10} {'= client':>9}  note")
+          f"group's model; load average {os.getloadavg()[0]:.2f} at the end\n")
+    print(f"{'model':<9} {'models':>6}  {'path':<40} {'seconds':>8} {'rows/s':>10} {'= client':>9}  note")
     for model, n_models, name, t, same, note in out:
-        print(f"{model:<9} {n_models:>6}  {name:<34} {t:8.2f} {args.rows / t:10,.0f} {same:9,d}  {note}")
+        print(f"{model:<9} {n_models:>6}  {name:<40} {t:8.2f} {args.rows / t:10,.0f} {same:9,d}  {note}")
 
 
 if __name__ == "__main__":

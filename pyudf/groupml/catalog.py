@@ -171,6 +171,31 @@ def recorded_plan(session, run_id: int) -> Optional[Dict[str, Any]]:
     return rows[0] if rows else None
 
 
+def replay_source(session, run_id: int) -> Optional[Dict[str, Any]]:
+    """What a replay of the run reads: its family, features, status, strategy and snapshot
+    (with the snapshot's status), or None when there is no such run of the executor."""
+    rows = session.query(
+        "SELECT r.family, r.features, r.status, g.strategy, g.snapshot_id, s.status AS snapshot_status "
+        "FROM groupml.runs r JOIN groupml.grouped_runs g USING (run_id) "
+        "LEFT JOIN groupml.snapshots s ON s.snapshot_id = g.snapshot_id WHERE r.run_id = $1", [run_id], ["bigint"])
+    return rows[0] if rows else None
+
+
+def trial_group_keys(session, run_id: int, trial_id: int) -> List[str]:
+    """The group keys (JSON text) of the run that have a trial ``trial_id``, in order."""
+    return [r["gkey"] for r in session.query(
+        "SELECT group_key::text AS gkey FROM groupml.trials WHERE run_id = $1 AND trial_id = $2 ORDER BY 1",
+        [run_id, trial_id], ["bigint", "integer"])]
+
+
+def trial_params(session, run_id: int, gkey: str, trial_id: int) -> Optional[Dict[str, Any]]:
+    """A stored trial's params, or None."""
+    rows = session.query("SELECT params::text AS params FROM groupml.trials WHERE run_id = $1 AND "
+                         "group_key = $2::jsonb AND trial_id = $3", [run_id, gkey, trial_id],
+                         ["bigint", "text", "integer"])
+    return json.loads(rows[0]["params"]) if rows else None
+
+
 def record_plan(session, run_id: int, strategy: str, plan: Mapping[str, Any]) -> None:
     session.query("UPDATE groupml.grouped_runs SET strategy = $2, plan = $3::jsonb, last_event = $4, "
                   "updated_at = clock_timestamp() WHERE run_id = $1",
@@ -228,6 +253,11 @@ def add_epochs_done(session, run_id: int, n: int, last_event: str) -> None:
     session.query("UPDATE groupml.grouped_runs SET epochs_done = epochs_done + $2, last_event = $3, "
                   "updated_at = clock_timestamp() WHERE run_id = $1", [run_id, n, last_event],
                   ["bigint", "bigint", "text"])
+
+
+def set_last_event(session, run_id: int, last_event: str) -> None:
+    session.query("UPDATE groupml.grouped_runs SET last_event = $2, updated_at = clock_timestamp() WHERE run_id = $1",
+                  [run_id, last_event], ["bigint", "text"])
 
 
 def add_passes_done(session, run_id: int, passes: int, last_event: str) -> None:

@@ -304,4 +304,37 @@ def pending_interrupt_check(flags=None):
     return check
 
 
+_token_fns = None
+
+
+def statement_token():
+    """A value that changes with every statement this backend runs (and within one, with a
+    change of transaction, command or role), read from the server without running a statement;
+    None when it cannot be read (then the caller asks the database every time). Model-set
+    scorers check a set's active version once per token: what the statement's own snapshot
+    sees, at the cost of one query per statement, not per row."""
+    global _token_fns
+    if "plpy" not in sys.modules:
+        return None
+    if _token_fns is None:
+        try:
+            import ctypes
+
+            lib = _server_symbols()
+            fns = []
+            for name, restype, args in (("GetCurrentStatementStartTimestamp", ctypes.c_int64, ()),
+                                        ("GetCurrentTransactionStartTimestamp", ctypes.c_int64, ()),
+                                        ("GetCurrentCommandId", ctypes.c_uint32, (ctypes.c_bool,)),
+                                        ("GetUserId", ctypes.c_uint32, ())):
+                fn = getattr(lib, name)
+                fn.restype, fn.argtypes = restype, list(args)
+                fns.append((fn, (False,) if args else ()))
+            _token_fns = fns
+        except (OSError, AttributeError):
+            _token_fns = []
+    if not _token_fns:
+        return None
+    return tuple(fn(*a) for fn, a in _token_fns)
+
+
 interrupts.install(cancel_check_here)       # what the pure packages call cancel_check_here

@@ -51,6 +51,12 @@ class ArrayLengthError(DataError):
     sqlstate = "2202E"  # array_subscript_error
 
 
+class NullValueError(DataError):
+    """An argument that must have a value is NULL (22004)."""
+
+    sqlstate = "22004"  # null_value_not_allowed
+
+
 class NumericOverflowError(DataError):
     """A value is too large for the arithmetic it goes through."""
 

@@ -241,3 +241,258 @@ from groupml.udf.report import scheduler_report; return scheduler_report(format)
 $python$;
 COMMENT ON FUNCTION @extschema@.scheduler_report(text) IS
   'A self-contained HTML page (inline SVG) of the multi-tenant scheduler: its loss curve over the steps, each job''s best quality so far and the steps; format ''json'' returns the data. Reads groupml.scheduler_log as the caller (row-level security applies). See groupml.help(''scheduler_report'').';
+
+-- Named model sets: versions of per-group models published from train_groups runs, routed
+-- scoring by typed group key (predict(model_set, features, group_key)), the table scorer
+-- (predict_table), row-level security (owner, readers, groupml_admin). train_groups takes
+-- model_set => name.
+
+DROP PROCEDURE @extschema@.train_groups(regclass, text[], text[], text, text, jsonb, jsonb, bigint, integer, text);
+
+CREATE PROCEDURE @extschema@.train_groups(
+    source regclass, group_by text[], features text[], label text, model text,
+    search jsonb DEFAULT '{}', options jsonb DEFAULT '{}', INOUT run_id bigint DEFAULT NULL,
+    workers integer DEFAULT 1, strategy text DEFAULT 'auto', model_set text DEFAULT NULL)
+LANGUAGE plpython3u
+AS $python$
+from groupml.udf.train import train_groups; return train_groups(source, group_by, features, label, model, search, options, run_id, workers, strategy, model_set)
+$python$;
+COMMENT ON PROCEDURE @extschema@.train_groups(regclass, text[], text[], text, text, jsonb, jsonb, bigint, integer, text, text) IS
+  'Train and select one model per group of a table and store them in groupml.models (committed group by group). workers => p > 1 (or an explicit strategy) runs the planner-driven executor over p worker backends: auto | grouped | gtp | mtp | dp. Pass an existing run_id to resume an interrupted run. model_set => name makes the run a new version of that model set, activated when the run finishes (groupml.help(''model_sets'')). See groupml.help(''train_groups'') and groupml.help(''grouped'').';
+
+CREATE TABLE @extschema@.model_sets (
+    name            text PRIMARY KEY CHECK (name OPERATOR(pg_catalog.<>) ''),
+    owner           name NOT NULL DEFAULT current_user,
+    readers         name[] NOT NULL DEFAULT '{}',   -- roles granted scoring (groupml.grant_model_set)
+    active_version  integer,                        -- the version predict uses; NULL until one is ready
+    created_at      timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+COMMENT ON TABLE @extschema@.model_sets IS
+  'Named, versioned sets of per-group models (groupml.publish, train_groups(model_set => ...)); predict(model_set, features, group_key) scores with the active version.';
+ALTER TABLE @extschema@.model_sets ENABLE ROW LEVEL SECURITY;
+CREATE POLICY model_sets_by_owner ON @extschema@.model_sets
+    USING (pg_catalog.pg_has_role(pg_catalog.to_regrole(pg_catalog.quote_ident(owner)), 'MEMBER') OR pg_catalog.pg_has_role('groupml_admin', 'MEMBER'));
+COMMENT ON POLICY model_sets_by_owner ON @extschema@.model_sets IS
+  'Row-level security: members of the role that owns a model set see and change it; groupml_admin members see and change all sets. A role dropped or renamed since leaves its sets to groupml_admin.';
+CREATE POLICY model_sets_for_readers ON @extschema@.model_sets FOR SELECT
+    USING (EXISTS (SELECT 1 FROM pg_catalog.unnest(readers) AS r(role)
+                   WHERE pg_catalog.pg_has_role(pg_catalog.to_regrole(pg_catalog.quote_ident(r.role)), 'MEMBER')));
+COMMENT ON POLICY model_sets_for_readers ON @extschema@.model_sets IS
+  'Row-level security: members of a role the owner granted the set to (groupml.grant_model_set) see it, to score with it; they cannot change it.';
+GRANT SELECT ON @extschema@.model_sets TO PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.model_sets', '');
+
+CREATE TABLE @extschema@.model_set_versions (
+    version_id    bigserial PRIMARY KEY,             -- never reused: keys the scorers' caches
+    set_name      text NOT NULL REFERENCES @extschema@.model_sets (name) ON DELETE CASCADE ON UPDATE CASCADE,
+    version       integer NOT NULL,
+    run_id        bigint REFERENCES @extschema@.runs (run_id) ON DELETE SET NULL,
+    status        text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'ready')),
+    group_by      text[] NOT NULL,                   -- the group columns, in key order
+    group_types   text[] NOT NULL,                   -- their types at training (format_type)
+    features      text[] NOT NULL,
+    n_features    integer NOT NULL,
+    family        text NOT NULL,
+    summary       jsonb,                             -- groups, groups with a model, metric, score quantiles
+    margin        float8,                            -- NULL: active when ready; else only if no worse by this
+    decision      text,                              -- whether it was activated when ready, and why
+    created_by    name NOT NULL DEFAULT current_user,
+    created_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
+    ready_at      timestamptz,
+    UNIQUE (set_name, version)
+);
+COMMENT ON TABLE @extschema@.model_set_versions IS
+  'One row per version of a model set: the run it was published from, its group columns and their types, features, family and validation summary; pending until its run is done, then ready and activated (a retrained version only if its validation score is no worse than the active one''s by margin; decision says why).';
+ALTER TABLE @extschema@.model_set_versions ENABLE ROW LEVEL SECURITY;
+CREATE POLICY model_set_versions_by_owner ON @extschema@.model_set_versions
+    USING (EXISTS (SELECT 1 FROM @extschema@.model_sets s WHERE s.name OPERATOR(pg_catalog.=) model_set_versions.set_name
+                   AND (pg_catalog.pg_has_role(pg_catalog.to_regrole(pg_catalog.quote_ident(s.owner)), 'MEMBER') OR pg_catalog.pg_has_role('groupml_admin', 'MEMBER'))));
+COMMENT ON POLICY model_set_versions_by_owner ON @extschema@.model_set_versions IS
+  'Row-level security: versions follow their set: its owner''s members and groupml_admin see and change them.';
+CREATE POLICY model_set_versions_for_readers ON @extschema@.model_set_versions FOR SELECT
+    USING (EXISTS (SELECT 1 FROM @extschema@.model_sets s WHERE s.name OPERATOR(pg_catalog.=) model_set_versions.set_name));
+COMMENT ON POLICY model_set_versions_for_readers ON @extschema@.model_set_versions IS
+  'Row-level security: a role that sees a model set (its owner, a reader it was granted to, groupml_admin) sees its versions.';
+GRANT SELECT ON @extschema@.model_set_versions TO PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.model_set_versions', '');
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.model_set_versions_version_id_seq', '');
+
+CREATE TABLE @extschema@.model_set_models (
+    version_id    bigint NOT NULL REFERENCES @extschema@.model_set_versions (version_id) ON DELETE CASCADE,
+    group_key     jsonb NOT NULL,                    -- as in groupml.models
+    key_value     bytea NOT NULL,                    -- the typed key: record_send of the group columns' values
+    fit           @extschema@.fit NOT NULL,
+    PRIMARY KEY (version_id, group_key)
+);
+ALTER TABLE @extschema@.model_set_models ALTER COLUMN fit SET STORAGE EXTERNAL;
+COMMENT ON TABLE @extschema@.model_set_models IS
+  'The per-group models of each model set version, copied from the run when the version became ready (a version outlives its run), with each group''s key in its training types.';
+ALTER TABLE @extschema@.model_set_models ENABLE ROW LEVEL SECURITY;
+CREATE POLICY model_set_models_by_owner ON @extschema@.model_set_models
+    USING (EXISTS (SELECT 1 FROM @extschema@.model_set_versions v JOIN @extschema@.model_sets s ON s.name OPERATOR(pg_catalog.=) v.set_name
+                   WHERE v.version_id OPERATOR(pg_catalog.=) model_set_models.version_id
+                   AND (pg_catalog.pg_has_role(pg_catalog.to_regrole(pg_catalog.quote_ident(s.owner)), 'MEMBER') OR pg_catalog.pg_has_role('groupml_admin', 'MEMBER'))));
+COMMENT ON POLICY model_set_models_by_owner ON @extschema@.model_set_models IS
+  'Row-level security: models follow their set: its owner''s members and groupml_admin see and change them.';
+CREATE POLICY model_set_models_for_readers ON @extschema@.model_set_models FOR SELECT
+    USING (EXISTS (SELECT 1 FROM @extschema@.model_set_versions v WHERE v.version_id OPERATOR(pg_catalog.=) model_set_models.version_id));
+COMMENT ON POLICY model_set_models_for_readers ON @extschema@.model_set_models IS
+  'Row-level security: a role that sees a model set''s version (its owner, a reader it was granted to, groupml_admin) sees its models, to score with them.';
+GRANT SELECT ON @extschema@.model_set_models TO PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.model_set_models', '');
+
+-- Whether a model set of this name exists, whoever owns it: predict tells a set the caller may
+-- not read (42501) from one that does not exist (42704). It reads only groupml.model_sets.
+CREATE FUNCTION @extschema@._model_set_exists(model_set text)
+RETURNS boolean LANGUAGE plpython3u STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $python$
+from groupml.udf.modelsets import model_set_exists; return model_set_exists(model_set)
+$python$;
+COMMENT ON FUNCTION @extschema@._model_set_exists(text) IS
+  'Internal (predict, publish): whether a model set of this name exists, also one the caller may not see, so a refusal can say 42501 rather than 42704.';
+
+CREATE FUNCTION @extschema@.publish(run_id bigint, model_set text)
+RETURNS integer LANGUAGE plpython3u VOLATILE
+AS $python$
+from groupml.udf.modelsets import publish; return publish(run_id, model_set)
+$python$;
+COMMENT ON FUNCTION @extschema@.publish(bigint, text) IS
+  'Make a train_groups run a new version of a named model set (created on first use, owned by the caller); returns the version number. A finished run''s version is ready and active at once; an unfinished run''s becomes ready and active in the transaction that marks the run done.';
+
+CREATE FUNCTION @extschema@.activate_model_set(model_set text, version integer)
+RETURNS integer LANGUAGE plpython3u VOLATILE
+AS $python$
+from groupml.udf.modelsets import activate_model_set; return activate_model_set(model_set, version)
+$python$;
+COMMENT ON FUNCTION @extschema@.activate_model_set(text, integer) IS
+  'Make a ready version of a model set the one predict uses; returns the version that was active before.';
+
+CREATE FUNCTION @extschema@.rollback_model_set(model_set text)
+RETURNS integer LANGUAGE plpython3u VOLATILE
+AS $python$
+from groupml.udf.modelsets import rollback_model_set; return rollback_model_set(model_set)
+$python$;
+COMMENT ON FUNCTION @extschema@.rollback_model_set(text) IS
+  'Activate the newest ready version of a model set older than its active one; returns the version now active.';
+
+CREATE FUNCTION @extschema@.drop_model_set_version(model_set text, version integer)
+RETURNS boolean LANGUAGE plpython3u VOLATILE
+AS $python$
+from groupml.udf.modelsets import drop_model_set_version; return drop_model_set_version(model_set, version)
+$python$;
+COMMENT ON FUNCTION @extschema@.drop_model_set_version(text, integer) IS
+  'Delete a version of a model set and its models; refused (55006) for the active version. True if it existed.';
+
+CREATE FUNCTION @extschema@.drop_model_set(model_set text)
+RETURNS boolean LANGUAGE plpython3u VOLATILE
+AS $python$
+from groupml.udf.modelsets import drop_model_set; return drop_model_set(model_set)
+$python$;
+COMMENT ON FUNCTION @extschema@.drop_model_set(text) IS
+  'Delete a model set with all its versions and models (the runs they came from stay). True if it existed.';
+
+CREATE FUNCTION @extschema@.grant_model_set(model_set text, role name)
+RETURNS boolean LANGUAGE plpython3u VOLATILE
+AS $python$
+from groupml.udf.modelsets import grant_model_set; return grant_model_set(model_set, role)
+$python$;
+COMMENT ON FUNCTION @extschema@.grant_model_set(text, name) IS
+  'Let the members of a role see a model set and score with it (predict, predict_table); only its owner''s members and groupml_admin may. True if the role was not a reader yet.';
+
+CREATE FUNCTION @extschema@.revoke_model_set(model_set text, role name)
+RETURNS boolean LANGUAGE plpython3u VOLATILE
+AS $python$
+from groupml.udf.modelsets import revoke_model_set; return revoke_model_set(model_set, role)
+$python$;
+COMMENT ON FUNCTION @extschema@.revoke_model_set(text, name) IS
+  'Take back what grant_model_set gave a role. True if the role was a reader.';
+
+CREATE PROCEDURE @extschema@.retrain_model_set(model_set text, margin float8 DEFAULT 0, workers integer DEFAULT 1)
+LANGUAGE plpython3u
+AS $python$
+from groupml.udf.retrain import retrain_model_set; return retrain_model_set(model_set, margin, workers)
+$python$;
+COMMENT ON PROCEDURE @extschema@.retrain_model_set(text, float8, integer) IS
+  'Train a model set again with the arguments of its active version''s run, on the source''s rows now; the new version becomes active only if its mean validation score is no worse than the active version''s by more than margin (model_set_versions.decision says why). Commits as it goes, like train_groups.';
+
+CREATE FUNCTION @extschema@.schedule_retraining(model_set text, schedule text, margin float8 DEFAULT 0,
+                                                database text DEFAULT current_database(), job_name text DEFAULT NULL)
+RETURNS bigint LANGUAGE plpython3u VOLATILE
+AS $python$
+from groupml.udf.modelsets import schedule_retraining; return schedule_retraining(model_set, schedule, margin, database, job_name)
+$python$;
+COMMENT ON FUNCTION @extschema@.schedule_retraining(text, text, float8, text, text) IS
+  'Let pg_cron CALL groupml.retrain_model_set(model_set, margin) on a cron schedule (creates or updates the job job_name, default groupml_retrain_<set>; returns its jobid). Needs pg_cron; only the set''s owner''s members and groupml_admin.';
+
+-- Scores one row with its group's model in a model set's active version. The version's models
+-- are read by a statement on first use in a backend (and the active version checked once per
+-- statement), which a parallel query cannot run: PARALLEL UNSAFE.
+CREATE FUNCTION @extschema@._predict_in_set(model_set text, features float8[], group_key bytea, on_missing text)
+RETURNS float8 LANGUAGE plpython3u STABLE PARALLEL UNSAFE
+AS $python$
+from groupml.udf.modelsets import predict_in_set; return predict_in_set(model_set, features, group_key, on_missing)
+$python$;
+COMMENT ON FUNCTION @extschema@._predict_in_set(text, float8[], bytea, text) IS
+  'Internal (predict with a model set): one row scored with the model of its group, the group given as record_send of its key values.';
+
+-- The group key reaches Python in its binary form (record_send of its values, each with its
+-- type), so keys match by typed value whatever DateStyle, TimeZone or extra_float_digits are.
+CREATE FUNCTION @extschema@.predict(model_set text, features float8[], group_key anycompatible, on_missing text DEFAULT 'error')
+RETURNS float8 LANGUAGE sql STABLE PARALLEL UNSAFE
+AS $sql$
+SELECT @extschema@._predict_in_set(model_set, features, pg_catalog.record_send(ROW(group_key)), on_missing)
+$sql$;
+COMMENT ON FUNCTION @extschema@.predict(text, float8[], anycompatible, text) IS
+  'Predict one row with its group''s model in a model set''s active version: group_key is the value of the group column, or ROW(a, b, ...) for several. on_missing: error | null, for a group the version has no model of.';
+
+CREATE FUNCTION @extschema@._predict_table_sql(model_set text, source regclass, key_column text, features text[], group_by text[], on_missing text)
+RETURNS text LANGUAGE plpython3u STABLE PARALLEL UNSAFE
+AS $python$
+from groupml.udf.modelsets import predict_table_sql; return predict_table_sql(model_set, source, key_column, features, group_by, on_missing)
+$python$;
+COMMENT ON FUNCTION @extschema@._predict_table_sql(text, regclass, text, text[], text[], text) IS
+  'Internal (predict_table): checks the request, loads the active version''s models into this backend and returns the query that scores the source group by group.';
+
+-- Called by predict_table's query once per group, with the models predict_table loaded into
+-- this backend's cache: PARALLEL RESTRICTED (the leader has that cache; a worker would not).
+CREATE FUNCTION @extschema@._score_group(version_id bigint, group_key bytea, on_missing text, VARIADIC columns bytea[])
+RETURNS float8[] LANGUAGE plpython3u STABLE PARALLEL RESTRICTED
+AS $python$
+from groupml.udf.modelsets import score_group; from groupml.udf import take_args; return score_group(*take_args(globals(), "version_id", "group_key", "on_missing", "columns"))
+$python$;
+COMMENT ON FUNCTION @extschema@._score_group(bigint, bytea, text, bytea[]) IS
+  'Internal (predict_table): one group''s rows scored with its model of a model set version: each feature column given as array_send of its float8 values.';
+
+CREATE FUNCTION @extschema@.predict_table(model_set text, source regclass, key_column text, features text[], group_by text[] DEFAULT NULL, on_missing text DEFAULT 'error')
+RETURNS TABLE (row_key bigint, prediction float8) LANGUAGE plpgsql STABLE PARALLEL UNSAFE
+AS $plpgsql$
+BEGIN RETURN QUERY EXECUTE @extschema@._predict_table_sql(model_set, source, key_column, features, group_by, on_missing); END
+$plpgsql$;
+COMMENT ON FUNCTION @extschema@.predict_table(text, regclass, text, text[], text[], text) IS
+  'Score every row of a table or view with its group''s model in a model set''s active version: (row_key, prediction) per row, row_key the integer key_column. Rows are read group by group as packed arrays and scored with numpy.';
+
+CREATE FUNCTION @extschema@._model_sets_run_done()
+RETURNS trigger LANGUAGE plpython3u
+AS $python$
+from groupml.udf.modelsets import run_done_trigger; return run_done_trigger(TD)
+$python$;
+COMMENT ON FUNCTION @extschema@._model_sets_run_done() IS
+  'Internal (trigger on groupml.runs): when a run is marked done, its pending model set versions get the run''s models and become active, in the same transaction.';
+
+CREATE TRIGGER model_sets_on_run_done AFTER UPDATE OF status ON @extschema@.runs
+    FOR EACH ROW WHEN (NEW.status = 'done' AND OLD.status IS DISTINCT FROM 'done')
+    EXECUTE FUNCTION @extschema@._model_sets_run_done();
+COMMENT ON TRIGGER model_sets_on_run_done ON @extschema@.runs IS
+  'A run marked done makes its pending model set versions ready and active in that transaction (groupml.publish, train_groups(model_set => ...)).';
+-- Model hopper parallelism: train_groups(..., strategy => 'mop'); replay a configuration
+-- from the run's visit log
+COMMENT ON PROCEDURE @extschema@.train_groups(regclass, text[], text[], text, text, jsonb, jsonb, bigint, integer, text, text) IS
+  'Train and select one model per group of a table and store them in groupml.models (committed group by group). workers => p > 1 (or an explicit strategy) runs the planner-driven executor over p worker backends: auto | grouped | gtp | mtp | dp | mop (model hopper parallelism: MLP configurations hop over p partitions of each group). Pass an existing run_id to resume an interrupted run. model_set => name makes the run a new version of that model set, activated when the run finishes (groupml.help(''model_sets'')). See groupml.help(''train_groups''), groupml.help(''grouped'') and groupml.help(''mop'').';
+CREATE FUNCTION @extschema@.replay(run_id bigint, trial_id integer, group_key jsonb DEFAULT NULL) RETURNS bytea
+LANGUAGE plpython3u
+AS $python$
+from groupml.udf.mop import replay; return replay(run_id, trial_id, group_key)
+$python$;
+COMMENT ON FUNCTION @extschema@.replay(bigint, integer, jsonb) IS
+  'Retrain one configuration (trial) of a train_groups run whose MLP groups were split into partitions (strategy => ''mop'') sequentially in this backend, from the run''s visit log in groupml.run_schedule, and return its model bytes: the same bytes as the run''s model of that trial on the same host. Needs the run''s snapshot (options.keep_snapshot). group_key may be NULL when the trial is in one group.';

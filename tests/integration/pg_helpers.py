@@ -60,3 +60,20 @@ def children_of(pid, marker: bytes):
         if ppid == pid and marker in cmd:
             out.append(int(p))
     return out
+
+
+def cron_runs(pg, jobid, timeout=150.0):
+    """pg_cron's run records of job ``jobid`` (status, return_message), once one has finished
+    (succeeded or failed) or ``timeout`` seconds have passed: a '* * * * *' job runs at the next
+    minute."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    runs = []
+    while time.monotonic() < deadline:
+        runs = pg.execute("SELECT status, return_message FROM cron.job_run_details WHERE jobid = %s",
+                          [jobid]).fetchall()
+        if any(r[0] in ("succeeded", "failed") for r in runs):
+            break
+        time.sleep(1)
+    return runs

@@ -36,11 +36,15 @@ RUNS = {
                       r"client-copy-1core .*\n(.*\n)*ours-procedure: \d+\.\d+x faster than the fastest client path"),
     "bench_grouped.py": (["--rows", "3000", "--features", "5", "--pattern-rows", "1000", "--repeat", "1",
                           "--patterns", "glm"],
-                         r"client \(COPY\+pandas\+sklearn, joblib 2 processes\) .*x best strategy .*x faster than the fastest client"),
+                         r"client \(COPY\+pandas\+sklearn, joblib 2 processes\) .*x best strategy "
+                         r".*x faster than the fastest client"),
+    "bench_mop.py": (["--rows", "1500", "--configs", "2", "--epochs", "1"],
+                     r"mop: \d+\.\d+x task-parallel speed at 0\.50 of its storage; \d+\.\d+x faster than data-parallel"),
     "bench_ingest.py": (["--rows", "4000", "--groups", "4"], r"ratio snapshot load / COPY BINARY: \d"),
     "bench_learners.py": (["--rows", "4000"], r"scikit-learn loop \(lbfgs\): .*speed-up \d+\.\d+x"),
-    "bench_predict.py": (["--rows", "1500", "--groups", "3", "--models", "logistic"],
-                         r"client-copy \(\d processes\)(.*\n)*.*ours-batch \(new session\) .*x client"),
+    "bench_predict.py": (["--rows", "1500", "--groups", "3", "--models", "logistic", "--repeat", "1"],
+                         r"client-copy \(\d processes\)(.|\n)*ours-batch \(new session\) .*x client(.|\n)*"
+                         r"set-table \(predict_table\) .*x client-rt"),
     "bench_search_methods.py": (["--quick", "--configs", "4", "--max-epochs", "2", "--seeds", "1"],
                                 r"\n\S.* +hyperband +\d+ "),
     "bench_tenancy_e2e.py": (["--quick", "--tenants", "2", "--repeats", "1", "--scale", "0.05"],

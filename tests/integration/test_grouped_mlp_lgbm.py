@@ -191,7 +191,7 @@ def test_unsupported_strategy_and_bad_params_write_nothing(db, shop):
                                      f"'mlp', '{{}}', '{{}}', NULL, workers => 2, strategy => 'sp')")
     assert state == "22023"
     assert msg == ("groupml: The 'strategy' value of train_groups must be one of 'auto', 'grouped', 'gtp', 'mtp', "
-                   "'dp'; got 'sp'")
+                   "'dp', 'mop'; got 'sp'")
     assert "cheapest" in hint
     state, msg, _ = sql_error(db, f"CALL groupml.train_groups('shop', ARRAY['country'], {FEATS}, 'clicked', "
                                   f"'lightgbm', '{{\"space\": {{\"num_leaves\": [1]}}}}', '{{}}', NULL, "

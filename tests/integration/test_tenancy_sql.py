@@ -14,7 +14,7 @@ from psycopg import sql
 
 from groupml.datagen import create_table, grouped_classification
 from groupml.learners import load_model
-from pg_helpers import TEMPLATE, sql_error
+from pg_helpers import TEMPLATE, cron_runs, sql_error
 
 pytestmark = pytest.mark.integration
 
@@ -905,14 +905,7 @@ def test_pg_cron_runs_the_scheduler(cluster, db, dbname, setup):
         try:
             jobid = pg.execute("SELECT groupml.schedule_with_cron('* * * * *', 20, job_name => 'groupml_cron_run', "
                                "database => %s)", [dbname]).fetchone()[0]
-            deadline = time.monotonic() + 150
-            runs = []
-            while time.monotonic() < deadline:
-                runs = pg.execute("SELECT status, return_message FROM cron.job_run_details WHERE jobid = %s",
-                                  [jobid]).fetchall()
-                if any(r[0] in ("succeeded", "failed") for r in runs):
-                    break
-                time.sleep(1)
+            runs = cron_runs(pg, jobid)
             pg.execute("SELECT cron.unschedule(%s)", [jobid])
             jobid = None
             assert runs and runs[0] == ("succeeded", "CALL"), runs

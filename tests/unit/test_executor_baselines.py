@@ -33,6 +33,9 @@ class FakePool:
     def load(self, w):
         return 0
 
+    def alive(self, w):
+        return True
+
     def submit(self, w, request, blob, meta, fn="task"):
         f = Future()
         f.set_result(worker.gap_task(None, json.loads(request), blob))
@@ -228,6 +231,10 @@ def test_every_pattern_runs_every_strategy():
     from groupml.errors import FeatureNotSupportedError
     with pytest.raises(FeatureNotSupportedError) as exc:
         check_strategy("sequential", "sp", "mlp")
-    assert str(exc.value) == ("The 'strategy' value of train_groups must be one of auto, grouped, gtp, mtp, dp for "
-                              "model 'mlp' (sequential pattern); got 'sp'")
+    assert str(exc.value) == ("The 'strategy' value of train_groups must be one of auto, grouped, gtp, mtp, dp, mop "
+                              "for model 'mlp' (sequential pattern); got 'sp'")
+    check_strategy("sequential", "mop", "mlp")          # model hopper parallelism: SGD-trained MLPs only
+    for pattern, model in (("algebraic", "logistic"), ("sampling", "lightgbm")):
+        with pytest.raises(FeatureNotSupportedError):
+            check_strategy(pattern, "mop", model)
     assert "'auto' picks the cheapest" in exc.value.hint

@@ -36,6 +36,9 @@ class FakePool:
     def load(self, w):
         return 0
 
+    def alive(self, w):
+        return True
+
     def submit(self, w, request, blob, meta, fn="task"):
         return self.submit_gang([(w, request, blob, meta)], fn)[0]
 

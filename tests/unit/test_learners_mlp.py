@@ -398,8 +398,8 @@ def test_visit_is_a_pure_bytes_function_and_checks_its_shard():
         replay([(0, 7, 0)], shards, FAST)
 
 
-@pytest.mark.parametrize("flexible", [True, False])
-def test_multi_worker_hopping_keeps_the_invariants_and_replays(flexible):
+@pytest.mark.parametrize("flexible, policy", [(True, None), (False, None), (True, "randomized")])
+def test_multi_worker_hopping_keeps_the_invariants_and_replays(flexible, policy):
     X, y = _data(1200, seed=2)
     shards = _shards(X, y, [300, 500, 800, 1000])             # 5 shards
     shard_workers = [0, 1, 2, 1, 0]                            # on 3 workers
@@ -407,7 +407,7 @@ def test_multi_worker_hopping_keeps_the_invariants_and_replays(flexible):
                11: {**FAST, "epochs": 3, "dropout": 0.1, "activation": "tanh"},
                12: {**FAST, "epochs": 2, "optimizer": "sgd", "lr": 0.05},
                13: {**FAST, "epochs": 1, "layers": [4]}}
-    res = run_mop("mlp", configs, shards, shard_workers, seed=9, flexible=flexible, timeout=120)
+    res = run_mop("mlp", configs, shards, shard_workers, seed=9, flexible=flexible, timeout=120, policy=policy)
     assert res.violations == []
     assert _sharded.check_invariants(res.events) == []
     assert len(res.events) == 5 * (2 + 3 + 2 + 1)

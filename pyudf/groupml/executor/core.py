@@ -54,9 +54,13 @@ def pattern_of(family) -> str:
     return access_pattern(family)
 
 
+#: the strategies run only when named, and the access patterns they run for
+EXPLICIT_PATTERNS = {"mop": ("sequential",)}
+
+
 def check_strategy(pattern: str, strategy: str, model: str) -> None:
     """Refuse a strategy the executor does not run for the model's access pattern."""
-    allowed = PATTERN_STRATEGIES[pattern]
+    allowed = PATTERN_STRATEGIES[pattern] + tuple(s for s, pats in EXPLICIT_PATTERNS.items() if pattern in pats)
     if strategy != "auto" and strategy not in allowed:
         raise FeatureNotSupportedError(
             f"The 'strategy' value of train_groups must be one of auto, {', '.join(allowed)} for "
@@ -156,9 +160,11 @@ class GroupCtx:
     """What every task of one group carries: pool, snapshot, group, shards."""
 
     def __init__(self, pool, *, snapshot_id: int, group_no: int, group_key: str, d: int, shards: Sequence[tuple],
-                 mem_mb: float, abort=None):
+                 mem_mb: float, abort=None, replicas: int = 1, progress: Optional[Callable[[str], None]] = None):
         self.pool, self.snapshot_id, self.group_no, self.group_key = pool, snapshot_id, group_no, group_key
         self.d, self.shards, self.mem_mb, self.abort = d, list(shards), mem_mb, abort
+        self.replicas = int(replicas)     # workers holding a copy of each shard (model hopper parallelism)
+        self.progress = progress          # progress(line): where the group's training is, between commits
 
     def request(self, s: int, **extra) -> str:
         return json.dumps(dict({"snapshot": self.snapshot_id, "group_no": self.group_no,

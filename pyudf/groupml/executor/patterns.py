@@ -31,11 +31,11 @@ import numpy as np
 
 from ..errors import PrerequisiteStateError
 from ..fitting import plan_group
-from ..learners import HopScheduler, LightGBMModel, extend_margins, lgb_module, make_trainer
+from ..learners import HopScheduler, LightGBMModel, replica_holders, extend_margins, lgb_module, make_trainer
 from .core import (Aborted, GroupCtx, ScoredTrainer, await_result, fit_with_trainer, load_configs, pack_fit,
                    pattern_of, precheck, register_checkpoint_format, register_trainer, save_configs, shard_stats,
                    trainer_for, unpack_fit, validate_any)
-from .pool import rank_hosts
+from .pool import PartitionUnavailableError, WorkerLostError, rank_hosts
 
 
 # ------------------------------------------------------------------ unsplit group: one worker
@@ -77,11 +77,13 @@ class ShardedMLPTrainer(ScoredTrainer):
     """
 
     def __init__(self, family, ctx: GroupCtx, X_val, y_val, *, seed: int, metric: Optional[str] = None,
-                 flexible: bool = True, stats: Optional[Dict[str, Any]] = None):
+                 flexible: bool = True, stats: Optional[Dict[str, Any]] = None, policy: Optional[str] = None):
         self.family = family
         self.ctx = ctx
         self.seed = int(seed)
         self.flexible = bool(flexible)
+        self.policy = policy                  # HopScheduler's policy (None: by ``flexible``)
+        self.lost_units: List[tuple] = []     # (trial, partition, worker) of units rerun after a lost worker
         self.d = ctx.d
         self._init_scoring(family, X_val, y_val, metric)
         self.passes = 0
@@ -112,33 +114,49 @@ class ShardedMLPTrainer(ScoredTrainer):
         return None if c["state"] else {"family": self.family.name, "params": c["params"], "stats": self.stats}
 
     def _on_worker(self, c, op: str) -> bytes:
+        """Run ``op`` (scoring or serialising a state: no partition rows) on the least loaded
+        live worker of the group; a worker lost meanwhile hands it to another one."""
         ctx = self.ctx
-        s = min(range(len(ctx.shards)), key=lambda i: (ctx.pool.load(ctx.shards[i][0]), i))
-        fut = ctx.pool.submit(ctx.shards[s][0], ctx.request(s, op=op, init=self._init(c)), c["state"],
-                              ctx.meta(s, "eval", c["done"], []), fn="task")
-        return await_result(fut, ctx.abort)
+        while True:
+            live = [i for i in range(len(ctx.shards)) if ctx.pool.alive(ctx.shards[i][0])] or [0]
+            s = min(live, key=lambda i: (ctx.pool.load(ctx.shards[i][0]), i))
+            fut = ctx.pool.submit(ctx.shards[s][0], ctx.request(s, op=op, init=self._init(c)), c["state"],
+                                  ctx.meta(s, "eval", c["done"], []), fn="task")
+            try:
+                return await_result(fut, ctx.abort)
+            except WorkerLostError as exc:
+                if type(exc) is not WorkerLostError or ctx.pool.alive(ctx.shards[s][0]) or len(live) < 2:
+                    raise
 
     def run(self, iterations: int) -> None:
         ctx = self.ctx
-        sched = HopScheduler([sh[0] for sh in ctx.shards], seed=self.seed, flexible=self.flexible)
+        homes = [sh[0] for sh in ctx.shards]
+        sched = HopScheduler(homes, seed=self.seed, flexible=self.flexible, policy=self.policy,
+                             holders=replica_holders(homes, ctx.replicas))
+        for w in {w for h in sched.holders for w in h}:
+            if not ctx.pool.alive(w):
+                sched.lose_worker(w)
         for tid, c in self._cfgs.items():
             if c["status"] == "running":
                 sched.start(tid, c["done"], min(c["done"] + int(iterations), int(c["params"]["epochs"])))
         inflight: Dict[Any, tuple] = {}
         while sched.pending():
-            for tid, epoch, s in sched.next_visits(load=ctx.pool.load):
+            for tid, epoch, s, w in sched.next_placements(load=ctx.pool.load):
                 c = self._cfgs[tid]
-                fut = ctx.pool.submit(ctx.shards[s][0], ctx.request(s, op="mlp_visit", epoch=epoch, shard=s,
-                                                                    init=self._init(c)),
+                fut = ctx.pool.submit(w, ctx.request(s, op="mlp_visit", epoch=epoch, shard=s, init=self._init(c)),
                                       c["state"], ctx.meta(s, "visit", epoch, [tid]), fn="task")
-                inflight[fut] = tid
+                inflight[fut] = (tid, w)
             if self.ctx.abort is not None and self.ctx.abort.is_set():
                 raise Aborted()
             finished, _ = wait(list(inflight), timeout=0.25, return_when=FIRST_COMPLETED)
             for fut in finished:
-                tid = inflight.pop(fut)
+                tid, w = inflight.pop(fut)
                 c = self._cfgs[tid]
-                c["state"] = fut.result()
+                try:
+                    c["state"] = fut.result()
+                except WorkerLostError as exc:
+                    self._lost_unit(sched, tid, w, exc)
+                    continue
                 c["version"] += 1
                 if sched.finished(tid):
                     c["done"] += 1
@@ -147,6 +165,46 @@ class ShardedMLPTrainer(ScoredTrainer):
                         c["status"] = "max_iter"
                     if self.interrupt_check is not None:
                         self.interrupt_check()
+                if ctx.progress is not None:
+                    ctx.progress(self._progress(sched))
+
+    def score(self, trial_id: int) -> float:
+        loss = super().score(trial_id)
+        self._get(trial_id)["loss"] = loss            # the last validation loss, for the progress line
+        return loss
+
+    def _progress(self, sched: HopScheduler, most: int = 16) -> str:
+        """One line of where the configurations are: epoch, sub-epoch (partitions visited in
+        it) and the last validation loss of each (``groupml.progress.last_event``)."""
+        n = len(self.ctx.shards)
+        parts = []
+        for tid, c in list(self._cfgs.items())[:most]:
+            if c["status"] != "running":
+                continue
+            loss = c.get("loss")
+            parts.append(f"trial {tid} epoch {c['done']} sub-epoch {sched.sub_epoch(tid)}/{n}"
+                         + (f" loss {loss:.4g}" if loss is not None else ""))
+        more = f"; +{len(self._cfgs) - most} more" if len(self._cfgs) > most else ""
+        return f"group {self.ctx.group_key} mop: " + "; ".join(parts) + more
+
+    def _lost_unit(self, sched: HopScheduler, tid: int, w: int, exc: "WorkerLostError") -> None:
+        """A visit failed because its worker went away (Cerebro 5.6): the unit goes back to the
+        queue and reruns on another holder of its partition from the configuration's last
+        committed state; with no live holder left the group stops with a resumable error. A
+        task's own error (data, privileges, a lock timeout, a cancel) is re-raised."""
+        if (type(exc) is not WorkerLostError or (self.ctx.abort is not None and self.ctx.abort.is_set())
+                or self.ctx.pool.alive(w)):
+            raise exc
+        _, s = sched.failed(tid)
+        sched.lose_worker(w)
+        self.lost_units.append((tid, s, w))
+        gone = sched.unreachable()
+        if gone:
+            raise PartitionUnavailableError(
+                f"partition(s) {', '.join(map(str, gone))} of group {self.ctx.group_key} have no live holder: "
+                f"{exc.message}",
+                hint="Every worker holding a copy of the partition is gone; options.replicas >= 2 lets another worker "
+                     "take its units over.")
 
     def _compute_margins(self, c) -> np.ndarray:
         return np.frombuffer(self._on_worker(c, "mlp_eval"), dtype="<f8").astype(np.float64)
@@ -320,7 +378,8 @@ def fit_unsplit_glm(pool, *, family, model: str, search: dict, fit_options: dict
 def fit_other_group(pool, *, family, spec, opts, model: str, search: dict, fit_options: dict, g: Mapping[str, Any],
                     shards: Sequence[tuple], snapshot_id: int, d: int, X_val, y_val, mem_mb: float, abort,
                     on_epoch_raw: Callable, interrupt_check: Callable, lgbm_timeout_s: float = 120.0,
-                    flexible: bool = True, checkpoint=None, resume=None, mode: str = "shards"):
+                    flexible: bool = True, checkpoint=None, resume=None, mode: str = "shards", replicas: int = 1,
+                    progress: Optional[Callable[[str], None]] = None):
     """The FitResult of one MLP / LightGBM group over the worker pool (see the module doc).
 
     ``mode`` (:func:`groupml.executor.plan.group_tasks`): ``'shards'`` with one shard is a
@@ -337,7 +396,7 @@ def fit_other_group(pool, *, family, spec, opts, model: str, search: dict, fit_o
     if pre is not None:
         return pre
     ctx = GroupCtx(pool, snapshot_id=snapshot_id, group_no=g["group_no"], group_key=g["gkey"], d=d, shards=shards,
-               mem_mb=mem_mb, abort=abort)
+                   mem_mb=mem_mb, abort=abort, replicas=replicas if mode == "mop" else 1, progress=progress)
     pattern = pattern_of(family)
     if mode == "shards" and len(shards) == 1:
         return fit_on_worker(ctx, model=model, search=search, fit_options=fit_options, g=g,
@@ -358,6 +417,13 @@ def fit_other_group(pool, *, family, spec, opts, model: str, search: dict, fit_o
 def _hopper_trainer(family, ctx, X_val, y_val, opts, *, lgbm_timeout_s, flexible, resume):
     return ShardedMLPTrainer(family, ctx, X_val, y_val, seed=opts["seed"], metric=opts["metric"],
                              flexible=flexible, stats=None if resume is None else resume["trainer"]["stats"])
+
+
+@register_trainer("sequential", "mop")
+def _mop_trainer(family, ctx, X_val, y_val, opts, *, lgbm_timeout_s, flexible, resume):
+    """Model hopper parallelism over the group's partitions: Cerebro's randomized scheduler."""
+    return ShardedMLPTrainer(family, ctx, X_val, y_val, seed=opts["seed"], metric=opts["metric"], policy="randomized",
+                             stats=None if resume is None else resume["trainer"]["stats"])
 
 
 @register_trainer("sampling", "shards")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
@@ -10,10 +11,10 @@ from ..fitting import budget_cap
 from ..planner import (Calibration, Placement, UnitCosts, check_placement, choose_strategy, constrained_wrap_around,
                        even_split, whole_groups, wrap_around)
 from ..search import search_budget
-from .core import PATTERN_STRATEGIES
+from .core import EXPLICIT_PATTERNS, PATTERN_STRATEGIES
 from .snapshot import pieces_for
 
-STRATEGY_CHOICES = ("auto", "grouped", "gtp", "mtp", "dp")
+STRATEGY_CHOICES = ("auto", "grouped", "gtp", "mtp", "dp", "mop")
 
 
 def workload_of(spec, family) -> Dict[str, int]:
@@ -59,16 +60,35 @@ def make_plan(group_sizes: Dict[int, int], n_configs: int, epochs: int, workers:
             blocks = max(1, int(round(blocks * calibration.work_ratio)))
     forced = placement_for("grouped", sizes, workers, pattern) if placement != "auto" and pattern != "algebraic" \
         else None
-    plan = choose_strategy(sizes, n_configs, epochs, workers, costs, pattern=pattern, strategy=strategy,
+    explicit = strategy in EXPLICIT_PATTERNS
+    plan = choose_strategy(sizes, n_configs, epochs, workers, costs, pattern=pattern,
+                           strategy="gtp" if explicit else strategy,
                            batch_size=batch_size if pattern == "sequential" else None,
                            candidates=PATTERN_STRATEGIES[pattern], blocks=blocks,
                            pass_task_rows=pass_task_rows if pattern == "algebraic" else math.inf,
                            forced_placement=forced)
     if forced is not None and plan.strategy == "grouped":
         plan.explanation += f" Grouped runs the forced placement '{placement}' (options.placement), priced as such."
+    if explicit:
+        plan = _mop_plan(plan, sizes, workers)
     if calibration is not None:
         plan.explanation += " " + calibration.summary()
     return plan
+
+
+def _mop_plan(gtp, sizes: Dict[int, int], workers: int):
+    """Model hopper parallelism's plan: every group's training rows cut into ``workers``
+    partitions (contiguous ranges of the snapshot's hash-shuffled rows), one per worker;
+    its makespan is estimated as task parallelism's (MOP trains every config once per epoch
+    over rows held 1/p per worker, so its time approaches task parallelism's)."""
+    gtp.strategy = "mop"
+    gtp.placement = even_split(sizes, workers)
+    gtp.estimates["mop"] = dataclasses.replace(gtp.estimates["gtp"], strategy="mop", placement=gtp.placement)
+    gtp.explanation = (f"mop was requested: every group is cut into {workers} partitions (hash buckets of the "
+                       f"snapshot's shuffled rows, one per worker); configurations hop from partition to partition "
+                       f"under Cerebro's randomized scheduler, so each worker holds 1/{workers} of the rows. Its "
+                       f"time is estimated as task parallelism's ({gtp.makespan:.3g} s).")
+    return gtp
 
 
 def placement_for(strategy: str, group_sizes: Dict[int, int], workers: int, pattern: str = "algebraic",
@@ -87,7 +107,7 @@ def placement_for(strategy: str, group_sizes: Dict[int, int], workers: int, patt
         return wrap_around(group_sizes, workers, group_isolation=True)
     if strategy == "grouped":
         return constrained_wrap_around(group_sizes, workers)
-    if strategy == "dp":
+    if strategy in ("dp", "mop"):
         return even_split(group_sizes, workers)
     return whole_groups(group_sizes, workers)
 
@@ -119,7 +139,9 @@ def group_tasks(strategy: str, placement: Placement, groups: List[Dict[str, Any]
 
     Modes: ``'configs'`` (mtp: one whole-group copy per worker; each config task goes to one
     of them), ``'steps'`` (dp for the sequential pattern: synchronous per-step data
-    parallelism over the shards), ``'shards'`` (everything else)."""
+    parallelism over the shards), ``'mop'`` (model hopper parallelism: configurations hop
+    over the group's partitions under Cerebro's randomized scheduler), ``'shards'``
+    (everything else)."""
     out: Dict[int, Dict] = {}
     by_no = {g["group_no"]: g for g in groups}
     index = placement.shard_index()
@@ -135,6 +157,6 @@ def group_tasks(strategy: str, placement: Placement, groups: List[Dict[str, Any]
         for w, sh in index.get(gno, []):
             shards.append((w, sh.start, sh.rows, pieces_for(by_no[gno]["train_rows"], sh.start, sh.rows)))
         shards.sort(key=lambda s: s[1])
-        out[gno] = {"mode": "steps" if strategy == "dp" and pattern == "sequential" else "shards",
-                    "shards": shards}
+        mode = "steps" if strategy == "dp" and pattern == "sequential" else "shards"
+        out[gno] = {"mode": "mop" if strategy == "mop" else mode, "shards": shards}
     return out

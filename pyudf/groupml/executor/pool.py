@@ -64,6 +64,13 @@ class WorkerLockTimeoutError(WorkerLostError):
     sqlstate = "55P03"  # lock_not_available
 
 
+class PartitionUnavailableError(WorkerLostError):
+    """Model hopper parallelism lost every worker holding a copy of a partition: the run stops
+    (it resumes with fresh worker connections)."""
+
+    sqlstate = "08006"  # connection_failure
+
+
 class WorkerDataError(DataError):
     """A worker's task failed on the data (SQLSTATE class 22, e.g. features out of a
     learner's range): not a lost worker -- resuming would fail the same way -- so it keeps
@@ -381,6 +388,10 @@ class WorkerPool:
                     prio = 1 if task.meta.get("kind") == "fit" else 0
                     self.queues[task.worker].put((prio, self._seq, task))
         return [t.future for t in tasks]
+
+    def alive(self, worker: int) -> bool:
+        """False once a task of ``worker`` failed (its connection is not used again)."""
+        return self.errors[worker] is None and not self.closed
 
     def load(self, worker: int) -> int:
         """Tasks queued on or running in ``worker`` (for the hopper's choice of the next shard)."""

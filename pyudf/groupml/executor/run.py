@@ -32,7 +32,7 @@ from .glm import ShardEvaluator, fit_sharded_group
 from .invariants import schedule_violations
 from .patterns import fit_other_group, fit_unsplit_glm
 from .plan import group_tasks, make_plan, pass_task_rows, placement_for, resumed_plan, workload_of
-from .pool import (WorkerDataError, WorkerEndpointError, WorkerLockTimeoutError, WorkerLostError, WorkerPool,
+from .pool import (PartitionUnavailableError, WorkerDataError, WorkerEndpointError, WorkerLockTimeoutError, WorkerLostError, WorkerPool,
                    WorkerStateError,
                    resolve_endpoints, server_identity)
 from .snapshot import (DEFAULT_BLOCK_ROWS, build_snapshot, can_build_in_parallel, check_snapshot, delete_snapshot,
@@ -40,7 +40,7 @@ from .snapshot import (DEFAULT_BLOCK_ROWS, build_snapshot, can_build_in_parallel
 
 EXEC_KEYS = ("keep_snapshot", "snapshot", "worker_memory_mb", "block_rows", "lock_timeout_ms", "drivers",
              "network_timeout_s", "flexible_hops", "placement", "checkpoint_every_s", "whole_group_tasks",
-             "whole_group_max_work")
+             "whole_group_max_work", "replicas")
 #: Planned work (training rows x (features + 1) x configurations x iterations of the search
 #: budget) up to which a GLM group kept whole is one task. 1e10 is about 10 s of passes here
 #: (the demo's largest group, 2.4e8 x 21 / 100 iterations actually run, trains in 1-2 s); a
@@ -96,6 +96,10 @@ def split_options(options: Dict[str, Any]):
                                              "whole_group_max_work", OWNER, ge=0,
                                              hint="Largest planned work (training rows x (features + 1) x configs x "
                                                   "iterations) of a GLM group run as one task; default 1e10."),
+        "replicas": check_number(ex.get("replicas", 1), "replicas", OWNER, ge=1, le=64, integer=True,
+                                 hint="Workers holding a copy of each partition under strategy 'mop' (1: rows stay on "
+                                      "one worker; 2 or more: a unit may run on any holder, and a run survives a "
+                                      "lost worker); default 1."),
         "network_timeout_s": check_number(ex.get("network_timeout_s", 120), "network_timeout_s", OWNER, gt=0,
                                           le=3600, hint="Seconds a rank of distributed LightGBM waits for its "
                                                         "peers (LightGBM's time_out, rounded up to minutes)."),
@@ -269,6 +273,14 @@ class _GroupDriver:
         self.family, self.spec, self.opts = family, spec, opts
         self.model, self.search, self.fit_options, self.exec_options = model, search, fit_options, exec_options
         self.events, self.abort = events, abort
+        self.progress: Dict[str, str] = {}      # group key -> its trainer's latest progress line
+
+    def take_progress(self) -> Optional[str]:
+        """The newest progress line of a group in flight (None: nothing new), consumed."""
+        if not self.progress:
+            return None
+        gkey = next(iter(self.progress))
+        return self.progress.pop(gkey, None)
 
     def check_abort(self) -> None:
         if self.abort.is_set():
@@ -294,7 +306,8 @@ class _GroupDriver:
                                    mem_mb=ex["worker_memory_mb"], abort=self.abort, on_epoch_raw=on_epoch_raw,
                                    interrupt_check=self.check_abort, lgbm_timeout_s=ex["network_timeout_s"],
                                    flexible=ex["flexible_hops"], checkpoint=on_block, resume=resume,
-                                   mode=t["mode"])
+                                   mode=t["mode"], replicas=ex["replicas"],
+                                   progress=lambda line: self.progress.__setitem__(gkey, line))
         if (t["mode"] == "shards" and len(t["shards"]) == 1 and resume is None
                 and int(g["n_train"]) <= self.plan.whole_max_rows):
             return fit_unsplit_glm(pool, family=self.family, model=self.model, search=self.search,
@@ -360,6 +373,10 @@ def _train_pending(session, run: _RunContext, driver: "_GroupDriver", pending) -
                 raise _RunDeleted()
             wrote = _flush_events(session, run_id, events, run.group_logs, run.fps,
                                   {in_flight[f]["gkey"] for f in finished if f.exception() is None})
+            line = driver.take_progress()
+            if line is not None:
+                catalog.set_last_event(session, run_id, line)
+                wrote = True
             for fut in finished:
                 g = in_flight.pop(fut)
                 all_log.extend(_finish_group(session, run, driver, g, fut.result()))
@@ -529,7 +546,7 @@ def _stopped(exc: GroupmlError, message: str, hint: str) -> GroupmlError:
     error of its own SQLSTATE (42501, 53200, ...), that SQLSTATE with the error's hint first."""
     if isinstance(exc, WorkerStateError):
         return WorkerStateError(exc.sqlstate, message, hint=f"{exc.hint} {hint}")
-    if isinstance(exc, (WorkerLockTimeoutError, WorkerEndpointError)):
+    if isinstance(exc, (WorkerLockTimeoutError, WorkerEndpointError, PartitionUnavailableError)):
         return type(exc)(message, hint=f"{exc.hint} {hint}")
     return GroupmlError(message, hint=hint)
 

@@ -105,6 +105,11 @@ search specification (jsonb), used by learn_over_groups and train_groups
 """
 
 TOPICS["predict"] = """\
+groupml.predict(model_set text, features float8[], group_key anycompatible, on_missing text DEFAULT 'error') -> float8
+  With a named model set (help('model_sets')): the row is scored with its group's model in the
+  set's active version. group_key is the group column, or ROW(a, b, ...) for several, matched
+  by typed value (help('scoring')). PARALLEL UNSAFE (it reads the set's models); for a whole
+  table use groupml.predict_table.
 groupml.predict(fit groupml.fit, features float8[]) -> float8
   The prediction for one row: class 0/1 for a classifier (logistic, svm, mlp, lightgbm), the
   value for a regressor (linear, mlp_regressor, lightgbm_regressor).
@@ -152,7 +157,9 @@ groupml.predict_proba_batch(fit groupml.fit, features float8[][]) -> float8[]
 TOPICS["train_groups"] = """\
 CALL groupml.train_groups(source regclass, group_by text[], features text[], label text, model text,
                           search jsonb DEFAULT '{}', options jsonb DEFAULT '{}', INOUT run_id bigint DEFAULT NULL,
-                          workers integer DEFAULT 1, strategy text DEFAULT 'auto')
+                          workers integer DEFAULT 1, strategy text DEFAULT 'auto', model_set text DEFAULT NULL)
+  model_set => 'name' makes the run a new version of that named model set, ready and active in the
+  transaction that marks the run done (help('model_sets')).
   Trains and selects one model per group of a table and stores them in the catalog
   (groupml.models, groupml.trials, groupml.runs). Each group is committed when done, so a
   crash or cancel loses at most the groups in flight; CALL again with the same run_id to resume.

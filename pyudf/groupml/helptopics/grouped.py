@@ -32,6 +32,9 @@ CALL groupml.train_groups(source, group_by, features, label, model, search, opti
             at a time, synchronous per pass; MLP: per mini-batch step, the coordinator applies
             the averaged gradient; LightGBM: its own data-parallel mode). Every model runs all
             four; MTP for the MLP is one task per config epoch block, for LightGBM one per config.
+            mop (MLP only, never chosen by auto): model hopper parallelism, every group cut into p
+            partitions, configurations hop between them under Cerebro's randomized scheduler
+            (help('mop')).
   options   besides validation_fraction/metric/seed: keep_snapshot (false), snapshot (reuse a kept
             snapshot_id), worker_memory_mb (512: shard rows cached per worker; beyond, re-read every
             pass), block_rows (8192), lock_timeout_ms (10000), drivers (groups in flight),
@@ -42,7 +45,8 @@ CALL groupml.train_groups(source, group_by, features, label, model, search, opti
             task on its worker -- no per-pass round trips, no epoch checkpoint; false: a task per pass),
             whole_group_max_work (1e10: groups with more planned rows x (features+1) x configs x
             iterations keep a task per pass and their epoch checkpoints), placement ('auto': the
-            cheaper of wrap-around and whole groups; 'wrap_around': always Kingpin's placement)
+            cheaper of wrap-around and whole groups; 'wrap_around': always Kingpin's placement),
+            replicas (1: workers holding a copy of each partition under strategy 'mop')
 
   Workers only see COMMITTED data: the source must be a regular table or view (temp tables are
   refused), and CALL must run outside an explicit transaction block. Models, trials, per-epoch

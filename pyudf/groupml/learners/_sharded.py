@@ -172,7 +172,7 @@ VisitFn = Callable[[int, bytes, int, int], bytes]  # (worker, state, epoch, shar
 def run_mop(family, configs: Mapping[int, Mapping[str, Any]], shards: Sequence[Shard],
             shard_workers: Sequence[int], *, epochs: Optional[int] = None, seed: int = 0,
             flexible: bool = True, visit_fn: Optional[VisitFn] = None,
-            timeout: float = 600.0) -> MOPResult:
+            timeout: float = 600.0, policy: Optional[str] = None) -> MOPResult:
     """Train several configs of one sharded group on a pool of workers (one thread each).
 
     Every worker runs one visit at a time (worker exclusivity) and every config is on
@@ -182,6 +182,8 @@ def run_mop(family, configs: Mapping[int, Mapping[str, Any]], shards: Sequence[S
     worker is idle (Cerebro's randomized scheduler) -- the executed order is in the log.
     ``visit_fn(worker, state, epoch, shard)`` runs one visit; by default it calls
     :func:`visit` locally (an executor passes one that ships the bytes to a backend).
+    ``policy`` names a :class:`HopScheduler` policy ('randomized': Cerebro's Alg. 1) instead
+    of the one ``flexible`` picks.
     """
     shards, _ = _check_shards(shards, family)
     workers = _workers_of(shard_workers, len(shards))
@@ -197,7 +199,7 @@ def run_mop(family, configs: Mapping[int, Mapping[str, Any]], shards: Sequence[S
         def visit_fn(worker, state, epoch, shard):
             return visit(state, *shards[shard], epoch=epoch, shard_id=shard)
 
-    sched = HopScheduler(workers, seed=seed, flexible=flexible)
+    sched = HopScheduler(workers, seed=seed, flexible=flexible, policy=policy)
     for tid in configs:
         sched.start(tid, 0, n_epochs[tid])
     logs: Dict[int, List[Visit]] = {tid: [] for tid in configs}

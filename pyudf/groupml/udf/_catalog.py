@@ -29,13 +29,21 @@ NEEDS: Dict[str, List[Tuple[str, str]]] = {
     "train_groups with workers or a strategy": _RUN + _EXECUTOR,
     "drop_snapshot": [("snapshots", "SELECT"), ("snapshots", "DELETE"), ("grouped_runs", "SELECT")],
     "calibrate_cost_model": [("cost_runs", "SELECT"), ("cost_runs", "INSERT")],
+    "publish": [("runs", "SELECT"), ("models", "SELECT"), ("model_sets", "INSERT"), ("model_sets", "UPDATE"),
+                ("model_set_versions", "INSERT"), ("model_set_versions", "UPDATE"), ("model_set_models", "INSERT")],
+    "activate_model_set": [("model_sets", "UPDATE")],
+    "drop_model_set": [("model_sets", "UPDATE"), ("model_sets", "DELETE"), ("model_set_versions", "DELETE")],
+    "grant_model_set": [("model_sets", "UPDATE")],
+    "replay": [("runs", "SELECT"), ("grouped_runs", "SELECT"), ("trials", "SELECT"), ("run_schedule", "SELECT"),
+               ("snapshots", "SELECT"), ("snapshot_groups", "SELECT"), ("snapshot_blocks", "SELECT")],
     "_gap_task": [("snapshot_blocks", "SELECT")],
     "_gap_partial": [("snapshot_blocks", "SELECT")],
 }
 
 #: the sequence of each catalog table whose rows take a serial id
 SEQUENCES: Dict[str, str] = {"runs": "runs_run_id_seq", "models": "models_model_id_seq",
-                             "cost_runs": "cost_runs_run_id_seq", "snapshots": "snapshots_snapshot_id_seq"}
+                             "cost_runs": "cost_runs_run_id_seq", "snapshots": "snapshots_snapshot_id_seq",
+                             "model_set_versions": "model_set_versions_version_id_seq"}
 
 _WRITES = "it writes groupml's catalog"
 _VIEWS = "groupml.best_models, groupml.progress, groupml.run_trial_info"
@@ -45,7 +53,8 @@ ALSO: Dict[str, str] = {"train_groups": f"GRANT SELECT ON groupml.trials, groupm
                         "train_groups with workers or a strategy": f"GRANT SELECT ON {_VIEWS} TO {{role}}"}
 #: why an entry point needs its rights, when it is not that it writes the catalog
 _WORKER = "it is the worker side of train_groups and reads its training snapshots"
-WHY: Dict[str, str] = {"_gap_task": _WORKER, "_gap_partial": _WORKER}
+WHY: Dict[str, str] = {"_gap_task": _WORKER, "_gap_partial": _WORKER,
+                       "replay": "it reads the run's visit log, trials and training snapshot"}
 
 
 def missing_privileges(session, needs: Iterable[Tuple[str, str]]) -> List[Tuple[str, str]]:

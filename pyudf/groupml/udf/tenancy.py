@@ -772,9 +772,15 @@ def schedule_with_cron(schedule, max_seconds, policy, cost_aware, database, job_
     owner = "schedule_with_cron"
     _check_cron_args(schedule, max_seconds, policy, cost_aware, database, job_name)
     _require_admin(session, owner)
-    here = _cron_prerequisites(session, database, job_name)
+    here = cron_prerequisites(session, database, job_name)
     command = (f"CALL groupml.run_scheduler(max_seconds => {float(max_seconds)!r}, policy => {quote_literal(policy)}, "
                f"cost_aware => {'true' if cost_aware else 'false'})")
+    return cron_schedule(session, owner, here, job_name, schedule, command, database)
+
+
+def cron_schedule(session, owner: str, here: bool, job_name: str, schedule: str, command: str, database: str) -> int:
+    """pg_cron's job ``job_name`` running ``command`` on ``schedule`` (in ``database`` unless
+    ``here``), created or updated; its jobid. pg_cron's refusals in ``owner``'s words."""
     if here:
         got, failed = session.query_or_error("SELECT cron.schedule($1, $2, $3) AS jobid", [job_name, schedule, command],
                                              ["text", "text", "text"])
@@ -812,11 +818,11 @@ def _check_cron_args(schedule, max_seconds, policy, cost_aware, database, job_na
                                     hint="Omit it for the current database.")
 
 
-def _cron_prerequisites(session, database: str, job_name: str) -> bool:
-    """Check what schedule_with_cron needs before it asks pg_cron: the database exists, pg_cron
-    is installed in this one, the calling role may schedule there, and no job of that name
-    of the role runs in another database. Returns whether the job runs in this database."""
-    owner = "schedule_with_cron"
+def cron_prerequisites(session, database: str, job_name: str, owner: str = "schedule_with_cron") -> bool:
+    """Check what ``owner`` (schedule_with_cron, schedule_retraining) needs before it asks
+    pg_cron: the database exists, pg_cron is installed in this one, the calling role may
+    schedule there, and no job of that name of the role runs in another database. Returns
+    whether the job runs in this database."""
     if not session.query("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1) AS ok",
                          [database], ["text"])[0]["ok"]:
         raise InvalidCatalogNameError(f"The 'database' value of {owner} names no database: {shown(database)} does "
@@ -830,7 +836,7 @@ def _cron_prerequisites(session, database: str, job_name: str) -> bool:
         "(SELECT setting FROM pg_catalog.pg_settings WHERE name = 'cron.database_name') AS cron_db")[0]
     if not info["installed"]:
         raise PrerequisiteStateError(f"pg_cron is not installed in database '{info['db']}'",
-                                     hint=_cron_missing_hint(info["db"], info["preload"], info["cron_db"]))
+                                     hint=_cron_missing_hint(info["db"], info["preload"], info["cron_db"], owner))
     # pg_cron lets a non-superuser schedule in its own database once granted USAGE on its
     # schema; schedule_in_database (another database) it gives to superusers only
     here = database == info["db"]
@@ -864,19 +870,19 @@ def _cron_prerequisites(session, database: str, job_name: str) -> bool:
     return here
 
 
-def _cron_missing_hint(db: str, preload: Optional[str], cron_db: Optional[str]) -> str:
+def _cron_missing_hint(db: str, preload: Optional[str], cron_db: Optional[str], owner: str = "schedule_with_cron") -> str:
     """What to do when pg_cron is not installed in database ``db``, given the server's
     shared_preload_libraries (None: the role may not read it) and cron.database_name."""
     if preload is None:         # a role that may not read the setting (not a superuser)
         return ("CREATE EXTENSION pg_cron; in the database pg_cron runs in (its cron.database_name setting; a "
                 "superuser can see it, and must add pg_cron to shared_preload_libraries if it is missing), "
-                f"install groupml there, and call groupml.schedule_with_cron(..., database => '{db}') from it.")
+                f"install groupml there, and call groupml.{owner}(..., database => '{db}') from it.")
     if "pg_cron" not in preload:
         return ("Add pg_cron to shared_preload_libraries in postgresql.conf (and set cron.database_name), "
                 "restart the server, then CREATE EXTENSION pg_cron; in that database (Debian/Ubuntu: "
                 "apt-get install postgresql-15-cron).")
     return (f"pg_cron runs in database '{cron_db}' (cron.database_name): CREATE EXTENSION pg_cron; "
-            f"there, install groupml there too and call groupml.schedule_with_cron(..., database => "
+            f"there, install groupml there too and call groupml.{owner}(..., database => "
             f"'{db}') from it.")
 
 

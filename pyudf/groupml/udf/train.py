@@ -28,7 +28,7 @@ from ..errors import DataError, GroupmlError, InvalidParameterError, ObjectInUse
 from ._catalog import check_catalog_privileges
 from ..sourcesql import (check_distinct_group_keys, check_group_keys, check_training_source, columns,
                          group_clause_sql, group_key_sql, packed_scan_sql, reading_source, source_oid)
-from . import parse_object, pinned, sql_entry
+from . import modelsets, parse_object, pinned, sql_entry
 
 OWNER = "train_groups"
 
@@ -214,16 +214,18 @@ def _check_options(session, source, group_by, features, label, model, search_obj
 
 
 @sql_entry
-def train_groups(source, group_by, features, label, model, search, options, run_id, workers=1, strategy="auto"):
+def train_groups(source, group_by, features, label, model, search, options, run_id, workers=1, strategy="auto",
+                 model_set=None):
     session = backend_session()
     workers, strategy = _check_workers(workers, strategy)
     oid = source_oid(session, source, OWNER)
     with session.pinned_search_path():
         return _train_groups(session, oid, group_by, features, label, model, search, options, run_id, workers,
-                             strategy)
+                             strategy, model_set)
 
 
-def _train_groups(session, oid, group_by, features, label, model, search, options, run_id, workers, strategy):
+def _train_groups(session, oid, group_by, features, label, model, search, options, run_id, workers, strategy,
+                  model_set=None):
     from ..fitting import validate_request
 
     check_catalog_privileges(session, "train_groups" if workers == 1 and strategy == "auto"
@@ -252,10 +254,12 @@ def _train_groups(session, oid, group_by, features, label, model, search, option
     if not executor:
         exec_options, fit_options = None, options_obj
         validate_request(model, search_obj, options_obj, OPTIONS)
+    model_set = modelsets.check_publishing(session, model_set, source, group_by)      # before the run exists
 
     with _attempt(session, run_id, source, group_by, features, label, model, search_obj, options_obj,
                   (strategy, workers) if executor else None) as (run_id, done), \
             _failed_run_on_error(session, run_id, _executor_args(workers, strategy) if executor else None):
+        modelsets.publish_pending(session, run_id, model_set)       # ready and active when the run is done
         if executor:
             from ..executor.run import run_grouped
 

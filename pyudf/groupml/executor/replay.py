@@ -1,0 +1,96 @@
+"""Replay one configuration of a model hopper run from its visit log (runs in the calling backend).
+
+A split MLP group's configurations hop from partition to partition; every visit is one
+pass of mini-batch SGD over one partition's rows, a pure function of (state, rows, epoch,
+partition) (:func:`groupml.learners.visit`). The run's schedule keeps, per group, the
+partitions' row ranges (``kind = 'stats'``, the standardisation moments merged in partition
+order) and every executed visit (``kind = 'visit'``, in the order the configuration made
+them, failed units left out). Replaying them one after another in one process from the
+same initial state gives the state the run ended with, byte for byte on the same host, and
+from it the model bytes the run stored.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+from .. import catalog
+from ..errors import InvalidParameterError, PrerequisiteStateError, UndefinedObjectError
+from ..learners import get_learner_family, merge_stats, mlp, visit
+from .core import pack_stats, unpack_stats
+from .snapshot import pieces_for, snapshot_intact
+from .worker import shard_arrays
+
+OWNER = "replay"
+
+
+def replay_trial(session, run_id: int, trial_id: int, group_key: Optional[str]) -> bytes:
+    """The model bytes of trial ``trial_id`` of ``run_id`` (group ``group_key``), retrained
+    sequentially from the run's visit log."""
+    src = catalog.replay_source(session, run_id)
+    if src is None:
+        raise UndefinedObjectError(f"Run {run_id} is not a run of train_groups on worker backends",
+                                   hint="Pass a run_id of groupml.grouped_runs (a run with workers or a strategy).")
+    if get_learner_family(src["family"]).name != "mlp":
+        raise PrerequisiteStateError(f"Run {run_id} trained model '{src['family']}'; replay retrains MLP "
+                                     f"configurations that hopped over partitions",
+                                     hint="Replay a run of model 'mlp' with strategy 'mop' (or a split MLP group).")
+    gkey = _group_key(session, run_id, trial_id, group_key)
+    params = catalog.trial_params(session, run_id, gkey, trial_id)
+    if params is None:
+        raise UndefinedObjectError(f"Run {run_id} has no trial {trial_id} in group {gkey}",
+                                   hint="See SELECT trial_id, group_key FROM groupml.trials WHERE run_id = ...")
+    sid = src["snapshot_id"]
+    if sid is None or src["snapshot_status"] != "ready" or not snapshot_intact(session, sid):
+        raise PrerequisiteStateError(f"The training snapshot of run {run_id} is gone; replay reads the partitions' "
+                                     f"rows from it", hint="Train with options => '{\"keep_snapshot\": true}' to "
+                                                           "replay a run later.")
+    log = catalog.group_schedule(session, run_id, gkey)
+    shards = _partitions(log)
+    visits = sorted((e for e in log if e.get("kind") == "visit" and list(e["trials"]) == [trial_id]),
+                    key=lambda e: e["started"])
+    if not shards or not visits:
+        raise PrerequisiteStateError(f"Trial {trial_id} of run {run_id} (group {gkey}) has no visit log: its group "
+                                     f"was not split into partitions",
+                                     hint="Replay a trial of a run with strategy => 'mop' (or a split MLP group).")
+    group = next(g for g in catalog.snapshot_groups(session, sid) if g["gkey"] == gkey)
+    d = len(src["features"])
+    rows = [_rows(session, sid, group, start, n, d) for start, n in shards]
+    stats = merge_stats([unpack_stats(pack_stats(X, y), d) for X, y in rows], d)
+    family = get_learner_family("mlp")
+    state = mlp.run_to_bytes(mlp.new_run(family.name, family.validate_params(params), d, stats))
+    for e in visits:
+        s = int(e["shard"])
+        state = visit(state, *rows[s], epoch=int(e["pass"]), shard_id=s, interrupt_check=session.check_cancel)
+    return mlp.MLPModel.from_run(mlp.run_from_bytes(state)).to_bytes()
+
+
+def _group_key(session, run_id: int, trial_id: int, group_key: Optional[str]) -> str:
+    keys = catalog.trial_group_keys(session, run_id, trial_id)
+    if group_key is None:
+        if len(keys) == 1:
+            return keys[0]
+        if not keys:
+            raise UndefinedObjectError(f"Run {run_id} has no trial {trial_id}",
+                                       hint="See SELECT trial_id, group_key FROM groupml.trials WHERE run_id = ...")
+        raise InvalidParameterError(f"The 'group_key' value of replay is required: trial {trial_id} of run {run_id} "
+                                    f"is in {len(keys)} groups", hint=f"Pass group_key => '{keys[0]}' (or another).")
+    return group_key
+
+
+def _partitions(log) -> List[Tuple[int, int]]:
+    """(row_start, n_rows) of every partition of a group, in partition order, from the
+    schedule's 'stats' entries (one per partition)."""
+    parts: Dict[int, Tuple[int, int]] = {}
+    for e in log:
+        if e.get("kind") == "stats":
+            parts[int(e["shard"])] = (int(e["row_start"]), int(e["n_rows"]))
+    return [parts[s] for s in sorted(parts)] if sorted(parts) == list(range(len(parts))) else []
+
+
+def _rows(session, sid: int, group, start: int, n: int, d: int) -> Tuple[np.ndarray, np.ndarray]:
+    req = {"snapshot": sid, "group_no": group["group_no"], "pieces": pieces_for(group["train_rows"], start, n),
+           "d": d, "mem_mb": 0}
+    return shard_arrays(session, req)
