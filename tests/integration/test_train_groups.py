@@ -691,7 +691,7 @@ def test_helper_processes_give_the_same_catalog_as_the_backend_alone(db, clicks)
      "drop 'threads'"),
     ('{"foo": 1}', 2, "groupml: Unknown key 'foo' in train_groups options; allowed keys are block_rows, "
                       "checkpoint_every_s, drivers, flexible_hops, keep_snapshot, lock_timeout_ms, metric, "
-                      "network_timeout_s, placement, progress, seed, snapshot, validation_fraction, "
+                      "network_timeout_s, placement, progress, replicas, seed, snapshot, validation_fraction, "
                       "whole_group_max_work, whole_group_tasks, worker_memory_mb", "help('train_groups')"),
 ])
 def test_bad_processes_option(db, clicks, options, workers, message, hint_part):
