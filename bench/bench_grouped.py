@@ -4,14 +4,17 @@ for GLMs (algebraic), the PyTorch MLP (sequential) and LightGBM (sampling).
 Two skewed data sets: 'criteo' (one group holds ~25% of the rows, long tail) and 'device'
 (two dominant groups, the paper's Criteo-Device case). End-to-end wall time and server CPU
 (all backends, workers included) per strategy; the client alternative is psycopg COPY +
-pandas groupby + scikit-learn, one model at a time. Also prints the cost model's makespan
-estimates for 4, 8 and 16 workers.
+pandas groupby + scikit-learn, one model at a time per group, the groups spread over as many
+processes as the worker backends (2) by joblib, largest first; the same on one core is printed
+too. Also prints train_groups' own estimates (explain_train_groups) beside the measured runs,
+and the cost model's makespan estimates for 4, 8 and 16 workers.
 
 The MLP and LightGBM cases (``--patterns``) run on the criteo-like data with at most
 ``--pattern-rows`` rows, every strategy (MTP: a task per config epoch block / boosting run on
 a worker holding a copy of the group; DP: synchronous per-step data-parallel SGD for the MLP,
 LightGBM's data-parallel mode for LightGBM); their client alternative is COPY + pandas
-groupby + a plain PyTorch loop / ``lightgbm.train`` per config and group. The tasks each
+groupby + a plain PyTorch loop / ``lightgbm.train`` per config and group (joblib over the
+groups, as for the GLM). The tasks each
 strategy ran (``groupml.run_schedule`` kinds) and the planner's estimates for 2-16 workers are
 printed too.
 
@@ -27,6 +30,7 @@ import argparse
 import io
 import json
 import os
+import re
 import sys
 import time
 
@@ -40,6 +44,9 @@ from groupml.devcluster import TempCluster  # noqa: E402
 from groupml.learners import holdout_mask  # noqa: E402
 from groupml.planner import choose_strategy  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _client import over_groups  # noqa: E402
+
 GRID = {"l2": [0.001, 0.01, 0.1, 1.0], "max_iter": 50}
 MLP_SPEC = {"method": "grid", "epoch_iters": 1,
             "space": {"lr": [0.01, 0.003], "layers": ["16"], "epochs": [3], "batch_size": [64]}}
@@ -49,11 +56,10 @@ PATTERN_RUNS = {"mlp": (MLP_SPEC, ("grouped", "gtp", "mtp", "dp", "auto")),
                 "lightgbm": (LGBM_SPEC, ("grouped", "gtp", "mtp", "dp", "auto"))}
 
 
-def client_pattern(dsn, d, model):
-    """COPY + pandas groupby + PyTorch / LightGBM, one config and one group at a time."""
+def _copy_frame(dsn, d):
+    """COPY (csv) of the table into a pandas frame: the client's loading."""
     import pandas as pd
 
-    t0, c0 = time.perf_counter(), time.process_time()
     feats = [f"f{j + 1}" for j in range(d)]
     with psycopg.connect(dsn) as conn, conn.cursor() as cur:
         buf = io.StringIO()
@@ -61,34 +67,52 @@ def client_pattern(dsn, d, model):
             for chunk in cp:
                 buf.write(bytes(chunk).decode())
     buf.seek(0)
-    df = pd.read_csv(buf, header=None, names=["country"] + feats + ["clicked"])
-    for _, g in df.groupby("country"):
-        X, y = g[feats].to_numpy(), g["clicked"].to_numpy().astype(float)
-        val = holdout_mask(X, y, 0.2, 0)
-        if val.all() or (~val).sum() < 2 or np.unique(y[~val]).size < 2:
-            continue
-        if model == "mlp":
-            import torch
-            torch.set_num_threads(1)
-            Xt = torch.tensor((X - X[~val].mean(0)) / (X[~val].std(0) + 1e-12), dtype=torch.float32)
-            yt = torch.tensor(y, dtype=torch.float32)
-            tr = torch.from_numpy(np.flatnonzero(~val))
-            for lr in MLP_SPEC["space"]["lr"]:
-                net = torch.nn.Sequential(torch.nn.Linear(d, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
-                opt = torch.optim.Adam(net.parameters(), lr=lr)
-                for _ in range(3):
-                    perm = tr[torch.randperm(len(tr))]
-                    for s in range(0, len(perm), 64):
-                        idx = perm[s:s + 64]
-                        loss = torch.nn.functional.binary_cross_entropy_with_logits(net(Xt[idx]).squeeze(1), yt[idx])
-                        opt.zero_grad()
-                        loss.backward()
-                        opt.step()
-        else:
-            import lightgbm as lgb
-            for leaves in LGBM_SPEC["space"]["num_leaves"]:
-                lgb.train({"objective": "binary", "num_leaves": leaves, "min_data_in_leaf": 20, "num_threads": 1,
-                           "verbosity": -1}, lgb.Dataset(X[~val], label=y[~val]), num_boost_round=30)
+    return pd.read_csv(buf, header=None, names=["country"] + feats + ["clicked"]), feats
+
+
+def _client_groups(df, feats):
+    """``(key, rows, (X, y))`` of every group, for :func:`_client.over_groups`."""
+    for key, g in df.groupby("country"):
+        yield key, len(g), (g[feats].to_numpy(), g["clicked"].to_numpy().astype(float))
+
+
+def _pattern_group(X, y, model):
+    """One group's configs, one after another: a plain PyTorch loop or ``lightgbm.train``."""
+    d = X.shape[1]
+    val = holdout_mask(X, y, 0.2, 0)
+    if val.all() or (~val).sum() < 2 or np.unique(y[~val]).size < 2:
+        return None
+    if model == "mlp":
+        import torch
+        torch.set_num_threads(1)
+        Xt = torch.tensor((X - X[~val].mean(0)) / (X[~val].std(0) + 1e-12), dtype=torch.float32)
+        yt = torch.tensor(y, dtype=torch.float32)
+        tr = torch.from_numpy(np.flatnonzero(~val))
+        for lr in MLP_SPEC["space"]["lr"]:
+            net = torch.nn.Sequential(torch.nn.Linear(d, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+            opt = torch.optim.Adam(net.parameters(), lr=lr)
+            for _ in range(3):
+                perm = tr[torch.randperm(len(tr))]
+                for s in range(0, len(perm), 64):
+                    idx = perm[s:s + 64]
+                    loss = torch.nn.functional.binary_cross_entropy_with_logits(net(Xt[idx]).squeeze(1), yt[idx])
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+    else:
+        import lightgbm as lgb
+        for leaves in LGBM_SPEC["space"]["num_leaves"]:
+            lgb.train({"objective": "binary", "num_leaves": leaves, "min_data_in_leaf": 20, "num_threads": 1,
+                       "verbosity": -1}, lgb.Dataset(X[~val], label=y[~val]), num_boost_round=30)
+    return True
+
+
+def client_pattern(dsn, d, model, n_jobs):
+    """COPY + pandas groupby + PyTorch / LightGBM, one config at a time per group, the groups
+    over ``n_jobs`` processes (joblib, largest first; 1: one after another)."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    df, feats = _copy_frame(dsn, d)
+    over_groups(_pattern_group, ((k, n, a + (model,)) for k, n, a in _client_groups(df, feats)), n_jobs)
     return time.perf_counter() - t0, time.process_time() - c0
 
 
@@ -105,6 +129,20 @@ def pattern_estimates(model, spec, n_train):
                          blocks=wl["blocks"])
         out[p] = {k: v.makespan for k, v in plan.estimates.items()} | {"chosen": plan.strategy}
     return out
+
+
+def planner_estimates(conn, feats, spec, model):
+    """{strategy: (estimated seconds, chosen)} of explain_train_groups with 2 workers and strategy
+    'auto' ('backend': one backend); a worker strategy's estimate is its tasks' makespan plus the
+    snapshot and coordination the one-backend row's explanation prices."""
+    rows = conn.execute(f"SELECT strategy, bool_or(chosen), max(estimated_seconds), min(explanation) FROM "
+                        f"groupml.explain_train_groups('t', ARRAY['country'], {feats}, 'clicked', %s, %s::jsonb, "
+                        f"'{{}}', 2, 'auto') GROUP BY 1 ORDER BY 3", [model, json.dumps(spec)]).fetchall()
+    got = {s: (e, c) for s, c, e, _ in rows}
+    text = " ".join(x for s, _, _, x in rows if s == "backend")
+    m = re.search(r"snapshot and coordination ([0-9.e+-]+) s", text)
+    over = float(m.group(1)) if m else 0.0                # the same for every worker strategy
+    return {s: (e + (over if s != "backend" else 0.0), c) for s, (e, c) in got.items()}
 
 
 def dataset(kind, rows, d, seed):
@@ -141,31 +179,39 @@ def postmaster_pid(conn):
     return int(open(conn.execute("SHOW data_directory").fetchone()[0] + "/postmaster.pid").readline())
 
 
-def client_side(dsn, d):
-    import pandas as pd
+def _glm_group(X, y):
+    """One group's grid with scikit-learn, one config after another; the best validation accuracy."""
     from sklearn.linear_model import LogisticRegression
 
+    val = holdout_mask(X, y, 0.2, 0)
+    if val.all() or (~val).sum() < 2 or np.unique(y[~val]).size < 2:
+        return None
+    best = None
+    for l2 in GRID["l2"]:
+        m = LogisticRegression(C=1.0 / (l2 * (~val).sum()), max_iter=GRID["max_iter"])
+        m.fit(X[~val], y[~val])
+        acc = m.score(X[val], y[val])
+        best = acc if best is None else max(best, acc)
+    return best
+
+
+def client_side(dsn, d, n_jobs):
+    """COPY + pandas groupby + scikit-learn, the groups over ``n_jobs`` processes (joblib,
+    largest first; 1: one after another). Wall and client CPU seconds (the CPU of joblib's
+    worker processes is not counted)."""
     t0, c0 = time.perf_counter(), time.process_time()
-    feats = [f"f{j + 1}" for j in range(d)]
-    with psycopg.connect(dsn) as conn, conn.cursor() as cur:
-        buf = io.StringIO()
-        with cur.copy(f"COPY (SELECT country, {', '.join(feats)}, clicked::int FROM t) TO STDOUT (FORMAT csv)") as cp:
-            for chunk in cp:
-                buf.write(bytes(chunk).decode())
-    buf.seek(0)
-    df = pd.read_csv(buf, header=None, names=["country"] + feats + ["clicked"])
-    for _, g in df.groupby("country"):
-        X, y = g[feats].to_numpy(), g["clicked"].to_numpy().astype(float)
-        val = holdout_mask(X, y, 0.2, 0)
-        if val.all() or (~val).sum() < 2 or np.unique(y[~val]).size < 2:
-            continue
-        best = None
-        for l2 in GRID["l2"]:
-            m = LogisticRegression(C=1.0 / (l2 * (~val).sum()), max_iter=GRID["max_iter"])
-            m.fit(X[~val], y[~val])
-            acc = m.score(X[val], y[val])
-            best = acc if best is None else max(best, acc)
+    df, feats = _copy_frame(dsn, d)
+    over_groups(_glm_group, _client_groups(df, feats), n_jobs)
     return time.perf_counter() - t0, time.process_time() - c0
+
+
+def _client_rows(label, run, n_jobs):
+    """The client lines: with ``n_jobs`` processes and, when that is more than one, on one core."""
+    rows = []
+    for n in ((n_jobs, 1) if n_jobs > 1 else (1,)):
+        w, c = run(n)
+        rows.append((f"client ({label}, {'joblib ' + str(n) + ' processes' if n > 1 else 'one core'})", w, c))
+    return rows
 
 
 def main(argv=None):
@@ -208,18 +254,17 @@ def main(argv=None):
                     wall, cpu = time.perf_counter() - t0, server_cpu(pm) - c0
                     chosen = conn.execute("SELECT strategy FROM groupml.grouped_runs WHERE run_id = %s",
                                           [run]).fetchone()
-                    name = label if label != "auto" else f"auto->{chosen[0] if chosen else '?'}"
+                    name = label if label != "auto" else f"auto->{chosen[0] if chosen else 'one backend'}"
                     best_of[label] = min(best_of.get(label, (name, wall, cpu)), (name, wall, cpu), key=lambda r: r[1])
             rows = list(best_of.values())
-            cw, cc = client_side(cluster.dsn(), d)
-            rows.append(("client (COPY+pandas+sklearn)", cw, cc))
-            results[kind] = (share, len(sizes), rows)
+            rows += _client_rows("COPY+pandas+sklearn", lambda n: client_side(cluster.dsn(), d, n), 2)
+            planned = planner_estimates(conn, feats, GRID, "logistic")
             n_train = {g: int(n * 0.8) for g, n in sizes.items()}
             preds = {}
             for p in (2, 4, 8, 16):
                 plan = choose_strategy(n_train, len(GRID["l2"]), GRID["max_iter"], p)
                 preds[p] = {k: v.makespan for k, v in plan.estimates.items()} | {"chosen": plan.strategy}
-            results[kind] += (preds,)
+            results[kind] = (share, len(sizes), rows, preds, planned)
         for model in [p for p in patterns if p in PATTERN_RUNS]:
             spec, strategies = PATTERN_RUNS[model]
             rows_n = min(args.rows, args.pattern_rows)
@@ -248,17 +293,19 @@ def main(argv=None):
                     row = (f"{name} {kinds}", wall, cpu)
                     best_of[strategy] = min(best_of.get(strategy, row), row, key=lambda r: r[1])
             rows = list(best_of.values())
-            cw, cc = client_pattern(cluster.dsn(), d, model)
-            rows.append(("client (COPY+pandas+" + ("torch" if model == "mlp" else "lightgbm") + ")", cw, cc))
+            rows += _client_rows("COPY+pandas+" + ("torch" if model == "mlp" else "lightgbm"),
+                                 lambda n: client_pattern(cluster.dsn(), d, model, n), 2)
             results[model] = (max(sizes.values()) / rows_n, len(sizes), rows, None, rows_n,
                               pattern_estimates(model, spec, {g: int(n * 0.8) for g, n in sizes.items()}))
-    for kind, (share, ng, rows, preds, *rest) in results.items():
+    for kind, (share, ng, rows, preds, *rest) in results.items():  # GLM: rest = [planner estimates]
         if preds is None:
             print(f"\n== {kind} (criteo-like): {rest[0]} rows, {ng} groups, largest group {share:.0%}, {d} features, "
                   f"spec {json.dumps(PATTERN_RUNS[kind][0])}")
             best = min(w for name, w, _ in rows if not name.startswith("client"))
+            client = min(w for name, w, _ in rows if name.startswith("client"))
             for name, wall, cpu in rows:
-                print(f"  {name:<56} {wall:7.2f} s wall  {cpu:7.2f} s CPU   {wall / best:5.2f}x best strategy")
+                print(f"  {name:<56} {wall:7.2f} s wall  {cpu:7.2f} s CPU   {wall / best:5.2f}x best strategy  "
+                      f"{client / wall:5.2f}x faster than the fastest client")
             print("  planner makespan estimates (s, default unit costs):")
             for p, est in rest[1].items():
                 print(f"    p={p:<3} " + "  ".join(f"{k} {v:.3g}" for k, v in est.items() if k != "chosen")
@@ -267,8 +314,22 @@ def main(argv=None):
         print(f"\n== {kind}: {args.rows} rows, {ng} groups, largest group {share:.0%}, {d} features, "
               f"{len(GRID['l2'])} configs, max_iter {GRID['max_iter']}")
         best = min(w for name, w, _ in rows if name in ("grouped", "gtp", "mtp", "dp"))
+        client = min(w for name, w, _ in rows if name.startswith("client"))
         for name, wall, cpu in rows:
-            print(f"  {name:<30} {wall:7.2f} s wall  {cpu:7.2f} s CPU   {wall / best:5.2f}x best strategy")
+            print(f"  {name:<50} {wall:7.2f} s wall  {cpu:7.2f} s CPU   {wall / best:5.2f}x best strategy  "
+                  f"{client / wall:5.2f}x faster than the fastest client")
+        planned = rest[0]
+        print("  train_groups' own estimates (explain_train_groups, workers => 2, this host's unit costs; a worker "
+              "strategy's with its snapshot and coordination) against the measured runs:")
+        measured = {}
+        for name, wall, _ in rows:                 # auto counts as a run of what it chose
+            label = name.split("->", 1)[1] if name.startswith("auto->") else name
+            measured[label] = min(wall, measured.get(label, wall))
+        for name, (est, chosen) in planned.items():
+            label = "one backend" if name == "backend" else name
+            got = measured.get(label)
+            print(f"    {label:<12} estimated {est:6.2f} s{'  (chosen)' if chosen else '           '}"
+                  + (f"  measured {got:6.2f} s  ratio {got / est:5.2f}" if got and est > 0 else ""))
         print("  cost model makespan estimates (s, default unit costs):")
         for p, est in preds.items():
             print(f"    p={p:<3} " + "  ".join(f"{k} {v:.3g}" for k, v in est.items() if k != "chosen")

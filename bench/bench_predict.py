@@ -9,7 +9,11 @@ NEW session (a BI tool's query; first-use costs included):
                column (one call per group)
   client-copy  psycopg COPY (FORMAT binary) of the rows into numpy, the models fetched once,
                scored on the client (LightGBM's Booster from the same text; the GLM's weights;
-               the MLP's torch network)
+               the MLP's torch network) in N chunks of rows over N processes (joblib; N = every
+               CPU, up to 4 -- what train_groups' helper processes use)
+  client-copy-1core  the same in one process, one chunk
+
+The "x client" column is against the fastest client path.
 
 Both groupml paths are run a second time in the same session (warm: models decoded and
 checked once per session).
@@ -42,6 +46,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 from groupml.datagen import create_table, grouped_classification  # noqa: E402
 from groupml.devcluster import TempCluster  # noqa: E402
 from groupml.learners import load_model  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _client import client_cores, over_chunks  # noqa: E402
 
 SPECS = {"logistic": {"l2": [1e-3]},
          "lightgbm": {"num_boost_round": [50], "num_leaves": [15], "min_data_in_leaf": [10]},
@@ -100,27 +107,41 @@ def copy_rows(conn, feats):
     return rec["id"].astype(np.int64), rec["country"], np.column_stack([rec[f].astype(np.float64) for f in feats])
 
 
-def client_copy(dsn, feats, run_id, model):
-    """The client-side path: rows and models pulled once, scored with numpy / LightGBM."""
+def _score_chunk(start, stop, ids, country, X, models, model):
+    """Rows ``start:stop`` scored with their groups' models: {id: prediction}."""
     import lightgbm as lgb
-    import psycopg
 
-    t0 = time.perf_counter()
-    with psycopg.connect(dsn) as conn:
-        ids, country, X = copy_rows(conn, feats)
-        models = conn.execute("SELECT group_key->>'country', (fit).model FROM groupml.models WHERE run_id = %s "
-                              "AND (fit).status = 'ok'", [run_id]).fetchall()
-    t_load = time.perf_counter() - t0
+    ids, country, X = ids[start:stop], country[start:stop], X[start:stop]
     got = {}
     for key, blob in models:
-        m = load_model(bytes(blob))          # the client keeps its own models; here: the same ones
         rows = country == key.encode()
+        if not rows.any():
+            continue
+        m = load_model(bytes(blob))          # the client keeps its own models; here: the same ones
         if model == "lightgbm":              # what a client does with a LightGBM text
             z = lgb.Booster(model_str=m.model_text).predict(X[rows], raw_score=True, num_threads=1)
             pred = (z > 0).astype(np.float64)
         else:                                # the GLM's weights / the torch network, on the client
             pred = m.predict(X[rows]).astype(np.float64)
         got.update(zip(ids[rows].tolist(), pred.tolist()))
+    return got
+
+
+def client_copy(dsn, feats, run_id, model, n_jobs):
+    """The client-side path: rows and models pulled once, scored with numpy / LightGBM in
+    ``n_jobs`` chunks of rows over as many processes (joblib; 1: in this process)."""
+    import psycopg
+
+    t0 = time.perf_counter()
+    with psycopg.connect(dsn) as conn:
+        ids, country, X = copy_rows(conn, feats)
+        models = [(k, bytes(b)) for k, b in conn.execute(
+            "SELECT group_key->>'country', (fit).model FROM groupml.models WHERE run_id = %s "
+            "AND (fit).status = 'ok'", [run_id]).fetchall()]
+    t_load = time.perf_counter() - t0
+    got = {}
+    for part in over_chunks(_score_chunk, len(ids), n_jobs, (ids, country, X, models, model)):
+        got.update(part)
     return time.perf_counter() - t0, t_load, got
 
 
@@ -147,11 +168,12 @@ def set_rows(conn, feats, name):
     return t, dict(conn.execute("SELECT id, prediction FROM scores").fetchall())
 
 
-def client_roundtrip(conn, dsn, feats, run_id, model):
-    """client_copy, then its predictions COPYed back (FORMAT binary) into a table."""
+def client_roundtrip(conn, dsn, feats, run_id, model, n_jobs):
+    """client_copy (``n_jobs`` processes), then its predictions COPYed back (FORMAT binary)
+    into a table."""
     _scores_table(conn)
     t0 = time.perf_counter()
-    _, _, got = client_copy(dsn, feats, run_id, model)
+    _, _, got = client_copy(dsn, feats, run_id, model, n_jobs)
     ids = np.fromiter(got.keys(), dtype=np.int64, count=len(got))
     preds = np.fromiter(got.values(), dtype=np.float64, count=len(got))
     rec = np.empty(len(ids), dtype=[("nf", ">i2"), ("l1", ">i4"), ("id", ">i8"), ("l2", ">i4"), ("p", ">f8")])
@@ -163,14 +185,14 @@ def client_roundtrip(conn, dsn, feats, run_id, model):
     return time.perf_counter() - t0, got
 
 
-def named_set_paths(conn, dsn, feats, run_id, model, repeat):
+def named_set_paths(conn, dsn, feats, run_id, model, repeat, n_jobs):
     """(path, best seconds, rows equal to the client's) of the named-set paths and the client's
     round trip, best of ``repeat`` interleaved runs."""
     name = f"bench_{model}"
     conn.execute("SELECT groupml.publish(%s, %s)", [run_id, name])
     best, agree = {}, {}
     for _ in range(repeat):
-        t, ref = client_roundtrip(conn, dsn, feats, run_id, model)
+        t, ref = client_roundtrip(conn, dsn, feats, run_id, model, n_jobs)
         best["client-rt (COPY out, score, COPY back)"] = min(t, best.get("client-rt (COPY out, score, COPY back)", t))
         for label, fn in (("set-table (predict_table)", set_table), ("set-rows (predict per row)", set_rows)):
             t, got = fn(conn, feats, name)
@@ -188,9 +210,12 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="50k rows, 40 groups")
     ap.add_argument("--repeat", type=int, default=3, help="runs of each named-set path; the best counts")
     ap.add_argument("--models", default=",".join(SPECS), help="comma-separated subset of " + ",".join(SPECS))
+    ap.add_argument("--client-jobs", type=int, default=None, help="processes of the client's scoring "
+                    "(default: every CPU, up to 4)")
     args = ap.parse_args(argv)
     if args.quick:
         args.rows, args.groups = 50_000, 40
+    n_jobs = client_cores(args.client_jobs)
     import psycopg
 
     feats = [f"f{j + 1}" for j in range(args.features)]
@@ -206,8 +231,14 @@ def main(argv=None):
                                   "%s::jsonb)", [feats, model, json.dumps(spec)]).fetchone()[0]
             n_models = conn.execute("SELECT count(*) FROM groupml.models WHERE run_id = %s AND (fit).status = 'ok'",
                                     [run_id]).fetchone()[0]
-            t_client, t_load, ref = client_copy(cluster.dsn(), feats, run_id, model)
-            out.append((model, n_models, "client-copy", t_client, len(ref), f"(load {t_load:.2f} s)"))
+            t_client, t_load, ref = client_copy(cluster.dsn(), feats, run_id, model, n_jobs)
+            out.append((model, n_models, f"client-copy ({n_jobs} processes)", t_client, len(ref),
+                        f"(load {t_load:.2f} s)"))
+            if n_jobs > 1:
+                t_one, t_load, one = client_copy(cluster.dsn(), feats, run_id, model, 1)
+                same = sum(1 for k, v in one.items() if ref.get(k) == v)
+                out.append((model, n_models, "client-copy-1core", t_one, same, f"(load {t_load:.2f} s)"))
+                t_client = min(t_client, t_one)
             for name, fn in (("ours-rows", ours_rows), ("ours-batch", ours_batch)):
                 with psycopg.connect(cluster.dsn(), autocommit=True) as fresh:
                     for when in ("new session", "same session again"):
@@ -224,7 +255,7 @@ def main(argv=None):
                     out.append((model, n_models, f"ours-rows (parallel, {workers} worker{'s' * (workers > 1)})",
                                 times[workers], same, note))
             with psycopg.connect(cluster.dsn(), autocommit=True) as fresh:
-                paths = named_set_paths(fresh, cluster.dsn(), feats, run_id, model, args.repeat)
+                paths = named_set_paths(fresh, cluster.dsn(), feats, run_id, model, args.repeat, n_jobs)
                 t_rt = paths[0][1]
                 for label, t, same in paths:
                     out.append((model, n_models, label, t, same, f"{t_rt / t:.2f}x client-rt, best of {args.repeat}"))

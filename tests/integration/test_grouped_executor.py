@@ -180,7 +180,7 @@ def test_a_failed_snapshot_part_fails_the_run_and_keeps_no_snapshot(db, clicks):
     db.execute("CREATE VIEW broken AS SELECT country, f1 / CASE WHEN country = 'FI' THEN 0 ELSE 1 END AS f1, f2, "
                "f3, clicked FROM clicks")
     got = sql_error(db, f"CALL groupml.train_groups('broken', ARRAY['country'], {FEATS}, 'clicked', 'logistic', "
-                        f"workers => 2)")
+                        f"workers => 2, strategy => 'grouped')")
     # a data error: its own SQLSTATE (it was XX000 with a hint to resume, which fails the same way)
     assert got[0] == "22012", got
     assert re.fullmatch(r"groupml: worker \d \('loopback-\d', backend pid \d+\): train_groups could not read the "
@@ -196,7 +196,7 @@ def test_a_cancelled_parallel_build_is_rebuilt_on_resume(dsn, db, clicks):
     db.execute("CREATE VIEW slow AS SELECT country, f1 + (SELECT 0 FROM pg_catalog.pg_sleep(CASE WHEN country = "
                "'FI' THEN 0.002 ELSE 0 END)) AS f1, f2, f3, clicked FROM clicks")
     stmt = (f"CALL groupml.train_groups('slow', ARRAY['country'], {FEATS}, 'clicked', 'logistic', %s::jsonb, "
-            f"'{{}}'::jsonb, RUN, workers => 2)")
+            f"'{{}}'::jsonb, RUN, workers => 2, strategy => 'grouped')")
     with psycopg.connect(dsn, autocommit=True) as conn:
         thread, fired = cancel_when(dsn, conn.info.backend_pid,
                                     "SELECT EXISTS (SELECT 1 FROM groupml.snapshots WHERE status = 'building')")
@@ -215,7 +215,7 @@ def test_a_cancelled_parallel_build_is_rebuilt_on_resume(dsn, db, clicks):
     assert db.execute("SELECT status, groups_done FROM groupml.runs WHERE run_id = %s", [run_id]).fetchone() == \
         ("done", 5)
     assert db.execute("SELECT count(*) FROM groupml.snapshots").fetchone()[0] == 0
-    assert_same(models(db, run_id), models(db, call(db, 2)))
+    assert_same(models(db, run_id), models(db, call(db, 2, "grouped")))
 
 
 def test_workers_read_the_callers_table_not_a_namesake_on_their_search_path(cluster, dbname, db):
@@ -253,14 +253,14 @@ def test_workers_read_the_callers_table_not_a_namesake_on_their_search_path(clus
 def test_auto_and_explain(db, clicks):
     rows = db.execute(f"SELECT strategy, chosen, worker, estimated_seconds, shards, explanation FROM "
                       f"groupml.explain_train_groups('clicks', ARRAY['country'], {FEATS}, 'clicked', 'logistic', "
-                      f"%s::jsonb, '{{}}', 4)", [GRID]).fetchall()
+                      f"%s::jsonb, '{{\"keep_snapshot\": false}}', 4)", [GRID]).fetchall()
     chosen = [r for r in rows if r[1]]
     assert len(chosen) == 4 and len({r[0] for r in chosen}) == 1
     assert {r[0] for r in rows} == {"grouped", "gtp", "mtp", "dp"}
     assert "lowest estimate" in chosen[0][5]
     placed = [s for r in chosen for s in r[4]]
     assert placed
-    run = call(db, 2)
+    run = call(db, 2, options='{"keep_snapshot": false}')
     strategy = db.execute("SELECT strategy FROM groupml.grouped_runs WHERE run_id = %s", [run]).fetchone()[0]
     assert strategy in ("grouped", "gtp", "mtp", "dp")
     prog = db.execute("SELECT status, groups_done, n_groups, workers FROM groupml.progress WHERE run_id = %s",
@@ -645,7 +645,7 @@ def test_worker_endpoints_are_checked_before_the_run_and_must_reach_this_databas
         db.execute("INSERT INTO groupml.worker_endpoints (name, dsn, enabled) VALUES ('a', 'loopback', true), "
                    "('b', %s, true)", [cluster.dsn(other) + " password=s3cret"])
         stmt = ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'f2'], 'clicked', 'logistic', "
-                "workers => {})")
+                "workers => {}, strategy => 'grouped')")
         state, msg, hint = sql_error(db, stmt.format(2))
         assert state == "08001", (state, msg)
         assert f"connects to database '{other}'; workers must connect to this server's database '{dbname}'" in msg
@@ -770,7 +770,7 @@ def test_workers_run_as_the_calling_role_whatever_the_sessions_time_zone(cluster
     db.execute("SET TimeZone = 'Asia/Tokyo'")
     db.execute("SET DateStyle = 'SQL, DMY'")
     run = db.execute("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', 'logistic', "
-                     "workers => 2)").fetchone()[0]
+                     "workers => 2, strategy => 'grouped')").fetchone()[0]
     assert db.execute("SELECT status FROM groupml.runs WHERE run_id = %s", [run]).fetchone()[0] == "done"
     db.execute("RESET TimeZone")
     db.execute("RESET DateStyle")
@@ -783,7 +783,7 @@ def test_workers_run_as_the_calling_role_whatever_the_sessions_time_zone(cluster
                    [cluster.dsn(dbname)])                                     # user=postgres
         with psycopg.connect(cluster.dsn(dbname, user="trainer"), autocommit=True) as t:
             state, msg, hint = sql_error(t, "CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], "
-                                            "'clicked', 'logistic', workers => 2)")
+                                            "'clicked', 'logistic', workers => 2, strategy => 'grouped')")
         assert state == "08001", (state, msg)
         assert "connects as role 'postgres'; workers must connect as the calling role 'trainer'" in msg
         assert hint.startswith("A worker runs the source's views and functions with its role's rights")
@@ -792,7 +792,7 @@ def test_workers_run_as_the_calling_role_whatever_the_sessions_time_zone(cluster
         db.execute("DELETE FROM groupml.worker_endpoints")
         with psycopg.connect(cluster.dsn(dbname, user="trainer"), autocommit=True) as t:
             run = t.execute("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', "
-                            "'logistic', workers => 2)").fetchone()[0]
+                            "'logistic', workers => 2, strategy => 'grouped')").fetchone()[0]
         assert db.execute("SELECT status, created_by FROM groupml.runs WHERE run_id = %s",
                           [run]).fetchone() == ("done", "trainer")
     finally:
@@ -839,7 +839,7 @@ def test_an_error_of_the_sources_view_keeps_its_sqlstate_and_hint(db, clicks):
                                      "much Finland")
     assert hint.startswith("Ask the view's owner. Fix the source"), hint
     db.execute("DELETE FROM groupml.runs")
-    state, msg, hint = sql_error(db, call % 2)
+    state, msg, hint = sql_error(db, call % "2, strategy => 'grouped'")
     assert state == "54000", (state, msg)
     assert re.search(r"worker \d \('loopback-\d', backend pid \d+\): train_groups could not read the rows of "
                      r"public\.picky_clicks: too much Finland", msg), msg
@@ -849,5 +849,5 @@ def test_an_error_of_the_sources_view_keeps_its_sqlstate_and_hint(db, clicks):
     # once the cause is gone the same call resumes the run
     db.execute("CREATE OR REPLACE FUNCTION picky(c text, v float8) RETURNS float8 LANGUAGE sql STABLE AS 'SELECT v'")
     db.execute(f"CALL groupml.train_groups('picky_clicks', ARRAY['country'], {FEATS}, 'clicked', 'logistic', "
-               f"workers => 2, run_id => {run_id})")
+               f"workers => 2, strategy => 'grouped', run_id => {run_id})")
     assert db.execute("SELECT status FROM groupml.runs").fetchall() == [("done",)]

@@ -405,7 +405,7 @@ def test_a_run_of_worker_backends_resumes_only_on_worker_backends(db, clicks):
     # checkpoints and schedule rows behind, though the run said done
     resume = ("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'f2', 'f3'], 'clicked', "
               "'logistic', %s::jsonb, run_id => %s)")
-    for extra, args in (("workers => 2", "workers => 2"), ("workers => 1, strategy => 'gtp'",
+    for extra, args in (("workers => 2, strategy => 'grouped'", "workers => 2"), ("workers => 1, strategy => 'gtp'",
                                                           "workers => 1, strategy => 'gtp'")):
         run_id = call(db, extra)
         db.execute("UPDATE groupml.runs SET status = 'running' WHERE run_id = %s", [run_id])   # as a cancel left it
@@ -693,7 +693,7 @@ def test_helper_processes_give_the_same_catalog_as_the_backend_alone(db, clicks)
      "drop 'threads'"),
     ('{"foo": 1}', 2, "groupml: Unknown key 'foo' in train_groups options; allowed keys are block_rows, "
                       "checkpoint_every_s, drivers, flexible_hops, keep_snapshot, lock_timeout_ms, metric, "
-                      "network_timeout_s, placement, progress, seed, snapshot, validation_fraction, "
+                      "network_timeout_s, placement, progress, replicas, seed, snapshot, validation_fraction, "
                       "whole_group_max_work, whole_group_tasks, worker_memory_mb", "help('train_groups')"),
 ])
 def test_bad_processes_option(db, clicks, options, workers, message, hint_part):
@@ -911,7 +911,8 @@ def test_explain_train_groups_shows_numeric_keys_as_written(db):
     db.execute("CREATE TABLE bigkeys AS SELECT CASE WHEN i % 2 = 0 THEN 10::numeric ^ 400 ELSE 1.000000000000000000001 "
                "END AS k, (i % 7)::float8 AS f1, (i % 3 = 0)::int AS y FROM generate_series(1, 200) i")
     keys = db.execute("SELECT DISTINCT (s->'group'->'k')::text FROM groupml.explain_train_groups('bigkeys', "
-                      "ARRAY['k'], ARRAY['f1'], 'y', 'logistic', workers => 2) e, jsonb_array_elements(e.shards) s "
+                      "ARRAY['k'], ARRAY['f1'], 'y', 'logistic', workers => 2, strategy => 'grouped') e, "
+                      "jsonb_array_elements(e.shards) s "
                       "WHERE e.chosen ORDER BY 1").fetchall()
     assert [k[0] for k in keys] == ["1.000000000000000000001", "1" + "0" * 400 + ".0000000000000000"], keys
 
@@ -947,6 +948,11 @@ def test_postgresqls_own_errors_come_under_our_prefix(db, clicks):
     assert state == "25006" and msg.startswith("groupml: cannot execute INSERT in a read-only transaction"), msg
 
 
+#: an option only worker backends take (its default value): strategy 'auto' then chooses among
+#: the worker strategies, never one backend (tests/integration/test_backend_choice.py)
+WORKERS_ONLY = '{"keep_snapshot": false}'
+
+
 def test_workers_zero_lets_the_planner_choose_the_count(db, clicks):
     # the planner "chooses ... once workers exist, the worker count": the count was always
     # the caller's. Every count up to the server's CPUs (and free connections) is planned and
@@ -955,7 +961,7 @@ def test_workers_zero_lets_the_planner_choose_the_count(db, clicks):
     import re
     rows = db.execute("SELECT chosen, worker, explanation FROM groupml.explain_train_groups('clicks', "
                       "ARRAY['country'], ARRAY['f1', 'f2', 'f3'], 'clicked', 'logistic', %s::jsonb, "
-                      "workers => 0) WHERE chosen", [GRID]).fetchall()
+                      "options => %s::jsonb, workers => 0) WHERE chosen", [GRID, WORKERS_ONLY]).fetchall()
     m = re.match(r"workers => 0: the planner chose (\d+) worker\(s\) of up to (\d+) \(estimated makespan 1: ",
                  rows[0][2])
     assert m, rows[0][2]
@@ -964,7 +970,7 @@ def test_workers_zero_lets_the_planner_choose_the_count(db, clicks):
     notices = []
     db.add_notice_handler(lambda d: notices.append(d.message_primary))
     run = db.execute("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'f2', 'f3'], 'clicked', "
-                     "'logistic', %s::jsonb, workers => 0)", [GRID]).fetchone()[0]
+                     "'logistic', %s::jsonb, options => %s::jsonb, workers => 0)", [GRID, WORKERS_ONLY]).fetchone()[0]
     said = [n for n in notices if n.startswith("groupml: workers => 0: the planner chose")]
     assert len(said) == 1, notices
     got = int(re.search(r"chose (\d+) worker", said[0]).group(1))

@@ -110,3 +110,30 @@ def _json(v) -> Optional[Any]:
 def _num(v):
     v = _json(v)
     return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+#: a packing scan of synthetic rows (the shape of train_groups' load query): rows, values per row
+_SCAN_ROWS, _SCAN_VALUES = 40000, 11
+_SCAN_SQL = ("SELECT pg_catalog.count(*) AS n, pg_catalog.sum(pg_catalog.length(b)) AS bytes FROM (SELECT g % 8 AS k, "
+             "pg_catalog.string_agg(" + " || ".join(f"pg_catalog.float8send((g * {j + 1})::float8)"
+                                                   for j in range(_SCAN_VALUES)) +
+             ", ''::bytea) AS b FROM pg_catalog.generate_series(1, " + str(_SCAN_ROWS) + ") g GROUP BY 1) s")
+
+_host_costs = None
+
+
+def host_costs(session):
+    """This host's :class:`~groupml.planner.HostCosts`: the packing scan measured once per
+    backend (a scan of synthetic rows, a few tens of milliseconds); the other fields their
+    defaults."""
+    import time
+
+    from ..planner import host_costs_from_timings
+
+    global _host_costs
+    if _host_costs is None:
+        t0 = time.perf_counter()
+        session.query(_SCAN_SQL)
+        _host_costs = host_costs_from_timings(scan_seconds=time.perf_counter() - t0,
+                                              scan_values=_SCAN_ROWS * _SCAN_VALUES)
+    return _host_costs

@@ -24,7 +24,9 @@ CALL groupml.train_groups(source, group_by, features, label, model, search, opti
   holding a shard. Unsplit MLP/LightGBM groups run their whole search on one worker.
   explain_train_groups names the pattern.
 
-  strategy  auto (cheapest estimate) | grouped (constrained wrap-around, groups split over workers,
+  strategy  auto (cheapest estimate; a new run without worker-only options trains in one backend
+            when that is priced no dearer than the workers with their snapshot -- explain shows
+            it as strategy 'backend') | grouped (constrained wrap-around, groups split over workers,
             all groups in flight) | gtp (whole group per worker) | mtp (one configuration per task,
             group data copied to every worker) | dp (every group split over all workers, one group
             at a time, synchronous per pass; MLP: per mini-batch step, the coordinator applies

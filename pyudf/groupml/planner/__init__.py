@@ -10,9 +10,13 @@ Pure Python, no database.  Placements, plans and cost-model state are plain data
 * :class:`CostModel`: time per pass (TuPAQ eq. 1), calibrated from measured runs,
   with :func:`choose_batch_size` and :func:`choose_workers`;
 * :func:`calibrate_unit_costs`: the strategies' :class:`UnitCosts` measured from the
-  tasks earlier runs executed (a :class:`Calibration` says which fields were measured).
+  tasks earlier runs executed (a :class:`Calibration` says which fields were measured);
+* :func:`choose_backend`: one backend (helper processes, no snapshot) or worker backends,
+  from :func:`estimate_one_backend` and the worker plan plus :func:`executor_overhead`.
 """
 
+from ._backend import (ONE_BACKEND, HostCosts, best_one_backend, choose_backend, estimate_one_backend, executor_overhead,
+                       host_costs_from_timings)
 from ._calibrate import Calibration, calibrate_unit_costs
 from ._costmodel import (DEFAULT_COEFFICIENTS, TERMS, CostModel, check_run, choose_batch_size,
                          choose_workers, right_size, term_values)
@@ -37,4 +41,6 @@ __all__ = [
     "unit_costs_from_model", "PATTERNS", "STRATEGIES",
     "CostModel", "choose_batch_size", "choose_workers", "right_size", "term_values", "check_run", "TERMS",
     "DEFAULT_COEFFICIENTS", "Calibration", "calibrate_unit_costs",
+    "ONE_BACKEND", "HostCosts", "best_one_backend", "estimate_one_backend", "executor_overhead", "choose_backend",
+    "host_costs_from_timings",
 ]

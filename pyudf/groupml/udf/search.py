@@ -90,6 +90,36 @@ def measure_passes(family: str, n: int, d: int, k: int, passes: int, seed: int =
     return time.perf_counter() - t0, trainer.passes - p0
 
 
+#: (rows, features, configs per pass) measured at first use for a GLM family with no cost run
+#: yet: about a quarter of a second on one core, enough for the cost model's terms
+FIRST_USE_SIZES = ((10000, 10, 1), (10000, 10, 8), (4000, 50, 4), (20000, 20, 2))
+FIRST_USE_PASSES = 3
+FIRST_USE_SOURCE = "first use"
+
+
+def ensure_host_calibration(session, family: str) -> bool:
+    """At first use of a GLM ``family`` on this database: when ``groupml.cost_runs`` holds no
+    run of it, measure :data:`FIRST_USE_SIZES` batched passes on synthetic data here (what
+    ``groupml.calibrate_cost_model`` does, smaller) and store them, so the planner's default
+    unit costs are this host's. Only a role that may write the catalog stores them, outside a
+    read-only transaction; True when measured and stored now."""
+    from ..learners import FAMILIES
+
+    if family not in FAMILIES:
+        return False
+    ok = session.query(
+        "SELECT pg_catalog.has_table_privilege('groupml.cost_runs', 'INSERT') AND "
+        "pg_catalog.has_sequence_privilege('groupml.cost_runs_run_id_seq', 'USAGE') AND "
+        "NOT pg_catalog.current_setting('transaction_read_only')::bool AS ok")[0]["ok"]
+    if not ok or catalog.recent_cost_runs(session, 1, family=family):
+        return False
+    for i, (n, d, k) in enumerate(FIRST_USE_SIZES):
+        secs, done = measure_passes(family, n, d, k, FIRST_USE_PASSES, seed=i, interrupt_check=session.check_cancel)
+        record_cost_run(session, n=n, d=d, k=k, workers=1, passes=done, seconds=secs, source=FIRST_USE_SOURCE,
+                        family=family)
+    return True
+
+
 @sql_entry
 @pinned
 def calibrate_cost_model(sizes, family, passes):

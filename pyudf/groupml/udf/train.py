@@ -260,18 +260,24 @@ def _train_groups(session, oid, group_by, features, label, model, search, option
     if holders is not None:
         from ..executor.nodes import check_grouping
         check_grouping(pattern, group_by, _key_columns(session, source, holders), source)
+    backend = executor and holders is None and _may_run_in_backend(strategy, options_obj, run_id)
+    inputs = _plan_inputs(session, source, group_by, features, label, model, search_obj, exec_options, family, spec,
+                          opts, pattern, imputed=needs_transform(raw, cols, features),
+                          calibrate=backend) if workers == 0 or backend else None
     if workers == 0:
-        workers, why = _auto_workers(session, _plan_inputs(session, source, group_by, features, label, model,
-                                                           search_obj, exec_options, family, spec, opts, pattern,
-                                                           imputed=needs_transform(raw, cols, features)),
-                                     strategy, exec_options, pattern)
+        workers, why = _auto_workers(session, inputs, strategy, exec_options, pattern)
         session.notice(f"groupml: {why}")
-    if executor:
-        if holders is None:
-            # every executor run connects its workers, one included (workers => 0 may choose 1)
-            from ..executor.pool import check_endpoints
-            check_endpoints(session, workers)
-    else:
+    if executor and holders is None:
+        # every executor run connects its workers, one included (workers => 0 may choose 1); checked
+        # before the one-backend choice, so a call is refused or not whatever the planner prices
+        from ..executor.pool import check_endpoints
+        check_endpoints(session, workers)
+    if backend:
+        choice = _backend_choice(session, inputs, workers, strategy, exec_options, pattern, len(features))
+        session.notice(f"groupml: {choice['explanation']}")
+        if choice["backend"]:
+            executor, processes = False, choice["one_estimate"].details["helpers"]
+    if not executor:
         exec_options, fit_options = None, options_obj
         validate_request(model, search_obj, options_obj, OPTIONS)
     model_set = modelsets.check_publishing(session, model_set, source, group_by)      # before the run exists
@@ -683,12 +689,18 @@ def explain_train_groups(source, group_by, features, label, model, search, optio
 
 
 def _plan_inputs(session, source, group_by, features, label, model, search_obj, exec_options, family, spec, opts,
-                 pattern, owner: str = OWNER, imputed: bool = False) -> Dict[str, Any]:
+                 pattern, owner: str = OWNER, imputed: bool = False, calibrate: bool = False) -> Dict[str, Any]:
     """What the planner needs of a request: every group's training rows (a count query over
     the source, NULLs left out), the workload, the calibration and the pass-task limit.
-    ``imputed``: a transform imputes NULL features (only a NULL label leaves a row out)."""
+    ``imputed``: a transform imputes NULL features (only a NULL label leaves a row out).
+    ``calibrate``: measure this host's GLM passes first when the catalog has none of the
+    family (:func:`~groupml.udf.search.ensure_host_calibration`)."""
     from ..executor.costs import load_calibration
     from ..executor.plan import pass_task_rows, workload_of
+    from .search import ensure_host_calibration
+
+    if calibrate:
+        ensure_host_calibration(session, model)
 
     notnull = " AND ".join(f"{quote_ident(c)} IS NOT NULL" for c in ([] if imputed else list(features)) + [label])
     with reading_source(session, source, owner):
@@ -697,7 +709,7 @@ def _plan_inputs(session, source, group_by, features, label, model, search_obj, 
     frac = opts["validation_fraction"]
     wl = workload_of(spec, family)
     return {"sizes": {i: int(round(int(r["n"]) * (1 - frac))) for i, r in enumerate(rows)},
-            "keys": {i: r["gkey"] for i, r in enumerate(rows)}, "wl": wl,
+            "keys": {i: r["gkey"] for i, r in enumerate(rows)}, "wl": wl, "frac": frac,
             "cal": load_calibration(session, model=model, pattern=pattern, source=source, features=features,
                                     search=search_obj, d=len(features), n_configs=wl["n_configs"]),
             "max_rows": pass_task_rows(exec_options, len(features), wl["n_configs"], wl["epochs"])}
@@ -731,6 +743,33 @@ def _auto_workers(session, inputs, strategy: str, exec_options, pattern: str):
                     f"the fewest within 10% of the best)")
 
 
+def _may_run_in_backend(strategy: str, options_obj: dict, run_id) -> bool:
+    """Whether a call with workers may train in one backend instead: strategy 'auto', a new
+    run (a resumed one keeps where it was trained), and no option only worker backends take
+    (a snapshot, placement, memory per worker...)."""
+    from ..executor.run import EXEC_KEYS
+
+    return strategy == "auto" and run_id is None and not any(k in options_obj for k in EXEC_KEYS)
+
+
+def _backend_choice(session, inputs, workers: int, strategy: str, exec_options, pattern: str, d: int):
+    """:func:`~groupml.planner.choose_backend` for a request: one backend (in the backend
+    itself or with the helper processes it would start, whichever is cheaper) against the
+    worker plan with its snapshot and coordination, priced with the same calibrated unit
+    costs. Adds 'plan' and 'one_estimate' (the estimates)."""
+    from ..executor.costs import host_costs
+    from ..planner import best_one_backend, choose_backend, executor_overhead
+
+    plan = _plan_for(inputs, workers, strategy, exec_options, pattern)
+    host = host_costs(session)
+    n_rows = sum(inputs["sizes"].values())
+    helpers = max(1, min(os.cpu_count() or 1, MAX_PROCESSES))
+    one = best_one_backend(plan.workload, helpers, inputs["cal"].costs, host, d)
+    choice = choose_backend(one, plan, executor_overhead(n_rows, d, workers, host))
+    choice.update(plan=plan, one_estimate=one)
+    return choice
+
+
 def _explain_train_groups(session, oid, group_by, features, label, model, search, options, workers, strategy):
     from ..executor.plan import placement_for
 
@@ -738,9 +777,11 @@ def _explain_train_groups(session, oid, group_by, features, label, model, search
                                                                                label, model, search, options)
     _, _, (fit_options, exec_options, family, spec, opts, pattern) = _check_options(
         session, source, group_by, features, label, model, search_obj, options_obj, workers, strategy)
-    inputs = _plan_inputs(session, source, group_by, features, label, model, search_obj, exec_options, family, spec,
-                          opts, pattern, owner="explain_train_groups", imputed=needs_transform(raw, cols, features))
     holders = _holders_of(session, source, strategy)
+    backend_ok = holders is None and _may_run_in_backend(strategy, options_obj, None)     # as a run would choose
+    inputs = _plan_inputs(session, source, group_by, features, label, model, search_obj, exec_options, family, spec,
+                          opts, pattern, owner="explain_train_groups", imputed=needs_transform(raw, cols, features),
+                          calibrate=backend_ok)
     if holders is not None and holders[0].server is None:
         from ..executor.nodes import check_grouping, explain_on_nodes
         check_grouping(pattern, group_by, _key_columns(session, source, holders), source)
@@ -752,6 +793,15 @@ def _explain_train_groups(session, oid, group_by, features, label, model, search
         chose += "; "
     sizes, keys, max_rows = inputs["sizes"], inputs["keys"], inputs["max_rows"]
     plan = _plan_for(inputs, workers, strategy, exec_options, pattern)
+    backend = _backend_choice(session, inputs, workers, strategy, exec_options, pattern, len(features)) \
+        if backend_ok else None
+    backend_rows = []
+    if backend is not None:
+        one = backend["one_estimate"]
+        for w, secs in enumerate(one.per_worker):
+            backend_rows.append({"strategy": "backend", "chosen": backend["backend"], "worker": w,
+                                 "estimated_seconds": float(secs + (one.breakdown.get("load", 0.0) if w == 0 else 0)),
+                                 "shards": None, "explanation": chose + backend["explanation"]})
     n_big = sum(1 for n in sizes.values() if n > max_rows)
     if not exec_options["whole_group_tasks"]:
         unsplit = "unsplit groups too, one task per pass)"
@@ -775,9 +825,9 @@ def _explain_train_groups(session, oid, group_by, features, label, model, search
                                      "copy of the group",
                 ("sampling", "dp"): "; DP: every group split over all workers, one LightGBM data-parallel job "
                                     "per config"}[(pattern, plan.strategy)]
-    out = []
+    out = backend_rows
     for name, est in plan.estimates.items():
-        chosen = name == plan.strategy
+        chosen = name == plan.strategy and not (backend and backend["backend"])
         pl = placement_for(name, sizes, workers, pattern,
                            plan=plan if exec_options["placement"] == "auto" else None) if chosen else None
         for w, secs in enumerate(est.per_worker):
