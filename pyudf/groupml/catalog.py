@@ -579,6 +579,43 @@ def runs_trials(session, run_ids: Sequence[int], limit: int) -> List[Dict[str, A
         [list(run_ids), int(limit)], ["bigint[]", "integer"])
 
 
+# ------------------------------------------------------------------------------ transforms and model sets
+def run_transform(session, run_id: int) -> Optional[str]:
+    """The run's stored raw-column transform (JSON text), or None."""
+    rows = session.query("SELECT transform::text AS t FROM groupml.runs WHERE run_id = $1", [run_id], ["bigint"])
+    return rows[0]["t"] if rows else None
+
+
+def set_run_transform(session, run_id: int, transform_json: str) -> None:
+    session.query("UPDATE groupml.runs SET transform = $2::jsonb WHERE run_id = $1", [run_id, transform_json],
+                  ["bigint", "text"])
+
+
+def run_for_publishing(session, run_id: int) -> List[Dict[str, Any]]:
+    """The run a model-set version is published from (no row: none the caller may see)."""
+    return session.query("SELECT run_id, kind, source, group_by, features, family, status, key_settings::text AS ks "
+                         "FROM groupml.runs WHERE run_id = $1", [run_id], ["bigint"])
+
+
+def copy_models_to_version(session, version_id: int, run_id: int, key_casts: Sequence[str]) -> None:
+    """Copy the run's models into model-set version ``version_id``, each group key as the binary
+    record of ``key_casts`` (SQL expressions over ``m.group_key`` built by the caller from
+    quoted literals and checked type names)."""
+    session.query(
+        "INSERT INTO groupml.model_set_models (version_id, group_key, key_value, fit) SELECT $1, m.group_key, "
+        f"pg_catalog.record_send(ROW({', '.join(key_casts)})), m.fit FROM groupml.models m WHERE m.run_id = $2",
+        [version_id, run_id], ["bigint", "bigint"])
+
+
+def model_set_run_arguments(session, name: str) -> List[Dict[str, Any]]:
+    """The arguments of the run behind set ``name``'s active version (the newest when none is)."""
+    return session.query(
+        "SELECT r.source, r.group_by, r.features, r.label, r.family, r.search::text AS search, "
+        "r.options::text AS options FROM groupml.model_set_versions v JOIN groupml.runs r USING (run_id) "
+        "WHERE v.set_name = $1 ORDER BY (v.version = (SELECT s.active_version FROM groupml.model_sets s "
+        "WHERE s.name = $1)) DESC, v.version DESC LIMIT 1", [name], ["text"])
+
+
 # ------------------------------------------------------------------------------ reports (groupml.report)
 def report_run(session, run_id: int) -> List[Dict[str, Any]]:
     """The run's row with its executor record, as the caller may read it (no row: none)."""

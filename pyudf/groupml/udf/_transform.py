@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional
 from ..errors import FeatureNotSupportedError
 from ..transforms import Transform, check_spec, kind_of_type, scales_for, unsupported
 from ..transforms.sql import categories_sql, stats_of, stats_sql
+from .. import catalog
 from ..sourcesql import NUMERIC_TYPES, reading_source
 
 OWNER = "train_groups"
@@ -71,15 +72,13 @@ def run_transform(session, run_id: int, source: str, features: List[str], label:
                   family: Optional[str]) -> Optional[Transform]:
     """The transform of run ``run_id``: the stored one when the run has it (a resumed run), else
     fitted now and stored (the caller commits), else None for a numeric run without one."""
-    stored = session.query("SELECT transform::text AS t FROM groupml.runs WHERE run_id = $1", [run_id],
-                           ["bigint"])
-    if stored and stored[0]["t"] is not None:
-        return Transform.from_json(stored[0]["t"])
+    stored = catalog.run_transform(session, run_id)
+    if stored is not None:
+        return Transform.from_json(stored)
     if not needs_transform(option, cols, features):
         return None
     t = fit_transform(session, source, features, label, option or {}, family)
-    session.query("UPDATE groupml.runs SET transform = $2::jsonb WHERE run_id = $1", [run_id, t.to_json()],
-                  ["bigint", "text"])
+    catalog.set_run_transform(session, run_id, t.to_json())
     return t
 
 

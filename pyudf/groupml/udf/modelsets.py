@@ -22,6 +22,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from ..db import backend_session, in_parallel_mode, quote_ident, quote_literal, statement_token
+from .. import catalog
 from ..errors import (ArrayLengthError, DataError, DatatypeMismatchError, FeatureNotSupportedError,
                       InsufficientPrivilegeError, InvalidParameterError, ObjectInUseError, PrerequisiteStateError,
                       UndefinedObjectError)
@@ -103,8 +104,7 @@ _retrain_margin: Optional[float] = None
 
 
 def _run_row(session, run_id, owner: str):
-    rows = session.query("SELECT run_id, kind, source, group_by, features, family, status, key_settings::text AS ks "
-                         "FROM groupml.runs WHERE run_id = $1", [run_id], ["bigint"])
+    rows = catalog.run_for_publishing(session, run_id)
     if not rows:
         raise UndefinedObjectError(f"The 'run_id' value of {owner} must name a run you can see; got {run_id}",
                                    hint="See SELECT run_id, source, status FROM groupml.runs.")
@@ -171,10 +171,7 @@ def _make_ready(session, version_id: int, run) -> None:
         casts.append(f"(m.group_key OPERATOR(pg_catalog.->>) {quote_literal(g)})::{typ}")
     settings = json.loads(run["ks"]) if run.get("ks") else {}
     with _settings(session, settings):        # the key text as it was written (a timestamptz's zone, ...)
-        session.query(
-            "INSERT INTO groupml.model_set_models (version_id, group_key, key_value, fit) SELECT $1, m.group_key, "
-            f"pg_catalog.record_send(ROW({', '.join(casts)})), m.fit FROM groupml.models m WHERE m.run_id = $2",
-            [version_id, run["run_id"]], ["bigint", "bigint"])
+        catalog.copy_models_to_version(session, version_id, run["run_id"], casts)
     summary = session.query(
         "SELECT pg_catalog.count(*) AS groups, pg_catalog.count((m.fit).model) AS with_model, "
         "pg_catalog.min((m.fit).metric) AS metric, pg_catalog.min((m.fit).score) AS score_min, "
@@ -271,11 +268,7 @@ def retrain_arguments(session, name: str, owner: str):
     version's run, the newest version's when none is active."""
     with session.pinned_search_path():
         _set_row(session, name, owner, write=False)
-        rows = session.query(
-            "SELECT r.source, r.group_by, r.features, r.label, r.family, r.search::text AS search, "
-            "r.options::text AS options FROM groupml.model_set_versions v JOIN groupml.runs r USING (run_id) "
-            "WHERE v.set_name = $1 ORDER BY (v.version = (SELECT s.active_version FROM groupml.model_sets s "
-            "WHERE s.name = $1)) DESC, v.version DESC LIMIT 1", [name], ["text"])
+        rows = catalog.model_set_run_arguments(session, name)
     if not rows:
         raise PrerequisiteStateError(
             f"Model set '{name}' has no version whose run is still in groupml.runs: what to train is unknown",
