@@ -3,7 +3,6 @@ scoring per row (keys of several types and columns, matched by typed value) and 
 bad inputs, row-level security, and pg_dump / pg_restore."""
 
 import os
-import shutil
 import subprocess
 
 import numpy as np
@@ -11,6 +10,7 @@ import psycopg
 import pytest
 
 from groupml.datagen import create_table, grouped_classification
+from groupml.devcluster import pg_bindir
 from pg_helpers import cron_runs, sql_error
 
 pytestmark = pytest.mark.integration
@@ -266,7 +266,7 @@ def test_pg_dump_and_restore_keep_the_sets(cluster, dbname, db, clicks, tmp_path
     train(db, extra=", model_set => 'churn'")
     q = "SELECT id, groupml.predict('churn', ARRAY[f1, f2, f3], country) FROM clicks ORDER BY id"
     want = db.execute(q).fetchall()
-    bindir = os.path.dirname(shutil.which("pg_ctl") or "/usr/lib/postgresql/15/bin/pg_ctl")
+    bindir = pg_bindir()                        # the server's own (a pg_ctl on PATH may be a link elsewhere)
     dump = tmp_path / "db.dump"
     env = dict(os.environ)
     user = ["-U", "postgres", "-h", "127.0.0.1", "-p", str(cluster.port)]
