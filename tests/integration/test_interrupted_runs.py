@@ -209,22 +209,20 @@ def test_a_cancel_while_torch_loads_is_not_held_until_it_has_loaded(dsn, db, mlp
         assert conn.execute(mlp_rows, [json.dumps({"epochs": 2})]).fetchone()[0] is not None
 
 
-def test_statement_timeout_ends_a_new_sessions_first_mlp_within_about_a_second(dsn, db, mlp_rows):
-    # with statement_timeout = 1s the first MLP of a new session stopped after 2.2-4.1 s (3.3-5.2
-    # on a loaded host): the timeout waited for torch's import. Where the import takes longer than
-    # the timeout (here: 1.3-2.7 s), the call ends while torch is still loading; where it is
-    # faster, the call ends within a generous bound (it ends at 1.0-1.06 s here)
+def test_statement_timeout_ends_a_new_sessions_first_mlp_while_torch_loads(dsn, db, mlp_rows):
+    # a statement_timeout that expires during a new session's first MLP waited for torch's whole
+    # import (seconds) before the statement ended. The session has groupml loaded already, so the
+    # call reaches torch's import at once; the import takes far longer than the timeout on any
+    # host (a second or more), so the timeout lands while torch loads, and the call ends there
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("SET statement_timeout = '1s'")
-        t0 = time.monotonic()
+        conn.execute("SELECT groupml.help('fit')")
+        conn.execute("SET statement_timeout = '250ms'")
         with pytest.raises(psycopg.errors.QueryCanceled) as info:
             conn.execute(mlp_rows, [MLP_SPEC])
-        elapsed = time.monotonic() - t0
         assert info.value.diag.message_primary == "groupml: canceling statement due to statement timeout", \
             info.value.diag.message_primary
         conn.execute("SET statement_timeout = 0")
-        state = _torch_state(conn)
-        assert state == "loading" or (state == "loaded" and elapsed < 1.8), (state, elapsed)
+        assert _torch_state(conn) == "loading"
         assert conn.execute("SELECT 1").fetchone() == (1,)
 
 

@@ -160,7 +160,11 @@ def terminate_worker_when(dsn, worker, condition_sql, timeout=120.0):
     return t, fired
 
 
-FAULT_SPEC = dict(SPEC, space=dict(SPEC["space"], epochs=[4]))
+# long enough that the run is still going well after its first committed epoch on any host (an
+# epoch here takes a few hundredths of a second; the first also starts torch in the workers), with
+# every finished epoch committed at once (checkpoint_every_s 0) so the watcher sees it soon
+FAULT_EPOCHS = 30
+FAULT_SPEC = dict(SPEC, space=dict(SPEC["space"], epochs=[FAULT_EPOCHS]))
 AFTER_FIRST_EPOCH = "SELECT coalesce(max(epochs_done), 0) >= 1 FROM groupml.grouped_runs"
 
 
@@ -168,11 +172,11 @@ def test_a_worker_terminated_mid_run_hands_its_units_to_a_replica(db, dsn):
     make_table(db, n=6000)
     t, fired = terminate_worker_when(dsn, 0, AFTER_FIRST_EPOCH)
     try:
-        run_id = mop(db, spec=FAULT_SPEC, options={"replicas": 2})
+        run_id = mop(db, spec=FAULT_SPEC, options={"replicas": 2, "checkpoint_every_s": 0})
     finally:
         t.join()
     assert fired.is_set()
-    log = check_run(db, run_id, 2, epochs=4)
+    log = check_run(db, run_id, 2, epochs=FAULT_EPOCHS)
     v = [e for e in log if e["kind"] == "visit"]
     # after the loss every unit ran on worker 1, partition 0's too
     assert any(e["worker"] == 1 and e["shard"] == 0 for e in v)
@@ -186,7 +190,8 @@ def test_losing_the_only_holder_of_a_partition_stops_resumably(db, dsn):
     try:
         state, message, hint = sql_error(
             db, "CALL groupml.train_groups('clicks', ARRAY[]::text[], " + FEATS + ", 'clicked', 'mlp', %s::jsonb, "
-                "'{\"keep_snapshot\": true}', NULL, workers => 2, strategy => 'mop')", [json.dumps(FAULT_SPEC)])
+                "'{\"keep_snapshot\": true, \"checkpoint_every_s\": 0}', NULL, workers => 2, strategy => 'mop')",
+            [json.dumps(FAULT_SPEC)])
     finally:
         t.join()
     assert fired.is_set()
@@ -194,7 +199,7 @@ def test_losing_the_only_holder_of_a_partition_stops_resumably(db, dsn):
     run_id, status = db.execute("SELECT run_id, status FROM groupml.runs").fetchone()
     assert status == "failed"
     assert mop(db, spec=FAULT_SPEC, run_id=run_id) == run_id            # resumes and finishes
-    check_run(db, run_id, 2, epochs=4)
+    check_run(db, run_id, 2, epochs=FAULT_EPOCHS)
     tid, model = stored_best(db, run_id)
     assert bytes(db.execute("SELECT groupml.replay(%s, %s)", [run_id, tid]).fetchone()[0]) == model
 
@@ -229,7 +234,7 @@ def test_progress_shows_epochs_sub_epochs_and_losses_and_a_cancelled_run_resumes
     assert "mop: trial " in seen[0] and " sub-epoch " in seen[0] and "/2" in seen[0]
     run_id = db.execute("SELECT run_id FROM groupml.runs").fetchone()[0]
     assert mop(db, spec=FAULT_SPEC, run_id=run_id) == run_id
-    check_run(db, run_id, 2, epochs=4)
+    check_run(db, run_id, 2, epochs=FAULT_EPOCHS)
     tid, model = stored_best(db, run_id)
     assert bytes(db.execute("SELECT groupml.replay(%s, %s)", [run_id, tid]).fetchone()[0]) == model
 
