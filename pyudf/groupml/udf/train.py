@@ -187,8 +187,8 @@ def _check_executor_request(session, source, group_by, features, label, model, s
     """The checks of a train_groups run on worker backends (workers > 1 or a strategy), shared
     with explain_train_groups so the plan is refused exactly when the run would be: the model and
     search for the family's access pattern, the strategy, and -- ``on_workers`` -- a source the
-    workers can see (not a temporary table), no sgd for GLMs, and a named snapshot that matches
-    the arguments. Returns (fit_options, exec_options, family, spec, opts, pattern)."""
+    workers can see (not a temporary table), no sgd for GLMs but under strategy 'mop', and a named
+    snapshot that matches the arguments. Returns (fit_options, exec_options, family, spec, opts, pattern)."""
     from ..executor.glm import uses_sgd
     from ..executor.core import check_strategy, pattern_of
     from ..executor.pool import check_source_visible
