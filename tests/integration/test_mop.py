@@ -248,26 +248,34 @@ def test_progress_shows_epochs_sub_epochs_and_losses_and_a_cancelled_run_resumes
     assert bytes(db.execute("SELECT groupml.replay(%s, %s)", [run_id, tid]).fetchone()[0]) == model
 
 
-def test_asha_drives_mop_epoch_by_epoch(db, clicks):
-    spec = {"method": "asha", "n_trials": 6, "max_epochs": 4, "min_epochs": 1, "eta": 2, "epoch_iters": 1,
-            "space": {"lr": {"loguniform": [0.001, 0.1]}, "layers": ["8"], "epochs": [4],
-                      "batch_size": [32]}}
-    run_id = mop(db, spec=spec)
-    log = visits(db, run_id)
-    v = as_visits(log)
+def asha_run(db, spec, **kw):
+    """Epochs each trial of a new MOP run of ``spec`` visited; its visit log is sound and its
+    best trial replays to the stored model."""
+    run_id = mop(db, spec=spec, **kw)
+    tid, model = stored_best(db, run_id)
+    assert bytes(db.execute("SELECT groupml.replay(%s, %s)", [run_id, tid]).fetchone()[0]) == model
+    v = as_visits(visits(db, run_id))
     assert visit_log_violations(v, 2) == []
     epochs = {}
     for x in v:
         epochs[x["trial"]] = max(epochs.get(x["trial"], 0), x["epoch"] + 1)
+    return epochs
+
+
+def test_asha_drives_mop_epoch_by_epoch(db, clicks):
+    spec = {"method": "asha", "n_trials": 6, "max_epochs": 4, "min_epochs": 1, "eta": 2, "epoch_iters": 1,
+            "space": {"lr": {"loguniform": [0.001, 0.1]}, "layers": ["8"], "epochs": [4],
+                      "batch_size": [32]}}
+    epochs = asha_run(db, spec)
     assert len(epochs) >= 6 and min(epochs.values()) < 4 and max(epochs.values()) == 4   # ASHA stopped some early
-    tid, model = stored_best(db, run_id)
-    assert bytes(db.execute("SELECT groupml.replay(%s, %s)", [run_id, tid]).fetchone()[0]) == model
 
 
-def test_explain_train_groups_describes_a_mop_plan(db, clicks):
+@pytest.mark.parametrize("model", ["mlp", "logistic"])
+def test_explain_train_groups_describes_a_mop_plan(db, clicks, model):
+    spec = SPEC if model == "mlp" else GLM_SPEC
     rows = db.execute(f"SELECT strategy, explanation FROM groupml.explain_train_groups('clicks', ARRAY[]::text[], "
-                      f"{FEATS}, 'clicked', 'mlp', %s::jsonb, '{{}}', 2, 'mop') WHERE chosen",
-                      [json.dumps(SPEC)]).fetchall()
+                      f"{FEATS}, 'clicked', %s, %s::jsonb, '{{}}', 2, 'mop') WHERE chosen",
+                      [model, json.dumps(spec)]).fetchall()
     assert rows and rows[0][0] == "mop" and "partitions" in rows[0][1]
 
 
@@ -316,19 +324,5 @@ def test_a_logistic_mop_run_trains_by_sgd_matches_lbfgs_and_replays_bit_for_bit(
 def test_asha_drives_a_linear_mop_run_and_replays(db, separable):
     spec = {"method": "asha", "n_trials": 4, "max_epochs": 4, "min_epochs": 1, "eta": 2, "epoch_iters": 1,
             "space": {"lr": {"loguniform": [0.001, 0.1]}, "max_iter": [4], "batch_size": [128]}}
-    run_id = mop(db, spec=spec, source="sep", model="linear")
-    v = as_visits(visits(db, run_id))
-    assert visit_log_violations(v, 2) == []
-    epochs = {}
-    for x in v:
-        epochs[x["trial"]] = max(epochs.get(x["trial"], 0), x["epoch"] + 1)
+    epochs = asha_run(db, spec, source="sep", model="linear")
     assert len(epochs) >= 4 and max(epochs.values()) == 4
-    tid, model = stored_best(db, run_id)
-    assert bytes(db.execute("SELECT groupml.replay(%s, %s)", [run_id, tid]).fetchone()[0]) == model
-
-
-def test_explain_train_groups_describes_a_glm_mop_plan(db, clicks):
-    rows = db.execute(f"SELECT strategy, explanation FROM groupml.explain_train_groups('clicks', ARRAY[]::text[], "
-                      f"{FEATS}, 'clicked', 'logistic', %s::jsonb, '{{}}', 2, 'mop') WHERE chosen",
-                      [json.dumps(GLM_SPEC)]).fetchall()
-    assert rows and rows[0][0] == "mop" and "partitions" in rows[0][1]

@@ -2,20 +2,17 @@
 numpy reference, the training state, the search a 'mop' run trains, and the GLM hopper over a
 fake in-process pool (replayed bit for bit from its visit log)."""
 
-import json
-
 import numpy as np
 import pytest
 
 from groupml.errors import InvalidParameterError, ModelFormatError
-from groupml.executor import worker
-from groupml.executor.core import GroupCtx, check_strategy, fit_with_trainer, validate_any
+from groupml.executor.core import check_strategy, fit_with_trainer, validate_any
 from groupml.executor.invariants import schedule_violations
 from groupml.executor.patterns import ShardedGLMHopTrainer
 from groupml.learners import fit_many, glmsgd, load_model, merge_stats, partial_stats, visit_log_violations
 from groupml.learners._glmsgd import SGDState, sgd_pass
 
-from test_executor_patterns import FakePool
+from test_executor_patterns import fake_group
 
 
 def data(n=600, d=3, seed=0, regression=False):
@@ -153,11 +150,7 @@ def test_mop_search_makes_sgd_explicit_and_refuses_what_sgd_cannot_honour():
 def glm_sharded(monkeypatch):
     X, y = data(n=900)
     cuts = [(0, 300), (300, 350), (650, 250)]
-    arrays = {json.dumps([[s, 0, n]]): (X[s:s + n], y[s:s + n]) for s, n in cuts}
-    monkeypatch.setattr(worker, "shard_arrays", lambda session, req: arrays[json.dumps(req["pieces"])])
-    pool = FakePool(arrays)
-    shards = [(i % 2, s, n, [[s, 0, n]]) for i, (s, n) in enumerate(cuts)]
-    ctx = GroupCtx(pool, snapshot_id=1, group_no=0, group_key="g", d=3, shards=shards, mem_mb=64)
+    pool, ctx = fake_group(monkeypatch, X, y, cuts)
     return X, y, cuts, pool, ctx
 
 
