@@ -326,3 +326,13 @@ def test_asha_drives_a_linear_mop_run_and_replays(db, separable):
             "space": {"lr": {"loguniform": [0.001, 0.1]}, "max_iter": [4], "batch_size": [128]}}
     epochs = asha_run(db, spec, source="sep", model="linear")
     assert len(epochs) >= 4 and max(epochs.values()) == 4
+
+
+def test_svm_mop_runs_hinge_and_squared_hinge_sgd_and_replays(db, separable):
+    spec = {"method": "grid", "epoch_iters": 1,
+            "space": {"lr": [0.1, 0.01], "loss": ["hinge", "squared_hinge"], "max_iter": [3], "batch_size": [64]}}
+    run_id = mop(db, spec=spec, source="sep", model="svm")
+    check_run(db, run_id, 2)
+    assert best_metric(db, run_id) > 0.9
+    tid, model = stored_best(db, run_id)
+    assert bytes(db.execute("SELECT groupml.replay(%s, %s)", [run_id, tid]).fetchone()[0]) == model

@@ -179,3 +179,26 @@ def test_the_glm_hopper_replays_bit_for_bit_and_keeps_the_invariants(glm_sharded
                 state = glmsgd.visit(state, *parts[e["shard"]], epoch=e["pass"], shard_id=e["shard"])
         assert glmsgd.state_model(state).to_bytes() == tr.model(tid).to_bytes()
     assert load_model(res.model).params["solver"] == "sgd"
+
+
+def test_a_glm_hop_run_resumed_from_any_block_equals_the_uninterrupted_one(glm_sharded):
+    from groupml.executor.checkpoint import decode, encode
+    from groupml.executor.patterns import _mop_trainer
+
+    X, y, cuts, pool, ctx = glm_sharded
+    Xv, yv = data(200, seed=1)
+    search = glmsgd.mop_search("logistic", {"method": "grid", "epoch_iters": 1, "space": {
+        "lr": [0.3, 0.03], "max_iter": [3], "batch_size": [40], "class_weight": [None, "balanced"]}})
+    fam, spec, opts = validate_any("logistic", search, {})
+
+    def fit(resume=None, checkpoint=None):
+        tr = _mop_trainer(fam, ctx, Xv, yv, opts, lgbm_timeout_s=1, flexible=True, resume=resume)
+        return fit_with_trainer(tr, fam, spec, n_train=900, n_val=200, n_skipped=0, d=3, pattern="algebraic",
+                                checkpoint=checkpoint, resume=resume)
+
+    saved = []
+    full = fit(checkpoint=lambda e, state: saved.append(encode(state)))
+    assert len(saved) == 3 and full.status == "ok"
+    for blob in saved[:-1]:
+        again = fit(resume=decode(blob))
+        assert again.model == full.model and again.score == full.score and again.params == full.params
