@@ -427,7 +427,8 @@ def fit_other_group(pool, *, family, spec, opts, model: str, search: dict, fit_o
                     on_epoch_raw: Callable, interrupt_check: Callable, lgbm_timeout_s: float = 120.0,
                     flexible: bool = True, checkpoint=None, resume=None, mode: str = "shards", replicas: int = 1,
                     progress: Optional[Callable[[str], None]] = None):
-    """The FitResult of one MLP / LightGBM group over the worker pool (see the module doc).
+    """The FitResult of one MLP / LightGBM group (or a GLM group under ``'mop'``) over the worker
+    pool (see the module doc).
 
     ``mode`` (:func:`groupml.executor.plan.group_tasks`): ``'shards'`` with one shard is a
     whole-group search on its worker; otherwise the trainer registered for (access pattern,

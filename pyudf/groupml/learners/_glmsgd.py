@@ -239,14 +239,18 @@ def _solver_values(node: Any, out: List[Any]) -> None:
             _solver_values(v, out)
 
 
-def _keys(node: Any, out: set) -> None:
+def _find(node: Any, key: str) -> List[Any]:
+    """``[value]`` of the first ``key`` anywhere in a search object (sub-spaces too), else []."""
     if isinstance(node, Mapping):
-        for k, v in node.items():
-            out.add(k)
-            _keys(v, out)
-    elif isinstance(node, list):
+        if key in node:
+            return [node[key]]
+        node = list(node.values())
+    if isinstance(node, list):
         for v in node:
-            _keys(v, out)
+            hit = _find(v, key)
+            if hit:
+                return hit
+    return []
 
 
 def mop_search(family, search: Mapping[str, Any]) -> Dict[str, Any]:
@@ -269,12 +273,12 @@ def mop_search(family, search: Mapping[str, Any]) -> Dict[str, Any]:
                 f"got {shown(s)}",
                 hint="Model hopper parallelism trains GLMs by mini-batch SGD over each partition (lr, batch_size, "
                      "max_iter epochs, l2, l1): drop solver or set it to 'sgd'.")
-    keys: set = set()
-    _keys(search.get("space", search), keys)
     for k, why in UNHONOURED.items():
-        if k in keys:
+        found = _find(search.get("space", search), k)
+        if found:
             raise InvalidParameterError(
-                f"The '{k}' parameter of search is not honoured by SGD for {fam.owner} under strategy 'mop': {why}",
+                f"The search of {fam.owner} under strategy 'mop' must not set '{k}' ({why}); got {k} = "
+                f"{shown(found[0])}",
                 hint="Drop it; give the epochs as max_iter (and the step size as lr).")
     out = json.loads(json.dumps(search))
     _replace_auto(out)
