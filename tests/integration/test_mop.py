@@ -86,9 +86,10 @@ def test_mop_over_an_ungrouped_table_keeps_rows_on_their_worker(db, clicks):
     assert best == "ok"
 
 
-def test_mop_runs_inside_each_group(db):
+@pytest.mark.parametrize("model", ["mlp", "logistic"])
+def test_mop_runs_inside_each_group(db, model):
     make_table(db, n=500, groups=("a", "b"))
-    run_id = mop(db, group_by="ARRAY['country']")
+    run_id = mop(db, group_by="ARRAY['country']", model=model, spec=SPEC if model == "mlp" else GLM_SPEC)
     log = check_run(db, run_id, 2)
     assert {e["group_key"] for e in log if e["kind"] == "visit"} == {'{"country": "a"}', '{"country": "b"}'}
 
