@@ -1,4 +1,4 @@
-"""The sequential (MLP) and sampling (LightGBM) access patterns under the grouped executor.
+"""The sequential (MLP) and sampling (LightGBM) access patterns under the grouped executor (and GLMs under MOP).
 
 Coordinator side (driver threads, no plpy) and the pure search of an unsplit group that
 a worker backend runs:
@@ -12,7 +12,7 @@ a worker backend runs:
   task in flight (config isolation by data dependency), each worker runs one task at a
   time (the pool), and the executed hops are the visit log in ``groupml.run_schedule``
   (``kind = 'visit'``) that :func:`groupml.learners.replay` reproduces bit for bit.
-* **sequential, GLMs under ``strategy => 'mop'``**: :class:`ShardedGLMHopTrainer`, the same
+* **algebraic (GLMs) under ``strategy => 'mop'``**: :class:`ShardedGLMHopTrainer`, the same
   hopper with mini-batch SGD states of a GLM (``glm_visit`` tasks).
 * **sampling, split group**: :class:`ShardedLGBMTrainer`. A config is trained once, for
   its ``num_boost_round``, by LightGBM's own data-parallel mode: one ``lgbm_rank`` task
