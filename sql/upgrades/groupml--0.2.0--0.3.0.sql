@@ -532,3 +532,11 @@ RETURNS float8 LANGUAGE sql STABLE STRICT PARALLEL SAFE
 AS $sql$ SELECT @extschema@.predict_proba_row(fit, pg_catalog.to_jsonb(columns)) $sql$;
 COMMENT ON FUNCTION @extschema@.predict_proba_row(@extschema@.fit, anyelement) IS
   'Probability of class 1 for one row of raw columns with a fit whose model stores a transform (train_groups on raw feature columns), for classifiers. columns: a row -- a table row such as c, or ROW(a, b, ...) with the training columns in their order. See groupml.help(''transforms'').';
+
+-- GLMs under model hopper parallelism: strategy => 'mop' trains logistic, linear and svm by
+-- mini-batch SGD; replay retrains their configurations
+COMMENT ON PROCEDURE @extschema@.train_groups(regclass, text[], text[], text, text, jsonb, jsonb, bigint, integer, text, text) IS
+  'Train and select one model per group of a table and store them in groupml.models (committed group by group). workers => p > 1 (or an explicit strategy) runs the planner-driven executor over p worker backends: auto | grouped | gtp | mtp | dp | mop (model hopper parallelism: MLP configurations, or GLM configurations trained by mini-batch SGD, hop over p partitions of each group). Pass an existing run_id to resume an interrupted run. model_set => name makes the run a new version of that model set, activated when the run finishes (groupml.help(''model_sets'')). See groupml.help(''train_groups''), groupml.help(''grouped'') and groupml.help(''mop'').';
+
+COMMENT ON FUNCTION @extschema@.replay(bigint, integer, jsonb) IS
+  'Retrain one configuration (trial) of a train_groups run whose MLP groups were split into partitions, or whose MLP or GLM configurations hopped over partitions (strategy => ''mop''), sequentially in this backend, from the run''s visit log in groupml.run_schedule, and return its model bytes: the same bytes as the run''s model of that trial on the same host. Needs the run''s snapshot (options.keep_snapshot). group_key may be NULL when the trial is in one group.';

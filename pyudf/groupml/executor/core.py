@@ -55,7 +55,7 @@ def pattern_of(family) -> str:
 
 
 #: the strategies run only when named, and the access patterns they run for
-EXPLICIT_PATTERNS = {"mop": ("sequential",)}
+EXPLICIT_PATTERNS = {"mop": ("sequential", "algebraic")}
 
 
 def check_strategy(pattern: str, strategy: str, model: str) -> None:
@@ -176,10 +176,11 @@ class GroupCtx:
                 "n_rows": rows, "trials": list(trials)}
 
 
-def shard_stats(ctx: GroupCtx) -> Dict[str, Any]:
-    """The MLP's standardisation moments of a split group: one ``mlp_stats`` task per shard,
-    merged in shard order (as :func:`groupml.learners.train_sharded` does)."""
-    futs = [ctx.pool.submit(w, ctx.request(s, op="mlp_stats"), b"", ctx.meta(s, "stats", 0, []), fn="task")
+def shard_stats(ctx: GroupCtx, op: str = "mlp_stats") -> Dict[str, Any]:
+    """The standardisation moments of a split group: one ``op`` task per shard (``mlp_stats``;
+    ``glm_stats``, the same moments without loading torch), merged in shard order (as
+    :func:`groupml.learners.train_sharded` does)."""
+    futs = [ctx.pool.submit(w, ctx.request(s, op=op), b"", ctx.meta(s, "stats", 0, []), fn="task")
             for s, (w, *_rest) in enumerate(ctx.shards)]
     parts = [unpack_stats(await_result(f, ctx.abort), ctx.d) for f in futs]
     return merge_stats(parts, ctx.d)

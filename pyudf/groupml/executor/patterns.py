@@ -1,4 +1,4 @@
-"""The sequential (MLP) and sampling (LightGBM) access patterns under the grouped executor.
+"""The sequential (MLP) and sampling (LightGBM) access patterns under the grouped executor (and GLMs under MOP).
 
 Coordinator side (driver threads, no plpy) and the pure search of an unsplit group that
 a worker backend runs:
@@ -12,6 +12,8 @@ a worker backend runs:
   task in flight (config isolation by data dependency), each worker runs one task at a
   time (the pool), and the executed hops are the visit log in ``groupml.run_schedule``
   (``kind = 'visit'``) that :func:`groupml.learners.replay` reproduces bit for bit.
+* **algebraic (GLMs) under ``strategy => 'mop'``**: :class:`ShardedGLMHopTrainer`, the same
+  hopper with mini-batch SGD states of a GLM (``glm_visit`` tasks).
 * **sampling, split group**: :class:`ShardedLGBMTrainer`. A config is trained once, for
   its ``num_boost_round``, by LightGBM's own data-parallel mode: one ``lgbm_rank`` task
   per shard, started together on the workers holding the shards (``machines``: each
@@ -31,7 +33,8 @@ import numpy as np
 
 from ..errors import PrerequisiteStateError
 from ..fitting import plan_group
-from ..learners import HopScheduler, LightGBMModel, replica_holders, extend_margins, lgb_module, make_trainer
+from ..learners import (HopScheduler, LightGBMModel, glmsgd, replica_holders, extend_margins, lgb_module,
+                        make_trainer)
 from .core import (Aborted, GroupCtx, ScoredTrainer, await_result, fit_with_trainer, load_configs, pack_fit,
                    pattern_of, precheck, register_checkpoint_format, register_trainer, save_configs, shard_stats,
                    trainer_for, unpack_fit, validate_any)
@@ -90,12 +93,14 @@ class ShardedMLPTrainer(ScoredTrainer):
         self._cfgs: Dict[int, Dict[str, Any]] = {}
         self._retired: Dict[int, Dict[str, Any]] = {}
         self.interrupt_check: Optional[Callable[[], None]] = None
-        self.stats = stats if stats is not None else shard_stats(ctx)     # given when resumed from a checkpoint
+        # given when resumed from a checkpoint
+        self.stats = stats if stats is not None else shard_stats(ctx, self.STATS_OP)
 
     # epoch checkpoints (groupml.executor.checkpoint): between blocks every config has
     # finished whole epochs, so its state bytes + epoch count are its whole hop position
     _CKPT_KEYS = ("state", "done", "status", "version")
     CKPT_FORMAT = "mlp-hops-1"
+    VISIT_OP, STATS_OP = "mlp_visit", "mlp_stats"     # the worker ops of a visit and of a partition's moments
 
     def checkpoint_state(self) -> Dict[str, Any]:
         return save_configs(self, self.CKPT_FORMAT, self._CKPT_KEYS)
@@ -112,6 +117,10 @@ class ShardedMLPTrainer(ScoredTrainer):
 
     def _init(self, c) -> Optional[Dict[str, Any]]:
         return None if c["state"] else {"family": self.family.name, "params": c["params"], "stats": self.stats}
+
+    def _epochs(self, c) -> int:
+        """The epochs a config trains for."""
+        return int(c["params"]["epochs"])
 
     def _on_worker(self, c, op: str) -> bytes:
         """Run ``op`` (scoring or serialising a state: no partition rows) on the least loaded
@@ -138,12 +147,12 @@ class ShardedMLPTrainer(ScoredTrainer):
                 sched.lose_worker(w)
         for tid, c in self._cfgs.items():
             if c["status"] == "running":
-                sched.start(tid, c["done"], min(c["done"] + int(iterations), int(c["params"]["epochs"])))
+                sched.start(tid, c["done"], min(c["done"] + int(iterations), self._epochs(c)))
         inflight: Dict[Any, tuple] = {}
         while sched.pending():
             for tid, epoch, s, w in sched.next_placements(load=ctx.pool.load):
                 c = self._cfgs[tid]
-                fut = ctx.pool.submit(w, ctx.request(s, op="mlp_visit", epoch=epoch, shard=s, init=self._init(c)),
+                fut = ctx.pool.submit(w, ctx.request(s, op=self.VISIT_OP, epoch=epoch, shard=s, init=self._init(c)),
                                       c["state"], ctx.meta(s, "visit", epoch, [tid]), fn="task")
                 inflight[fut] = (tid, w)
             if self.ctx.abort is not None and self.ctx.abort.is_set():
@@ -161,7 +170,7 @@ class ShardedMLPTrainer(ScoredTrainer):
                 if sched.finished(tid):
                     c["done"] += 1
                     self.passes += 1
-                    if c["done"] >= int(c["params"]["epochs"]):
+                    if c["done"] >= self._epochs(c):
                         c["status"] = "max_iter"
                     if self.interrupt_check is not None:
                         self.interrupt_check()
@@ -215,6 +224,44 @@ class ShardedMLPTrainer(ScoredTrainer):
 
     def state(self, trial_id: int) -> bytes:
         return self._get(trial_id)["state"]
+
+
+class ShardedGLMHopTrainer(ShardedMLPTrainer):
+    """engine.Trainer for a GLM group under model hopper parallelism (``strategy => 'mop'``).
+
+    The configurations hop as :class:`ShardedMLPTrainer`'s do, under the same scheduler and
+    visit log; a visit (``glm_visit``) is one pass of mini-batch SGD over the partition
+    (:func:`groupml.learners.glmsgd.visit`) and an epoch is one ``max_iter`` iteration. The
+    state is a few numpy arrays, so the coordinator makes the initial states, scores the
+    validation rows and builds the models itself (no worker round trip, no torch anywhere).
+    A configuration whose weights overflowed stops as 'diverged' at the end of its block.
+    """
+
+    CKPT_FORMAT = "glm-sgd-hops-1"
+    VISIT_OP, STATS_OP = "glm_visit", "glm_stats"
+
+    def add(self, trial_id: int, params: Mapping[str, Any]) -> None:
+        p = self._admit(trial_id, params)
+        self._cfgs[trial_id] = {"params": p, "state": glmsgd.init_state(self.family, p, self.d, self.stats),
+                                "done": 0, "status": "running", "version": 0}
+
+    def _init(self, c) -> Optional[Dict[str, Any]]:
+        return None
+
+    def _epochs(self, c) -> int:
+        return int(c["params"]["max_iter"])
+
+    def run(self, iterations: int) -> None:
+        super().run(iterations)
+        for c in self._cfgs.values():
+            if c["status"] == "running" and glmsgd.diverged(c["state"]):
+                c["status"] = "diverged"
+
+    def _compute_margins(self, c) -> np.ndarray:
+        return glmsgd.state_margins(c["state"], self.X_val)
+
+    def model(self, trial_id: int):
+        return glmsgd.state_model(self._get(trial_id)["state"])
 
 
 class _ModelBytes:
@@ -380,7 +427,8 @@ def fit_other_group(pool, *, family, spec, opts, model: str, search: dict, fit_o
                     on_epoch_raw: Callable, interrupt_check: Callable, lgbm_timeout_s: float = 120.0,
                     flexible: bool = True, checkpoint=None, resume=None, mode: str = "shards", replicas: int = 1,
                     progress: Optional[Callable[[str], None]] = None):
-    """The FitResult of one MLP / LightGBM group over the worker pool (see the module doc).
+    """The FitResult of one MLP / LightGBM group (or a GLM group under ``'mop'``) over the worker
+    pool (see the module doc).
 
     ``mode`` (:func:`groupml.executor.plan.group_tasks`): ``'shards'`` with one shard is a
     whole-group search on its worker; otherwise the trainer registered for (access pattern,
@@ -420,10 +468,13 @@ def _hopper_trainer(family, ctx, X_val, y_val, opts, *, lgbm_timeout_s, flexible
 
 
 @register_trainer("sequential", "mop")
+@register_trainer("algebraic", "mop")
 def _mop_trainer(family, ctx, X_val, y_val, opts, *, lgbm_timeout_s, flexible, resume):
-    """Model hopper parallelism over the group's partitions: Cerebro's randomized scheduler."""
-    return ShardedMLPTrainer(family, ctx, X_val, y_val, seed=opts["seed"], metric=opts["metric"], policy="randomized",
-                             stats=None if resume is None else resume["trainer"]["stats"])
+    """Model hopper parallelism over the group's partitions: Cerebro's randomized scheduler
+    (GLMs: SGD states, :class:`ShardedGLMHopTrainer`)."""
+    cls = ShardedGLMHopTrainer if pattern_of(family) == "algebraic" else ShardedMLPTrainer
+    return cls(family, ctx, X_val, y_val, seed=opts["seed"], metric=opts["metric"], policy="randomized",
+               stats=None if resume is None else resume["trainer"]["stats"])
 
 
 @register_trainer("sampling", "shards")

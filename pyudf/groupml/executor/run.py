@@ -312,7 +312,7 @@ class _GroupDriver:
         def on_epoch_raw(block, passes, reports):
             events.put((gkey, block, passes, reports, None))
 
-        if self.plan.pattern != "algebraic":
+        if self.plan.pattern != "algebraic" or t["mode"] == "mop":
             return fit_other_group(pool, family=self.family, spec=self.spec, opts=self.opts, model=self.model,
                                    search=self.search, fit_options=self.fit_options, g=g, shards=t["shards"],
                                    snapshot_id=self.sid, d=d, X_val=Xv[:, :d], y_val=Xv[:, d],

@@ -25,7 +25,7 @@ import numpy as np
 from .. import catalog
 from ..errors import InvalidParameterError
 from ..fitting import unpack_rows
-from ..learners import GLMTrainer, free_ports, mlp, train_lightgbm, train_lightgbm_rank_isolated, visit
+from ..learners import GLMTrainer, free_ports, glmsgd, mlp, train_lightgbm, train_lightgbm_rank_isolated, visit
 from ..validation import check_number, shown
 from .baselines import mlp_block, mlp_grad
 from .core import pack_stats
@@ -269,6 +269,8 @@ def gap_task(session, request: Mapping[str, Any], blob: Optional[bytes]) -> byte
     * ``lgbm_rank``: one rank of LightGBM's data-parallel training over the group's
       shards (``machines``: each rank's worker address and a port it chose), returns the
       model text;
+    * ``glm_stats`` / ``glm_visit``: as ``mlp_stats`` / ``mlp_visit`` for a GLM trained by SGD under
+      model hopper parallelism (``blob``: its state, :func:`groupml.learners.glmsgd.visit`; no torch);
     * ``mlp_block`` (MTP): epochs of one config over the whole group, returns the packed
       state and validation decision values (:func:`groupml.executor.baselines.mlp_block`);
     * ``lgbm_fit`` (MTP): one config's whole single-node LightGBM run, returns the model text;
@@ -318,6 +320,13 @@ def _op_mlp_stats(session, req, blob, X, y) -> bytes:
 def _op_mlp_visit(session, req, blob, X, y) -> bytes:
     return visit(_mlp_state(req, blob), X, y, epoch=int(req["epoch"]), shard_id=int(req["shard"]),
                  interrupt_check=_cancel_check(session))
+
+
+def _op_glm_visit(session, req, blob, X, y) -> bytes:
+    if not blob:
+        raise InvalidParameterError("The glm_visit op of _gap_task needs a GLM SGD training state", hint=INTERNAL_HINT)
+    return glmsgd.visit(bytes(blob), X, y, epoch=int(req["epoch"]), shard_id=int(req["shard"]),
+                        interrupt_check=_cancel_check(session))
 
 
 def _op_mlp_block(session, req, blob, X, y) -> bytes:
@@ -381,7 +390,7 @@ TASK_HANDLERS = {
     "lgbm_ports": (_op_lgbm_ports, False), "mlp_block": (_op_mlp_block, True), "lgbm_fit": (_op_lgbm_fit, True),
     "snapshot_part": (_op_snapshot_part, False), "mlp_grad": (_op_mlp_grad, True),
     "node_snapshot": (_op_node_snapshot, False), "node_validation": (_op_node_validation, False),
-    "node_drop": (_op_node_drop, False),
+    "node_drop": (_op_node_drop, False), "glm_stats": (_op_mlp_stats, True), "glm_visit": (_op_glm_visit, True),
 }
 #: the ops of _gap_task, in the order its error message lists them
 TASK_OPS = tuple(TASK_HANDLERS)

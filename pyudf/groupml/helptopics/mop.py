@@ -5,8 +5,9 @@ from __future__ import annotations
 TOPICS = {}
 
 TOPICS["mop"] = """\
-CALL groupml.train_groups(source, group_by, features, label, 'mlp', search, options, run_id, workers => p, strategy => 'mop')
-  Model hopper parallelism (Cerebro): tune k configurations of an SGD-trained MLP over a table whose
+CALL groupml.train_groups(source, group_by, features, label, model, search, options, run_id, workers => p, strategy => 'mop')
+  Model hopper parallelism (Cerebro): tune k configurations of an SGD-trained model (model 'mlp' or
+  'mlp_regressor', or a GLM: 'logistic', 'linear', 'svm') over a table whose
   rows are split into p partitions, one per worker backend. The run's training snapshot is cut per
   group into p contiguous ranges of its hash-shuffled rows (the partitions); a partition's rows stay
   on its worker, only the configurations' training states hop. Within an epoch every configuration
@@ -16,6 +17,16 @@ CALL groupml.train_groups(source, group_by, features, label, 'mlp', search, opti
   random unit of an idle configuration whose partition it holds. group_by => '{}' tunes one model
   over the whole table; with a grouping, MOP runs inside every group. Grid, random, TPE, Hyperband
   and ASHA searches drive it epoch by epoch like any other strategy.
+
+  GLMs      strategy 'mop' trains a GLM by mini-batch SGD: the search's solver is 'sgd' (an absent or
+            'auto' solver means 'sgd'; 'lbfgs' or 'gd' is refused with 22023). Parameters: lr (0.1,
+            the step on the standardized columns), batch_size (256), max_iter (100: the epochs), l2,
+            l1 (a proximal step), fit_intercept, class_weight ('balanced': weights of the whole
+            group's label mix), loss (svm: 'squared_hinge' or 'hinge'), seed (the batch order of
+            every visit is drawn from (seed, epoch, partition)). tol (SGD has no convergence test)
+            and epochs (a GLM counts epochs in max_iter) are refused with 22023. The stored model
+            is an ordinary GLM fit with its weights on the user's scale (groupml.predict).
+            LightGBM has no 'mop' (0A000).
 
   options   replicas (1): workers holding a copy of each partition (partition s on worker s and the
             next replicas-1 workers). With 2 or more a unit may run on any holder, and a worker that
@@ -37,17 +48,20 @@ CALL groupml.train_groups(source, group_by, features, label, 'mlp', search, opti
            "layers": ["32", "64,32"], "epochs": [5], "batch_size": [32]}}',
          '{"keep_snapshot": true, "replicas": 2}', workers => 4, strategy => 'mop');
     SELECT run_id, epochs_done, last_event FROM groupml.progress;   -- from another session
+    CALL groupml.train_groups('clicks', '{}', ARRAY['f1','f2','f3'], 'clicked', 'logistic',
+         '{"space": {"lr": [0.3, 0.03], "l2": [0, 0.001], "max_iter": [10], "batch_size": [64]}}',
+         '{"keep_snapshot": true}', workers => 2, strategy => 'mop');
 """
 
 TOPICS["replay"] = """\
 groupml.replay(run_id bigint, trial_id integer, group_key jsonb DEFAULT NULL) -> bytea
-  Retrain one configuration of a model hopper run (strategy => 'mop', or an MLP group split over
-  workers) sequentially in this backend, from the run's visit log (groupml.run_schedule, kind =
+  Retrain one configuration of a model hopper run (strategy => 'mop' for an MLP or a GLM, or an
+  MLP group split over workers) sequentially in this backend, from the run's visit log (groupml.run_schedule, kind =
   'visit', in the order the units actually ran -- reruns after a lost worker included) and its
   training snapshot, and return the model bytes. On the same host they equal the run's model of
   that trial byte for byte (groupml.models.fit.model for the best trial). Needs the snapshot:
   train with options.keep_snapshot => true. group_key may be NULL when the trial is in one group.
-  Errors: 42704 (no such run or trial), 55000 (snapshot gone, not an MLP run, no visit log),
+  Errors: 42704 (no such run or trial), 55000 (snapshot gone, not an MLP or GLM run, no visit log),
   22023 (bad argument; a trial in several groups without group_key).
 
   Example:

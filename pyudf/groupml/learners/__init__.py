@@ -23,6 +23,7 @@ Public API (everything else in this package is private)::
     train_lightgbm_distributed                   # LightGBM data-parallel over shards
     # for the grouped executor
     mlp, dpsgd, mlp_family, partial_stats, merge_stats   # MLP training states and DP steps
+    glmsgd                                       # GLM mini-batch SGD states (model hopper visits)
     check_lgbm_text, extend_margins, free_ports, lgb_module, train_lightgbm_rank_isolated
     pack_container, unpack_container, as_data, validation_loss, validation_metrics
     mask_of_hash, row_hash_and_order
@@ -48,6 +49,7 @@ from ._choice import (MODEL_KEY, check_family_choice, choice_param_names, chosen
 # as namespaces (torch is loaded by their functions, not on import), LightGBM's checks and ranks,
 # the container format, data and metric helpers, the holdout hash
 from . import _dpsgd as dpsgd
+from . import _glmsgd as glmsgd
 from . import _mlp as mlp
 from ._container import pack as pack_container, unpack as unpack_container
 from ._data import as_data
@@ -65,7 +67,7 @@ __all__ = [
     "train_lightgbm_distributed", "replay", "run_mop", "train_sharded", "visit",
     "HopScheduler", "hop_order", "TransformedModel", "wrap_transformed", "HOP_POLICIES", "replica_holders", "visit_log_violations", "TrialAccessors", "TrialRecord", "find_trial",
     "MODEL_KEY", "check_family_choice", "choice_param_names", "chosen_families", "mentions_model", "split_params",
-    "dpsgd", "mlp", "pack_container", "unpack_container", "as_data", "mask_of_hash", "row_hash_and_order", "merge_standardization",
+    "dpsgd", "glmsgd", "mlp", "pack_container", "unpack_container", "as_data", "mask_of_hash", "row_hash_and_order", "merge_standardization",
     "check_lgbm_text", "extend_margins", "free_ports", "lgb_module", "train_lightgbm_rank_isolated",
     "validation_loss", "validation_metrics", "mlp_family", "merge_stats", "partial_stats",
 ]
