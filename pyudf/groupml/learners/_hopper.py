@@ -61,6 +61,15 @@ def replica_holders(shard_workers: Sequence[Hashable], replicas: int) -> List[Li
     return out
 
 
+def joining_partitions(n_shards: int, holders: Sequence[Sequence[Hashable]]) -> List[int]:
+    """The partitions a worker that joins a running model hopper holds a copy of: every one.
+    A joining worker then can take any unit, so it relieves the busiest holders at once
+    whatever the replica layout; its copies cost one more replica of the group's rows (it
+    reads them from the run's snapshot, nothing moves between workers). ``holders`` (the
+    availability map) is the input a narrower choice would weigh."""
+    return list(range(int(n_shards)))
+
+
 class HopScheduler:
     """Visit decisions for configurations hopping over partitions held by workers.
 
