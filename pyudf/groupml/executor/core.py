@@ -165,6 +165,7 @@ class GroupCtx:
         self.d, self.shards, self.mem_mb, self.abort = d, list(shards), mem_mb, abort
         self.replicas = int(replicas)     # workers holding a copy of each shard (model hopper parallelism)
         self.progress = progress          # progress(line): where the group's training is, between commits
+        self.stops: Optional[Callable[[], set]] = None   # trial ids other sessions asked to stop (MOP)
 
     def request(self, s: int, **extra) -> str:
         return json.dumps(dict({"snapshot": self.snapshot_id, "group_no": self.group_no,

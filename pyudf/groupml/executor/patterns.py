@@ -167,6 +167,8 @@ class ShardedMLPTrainer(ScoredTrainer):
                     self.passes += 1
                     if c["done"] >= int(c["params"]["epochs"]):
                         c["status"] = "max_iter"
+                    elif ctx.stops is not None and tid in ctx.stops():
+                        sched.stop(tid)         # asked to stop: its block ends with this epoch
                     if self.interrupt_check is not None:
                         self.interrupt_check()
                 if ctx.progress is not None:
@@ -421,6 +423,8 @@ def fit_other_group(pool, *, family, spec, opts, model: str, search: dict, fit_o
         return pre
     ctx = GroupCtx(pool, snapshot_id=snapshot_id, group_no=g["group_no"], group_key=g["gkey"], d=d, shards=shards,
                    mem_mb=mem_mb, abort=abort, replicas=replicas if mode == "mop" else 1, progress=progress)
+    if requests is not None and mode == "mop":
+        ctx.stops = lambda: {int(r["trial_id"]) for r in requests() if r["kind"] == "stop_trial"}
     pattern = pattern_of(family)
     if mode == "shards" and len(shards) == 1:
         return fit_on_worker(ctx, model=model, search=search, fit_options=fit_options, g=g,

@@ -115,6 +115,15 @@ class HopScheduler:
         else:
             self._left.pop(tid, None)
 
+    def stop(self, trial_id: int) -> None:
+        """End ``trial_id``'s hopping at the end of the epoch it finished last (called between
+        its units: when :meth:`finished` returned True); its queue of units empties."""
+        tid = int(trial_id)
+        if tid in self._running:
+            raise ValueError(f"config {tid} has a visit in flight")
+        self._target[tid] = self._epoch.get(tid, 0)
+        self._left.pop(tid, None)
+
     def pending(self) -> bool:
         """True while a started configuration has epochs or a visit in flight left."""
         return bool(self._left) or bool(self._running)
