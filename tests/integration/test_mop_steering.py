@@ -11,7 +11,7 @@ import pytest
 
 from groupml.executor.invariants import schedule_violations
 from groupml.learners import visit_log_violations
-from pg_helpers import sql_error
+from pg_helpers import cancel_when, sql_error
 from test_mop import FAULT_EPOCHS, FAULT_SPEC, as_visits, make_table, mop, stored_best, visits
 
 pytestmark = pytest.mark.integration
@@ -80,6 +80,42 @@ def test_another_session_adds_and_stops_trials_and_adds_a_worker_mid_run(db, dsn
     assert trials[added]["epochs"] == 4 and trials[added]["params"]["lr"] == 0.01
     assert db.execute("SELECT count(*) FROM groupml.trials WHERE run_id = %s AND trial_id = %s AND status = 'stopped'",
                       [run_id, 0]).fetchone()[0] == 1
+    tid, model = stored_best(db, run_id)
+    assert bytes(db.execute("SELECT groupml.replay(%s, %s)", [run_id, tid]).fetchone()[0]) == model
+
+
+def test_requests_filed_while_a_run_is_stopped_apply_once_when_it_resumes(db, dsn):
+    make_table(db, n=6000)
+    t, fired = cancel_when(dsn, db.info.backend_pid,
+                           "SELECT coalesce(max(epochs_done), 0) >= 2 FROM groupml.grouped_runs")
+    try:
+        state, _, _ = sql_error(db, "CALL groupml.train_groups('clicks', ARRAY[]::text[], ARRAY['f1', 'f2', 'f3'], "
+                                    "'clicked', 'mlp', %s::jsonb, '{\"keep_snapshot\": true, \"checkpoint_every_s\": 0}', "
+                                    "NULL, workers => 2, strategy => 'mop')", [json.dumps(FAULT_SPEC)])
+    finally:
+        t.join()
+    assert fired.is_set() and state == "57014"
+    run_id, status = db.execute("SELECT run_id, status FROM groupml.runs").fetchone()
+    assert status == "cancelled"
+    stopped_at = db.execute("SELECT max(epoch) FROM groupml.run_epochs WHERE run_id = %s AND trial_id = 1",
+                            [run_id]).fetchone()[0]
+    added = db.execute("SELECT groupml.mop_add_trial(%s, %s::jsonb)", [run_id, json.dumps(ADDED)]).fetchone()[0]
+    db.execute("SELECT groupml.mop_stop_trial(%s, 1)", [run_id])
+    db.execute("SELECT groupml.mop_add_workers(%s, 1)", [run_id])
+    assert mop(db, spec=FAULT_SPEC, run_id=run_id, options={"checkpoint_every_s": 0}) == run_id
+    assert db.execute("SELECT array_agg(status ORDER BY request_id) FROM groupml.run_requests WHERE run_id = %s",
+                      [run_id]).fetchone()[0] == ["applied"] * 3
+    v = as_visits(visits(db, run_id))
+    # applied at the resumed search's first boundary: trial 1 trained no epoch after the cancel's
+    # checkpoint, the added trial its 4 epochs (each partition once each, none twice), the new
+    # worker took units
+    epochs = {}
+    for x in v:
+        epochs[x["trial"]] = max(epochs.get(x["trial"], 0), x["epoch"] + 1)
+    assert epochs[1] == stopped_at and epochs[added] == 4
+    assert visit_log_violations(v, 2, {0: FAULT_EPOCHS, 1: stopped_at, 2: FAULT_EPOCHS, 3: FAULT_EPOCHS,
+                                       added: 4}) == []
+    assert any(x["worker"] == 2 for x in v)
     tid, model = stored_best(db, run_id)
     assert bytes(db.execute("SELECT groupml.replay(%s, %s)", [run_id, tid]).fetchone()[0]) == model
 
