@@ -526,8 +526,8 @@ def _flush_events(session, run_id: int, events: "queue.Queue", group_logs, fps, 
             state, part = ck
             latest[gkey] = (block, passes, state)
             if requests is not None:
-                requests.settle(applied_request_ids(state), "applied", f"applied by group {gkey} before its epoch "
-                                                                       f"block {block}")
+                requests.settle(applied_request_ids(state), "applied", f"applied by group {gkey}, committed with "
+                                                                       f"its epoch block {block}")
             if part:
                 group_logs.setdefault(gkey, []).extend(part)
                 catalog.insert_schedule(session, run_id, gkey, part)

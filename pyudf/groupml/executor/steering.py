@@ -91,7 +91,7 @@ def file_stop_trial(session, run_id, trial_id) -> int:
             f"Run {run['run_id']} has no trial {tid} with a committed epoch",
             hint="Pass a trial_id of groupml.run_epochs for the run (a trial shows there after its first epoch "
                  "block), or one mop_add_trial returned.")
-    if where["groups"] and not where["going"] and where["added"] is None:
+    if where["groups"] and not where["going"]:
         raise PrerequisiteStateError(f"Trial {tid} of run {run['run_id']} has finished in every group",
                                      hint="Its last decision in groupml.run_epochs is not CONTINUE; nothing to stop.")
     return catalog.insert_run_request(session, run["run_id"], "stop_trial", trial_id=tid)
