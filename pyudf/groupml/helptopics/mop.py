@@ -63,7 +63,7 @@ _STEER_ERRORS = """\
 TOPICS["mop_add_trial"] = """\
 groupml.mop_add_trial(run_id bigint, params jsonb) -> integer
   Add one MLP configuration to a model hopper run (strategy => 'mop') while it trains, from any
-  session. params are the learner's hyperparameters (help('mlp')), checked now and completed with
+  session. params are the MLP's hyperparameters (help('models')), checked now and completed with
   the defaults. The request goes into groupml.run_requests; the run reads it within a quarter second
   and every group still training (or yet to start) adds the trial at its next epoch boundary, so the
   trial starts at the beginning of an epoch and visits every partition exactly once per epoch, like
