@@ -456,6 +456,19 @@ def trial_progress(session, run_id: int, trial_id: int) -> Dict[str, Any]:
         " AND kind = 'stop_trial') AS stop", [run_id, trial_id], ["bigint", "integer"])[0]
 
 
+def requested_workers(session, run_id: int) -> int:
+    """The run's workers: those it started with and those its requests add (applied or pending)."""
+    return int(session.query(
+        "SELECT (SELECT workers FROM groupml.grouped_runs WHERE run_id = $1) + coalesce((SELECT sum(n_workers) FROM "
+        "groupml.run_requests WHERE run_id = $1 AND kind = 'add_workers' AND status IN ('applied', 'pending')), 0) "
+        "AS n", [run_id], ["bigint"])[0]["n"])
+
+
+def enabled_endpoints(session) -> int:
+    """Enabled rows of groupml.worker_endpoints (0: loopback workers)."""
+    return int(session.query("SELECT count(*)::int AS n FROM groupml.worker_endpoints WHERE enabled")[0]["n"])
+
+
 def added_workers(session, run_id: int) -> int:
     """Worker backends the run's applied requests added (a resumed run starts with them)."""
     return int(session.query(

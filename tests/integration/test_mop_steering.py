@@ -147,6 +147,12 @@ def test_bad_requests_are_refused_and_nothing_is_written(db, dsn):
     ]:
         got, message, hint = sql_error(db, sql, args)
         assert got == state and words in message and hint, (sql, args, got, message)
+    # with endpoints configured, a request may not ask for more workers than are left
+    db.execute("INSERT INTO groupml.worker_endpoints (name, dsn) VALUES ('a', 'loopback'), ('b', 'loopback'), "
+               "('c', 'loopback')")
+    got, message, hint = sql_error(db, "SELECT groupml.mop_add_workers(%s, 2)", [failed])
+    assert got == "22023" and "the 1 enabled rows" in message and hint
+    db.execute("DELETE FROM groupml.worker_endpoints")
     assert db.execute("SELECT count(*) FROM groupml.run_requests").fetchone()[0] == 0
     # a stopped run takes requests; a second stop of one trial is refused
     tid = db.execute("SELECT groupml.mop_add_trial(%s, %s::jsonb)", [failed, json.dumps(ADDED)]).fetchone()[0]

@@ -106,6 +106,15 @@ def file_add_workers(session, run_id, n) -> int:
     run = _run(session, run_id, owner)
     k = int(check_number(n, "n", owner, ge=1, le=MAX_ADDED_WORKERS, integer=True,
                          hint=f"Add 1 to {MAX_ADDED_WORKERS} worker backends per request."))
+    endpoints = catalog.enabled_endpoints(session)
+    if endpoints:
+        have = catalog.requested_workers(session, run["run_id"])
+        if have + k > endpoints:
+            raise InvalidParameterError(
+                f"The 'n' value of {owner} must be <= the {max(endpoints - have, 0)} enabled rows of "
+                f"groupml.worker_endpoints that run {run['run_id']}'s {have} workers (started and requested) do not "
+                f"use; got {k}", hint="Add and enable endpoints first, or empty groupml.worker_endpoints to add "
+                                      "loopback workers.")
     check_loopback_slots(session, k)
     return catalog.insert_run_request(session, run["run_id"], "add_workers", n_workers=k)
 

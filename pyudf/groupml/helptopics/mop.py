@@ -102,7 +102,8 @@ groupml.mop_add_workers(run_id bigint, n integer DEFAULT 1) -> bigint
   (groupml.run_schedule, kind = 'visit') shows them. A resumed run starts with the workers its applied
   requests added. Free connections for loopback workers are checked now (53300) and when the run
   connects them (a worker that cannot connect marks the request 'refused' with the reason; the run
-  goes on). n: 1 to 64. Returns the request_id of groupml.run_requests.
+  goes on). n: 1 to 64 (with groupml.worker_endpoints rows: at most the enabled rows the run's workers,
+  started and requested, do not use; 22023 otherwise). Returns the request_id of groupml.run_requests.
 """ + _STEER_ERRORS + """
 
   Example:
