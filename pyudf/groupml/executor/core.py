@@ -97,7 +97,7 @@ def precheck(family, *, n_train: int, n_val: int, n_pos: int, n_skipped: int, d:
 
 def fit_with_trainer(trainer, family, spec, *, n_train: int, n_val: int, n_skipped: int, d: int,
                      on_epoch=None, interrupt_check=None, pattern: str = "", checkpoint=None, resume=None,
-                     plan: Optional[Dict[str, Any]] = None):
+                     plan: Optional[Dict[str, Any]] = None, requests: Optional[Callable] = None):
     """Run the search of ``spec`` on ``trainer`` (any engine.Trainer); the group's FitResult.
 
     ``plan``: the batch plan (``slots``, ``seconds``; GLMs: :func:`groupml.fitting.plan_group`);
@@ -106,7 +106,7 @@ def fit_with_trainer(trainer, family, spec, *, n_train: int, n_val: int, n_skipp
     if plan is None:
         plan = {"slots": search_slots(spec, family), "seconds": None, "pattern": pattern}
     return search_and_select(trainer, spec, plan, base, on_epoch=on_epoch, interrupt_check=interrupt_check,
-                             checkpoint=checkpoint, resume=resume)
+                             checkpoint=checkpoint, resume=resume, requests=requests)
 
 
 # ------------------------------------------------------------------ codec: a whole-group search
@@ -165,6 +165,7 @@ class GroupCtx:
         self.d, self.shards, self.mem_mb, self.abort = d, list(shards), mem_mb, abort
         self.replicas = int(replicas)     # workers holding a copy of each shard (model hopper parallelism)
         self.progress = progress          # progress(line): where the group's training is, between commits
+        self.stops: Optional[Callable[[], set]] = None   # trial ids other sessions asked to stop (MOP)
 
     def request(self, s: int, **extra) -> str:
         return json.dumps(dict({"snapshot": self.snapshot_id, "group_no": self.group_no,

@@ -33,8 +33,8 @@ import numpy as np
 
 from ..errors import PrerequisiteStateError
 from ..fitting import plan_group
-from ..learners import (HopScheduler, LightGBMModel, glmsgd, replica_holders, extend_margins, lgb_module,
-                        make_trainer)
+from ..learners import (HopScheduler, LightGBMModel, glmsgd, joining_partitions, replica_holders, extend_margins,
+                        lgb_module, make_trainer)
 from .core import (Aborted, GroupCtx, ScoredTrainer, await_result, fit_with_trainer, load_configs, pack_fit,
                    pattern_of, precheck, register_checkpoint_format, register_trainer, save_configs, shard_stats,
                    trainer_for, unpack_fit, validate_any)
@@ -80,13 +80,16 @@ class ShardedMLPTrainer(ScoredTrainer):
     """
 
     def __init__(self, family, ctx: GroupCtx, X_val, y_val, *, seed: int, metric: Optional[str] = None,
-                 flexible: bool = True, stats: Optional[Dict[str, Any]] = None, policy: Optional[str] = None):
+                 flexible: bool = True, stats: Optional[Dict[str, Any]] = None, policy: Optional[str] = None,
+                 elastic: bool = False):
         self.family = family
         self.ctx = ctx
         self.seed = int(seed)
         self.flexible = bool(flexible)
         self.policy = policy                  # HopScheduler's policy (None: by ``flexible``)
         self.lost_units: List[tuple] = []     # (trial, partition, worker) of units rerun after a lost worker
+        self.elastic = bool(elastic)          # workers added to the pool mid-run join the scheduler
+        self.joined: List[int] = []           # such workers, each sent its partitions' loads once
         self.d = ctx.d
         self._init_scoring(family, X_val, y_val, metric)
         self.passes = 0
@@ -150,6 +153,7 @@ class ShardedMLPTrainer(ScoredTrainer):
                 sched.start(tid, c["done"], min(c["done"] + int(iterations), self._epochs(c)))
         inflight: Dict[Any, tuple] = {}
         while sched.pending():
+            self._join_workers(sched, homes)
             for tid, epoch, s, w in sched.next_placements(load=ctx.pool.load):
                 c = self._cfgs[tid]
                 fut = ctx.pool.submit(w, ctx.request(s, op=self.VISIT_OP, epoch=epoch, shard=s, init=self._init(c)),
@@ -172,10 +176,31 @@ class ShardedMLPTrainer(ScoredTrainer):
                     self.passes += 1
                     if c["done"] >= self._epochs(c):
                         c["status"] = "max_iter"
+                    elif ctx.stops is not None and tid in ctx.stops():
+                        sched.stop(tid)         # asked to stop: its block ends with this epoch
                     if self.interrupt_check is not None:
                         self.interrupt_check()
                 if ctx.progress is not None:
                     ctx.progress(self._progress(sched))
+
+    def _join_workers(self, sched: HopScheduler, homes: Sequence[int]) -> None:
+        """Elasticity (Cerebro 5.6), between sub-epochs: every live pool worker that is no
+        partition's home -- one added while the run trains, or by an earlier attempt -- holds
+        a copy of every partition (:func:`groupml.learners.joining_partitions`). Its loads are
+        queued first on it (once per worker), so its first unit finds the rows in memory; the
+        randomized scheduler gives it units from now on."""
+        if not self.elastic:
+            return
+        ctx = self.ctx
+        for w in range(ctx.pool.size):
+            if w in homes or not ctx.pool.alive(w):
+                continue
+            if w not in self.joined:
+                self.joined.append(w)
+                for s in range(len(ctx.shards)):
+                    ctx.pool.submit(w, ctx.request(s, op="mlp_load"), b"", ctx.meta(s, "load", 0, []), fn="task")
+            if not any(w in h for h in sched.holders):
+                sched.add_worker(w, joining_partitions(len(ctx.shards), sched.holders))
 
     def score(self, trial_id: int) -> float:
         loss = super().score(trial_id)
@@ -426,7 +451,7 @@ def fit_other_group(pool, *, family, spec, opts, model: str, search: dict, fit_o
                     shards: Sequence[tuple], snapshot_id: int, d: int, X_val, y_val, mem_mb: float, abort,
                     on_epoch_raw: Callable, interrupt_check: Callable, lgbm_timeout_s: float = 120.0,
                     flexible: bool = True, checkpoint=None, resume=None, mode: str = "shards", replicas: int = 1,
-                    progress: Optional[Callable[[str], None]] = None):
+                    progress: Optional[Callable[[str], None]] = None, requests: Optional[Callable] = None):
     """The FitResult of one MLP / LightGBM group (or a GLM group under ``'mop'``) over the worker
     pool (see the module doc).
 
@@ -438,13 +463,16 @@ def fit_other_group(pool, *, family, spec, opts, model: str, search: dict, fit_o
     A split group calls ``checkpoint(event, state)`` after every block instead of
     ``on_epoch_raw`` when it is given, and continues from ``resume`` (see
     :func:`groupml.fitting.search_and_select`); an unsplit group is one worker task and
-    has neither."""
+    has neither. ``requests`` (model hopper runs): the trial requests of other sessions, applied
+    between epoch blocks (:func:`groupml.search.run_search`)."""
     pre = precheck(family, n_train=int(g["n_train"]), n_val=int(g["n_val"]), n_pos=int(g["n_pos"]),
                    n_skipped=int(g["n_skipped"]), d=d, y_val=y_val)
     if pre is not None:
         return pre
     ctx = GroupCtx(pool, snapshot_id=snapshot_id, group_no=g["group_no"], group_key=g["gkey"], d=d, shards=shards,
                    mem_mb=mem_mb, abort=abort, replicas=replicas if mode == "mop" else 1, progress=progress)
+    if requests is not None and mode == "mop":
+        ctx.stops = lambda: {int(r["trial_id"]) for r in requests() if r["kind"] == "stop_trial"}
     pattern = pattern_of(family)
     if mode == "shards" and len(shards) == 1:
         return fit_on_worker(ctx, model=model, search=search, fit_options=fit_options, g=g,
@@ -457,7 +485,8 @@ def fit_other_group(pool, *, family, spec, opts, model: str, search: dict, fit_o
                                          flexible=flexible, resume=resume)
     return fit_with_trainer(trainer, family, spec, n_train=int(g["n_train"]), n_val=int(g["n_val"]),
                             n_skipped=int(g["n_skipped"]), d=d, on_epoch=None if checkpoint else on_epoch,
-                            interrupt_check=interrupt_check, pattern=pattern, checkpoint=checkpoint, resume=resume)
+                            interrupt_check=interrupt_check, pattern=pattern, checkpoint=checkpoint, resume=resume,
+                            requests=requests if mode == "mop" else None)
 
 
 # ------------------------------------------------------------------ this module's strategies
@@ -474,7 +503,7 @@ def _mop_trainer(family, ctx, X_val, y_val, opts, *, lgbm_timeout_s, flexible, r
     (GLMs: SGD states, :class:`ShardedGLMHopTrainer`)."""
     cls = ShardedGLMHopTrainer if pattern_of(family) == "algebraic" else ShardedMLPTrainer
     return cls(family, ctx, X_val, y_val, seed=opts["seed"], metric=opts["metric"], policy="randomized",
-               stats=None if resume is None else resume["trainer"]["stats"])
+               stats=None if resume is None else resume["trainer"]["stats"], elastic=True)
 
 
 @register_trainer("sampling", "shards")

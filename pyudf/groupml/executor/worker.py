@@ -256,6 +256,8 @@ def gap_task(session, request: Mapping[str, Any], blob: Optional[bytes]) -> byte
     pattern on this backend's shard of a snapshot.
 
     * ``mlp_stats``: the shard's standardisation moments (merged by the coordinator);
+    * ``mlp_load``: load the shard into this backend's cache (a worker joining a model
+      hopper run takes a copy of its partitions), returns its row count;
     * ``mlp_visit``: ``blob`` is a config's MLP training state (empty: a fresh one from
       ``init``); one pass over the shard (:func:`groupml.learners.visit`), returns the new state;
     * ``mlp_eval`` / ``mlp_model``: the state's decision values on the group's validation rows
@@ -315,6 +317,12 @@ def _op_mlp_model(session, req, blob) -> bytes:
 
 def _op_mlp_stats(session, req, blob, X, y) -> bytes:
     return pack_stats(X, y)
+
+
+def _op_mlp_load(session, req, blob, X, y) -> bytes:
+    """A worker joining a model hopper run loads the partition it holds a copy of (and torch):
+    its first unit there trains at once. Returns the partition's row count."""
+    return str(int(X.shape[0])).encode("ascii")
 
 
 def _op_mlp_visit(session, req, blob, X, y) -> bytes:
@@ -385,7 +393,7 @@ def _op_node_drop(session, req, blob) -> bytes:
 #: op -> (handler, whether it reads the shard's training rows): ``handler(session, req, blob)``,
 #: or ``handler(session, req, blob, X, y)`` with the shard's rows (:func:`shard_arrays`)
 TASK_HANDLERS = {
-    "mlp_stats": (_op_mlp_stats, True), "mlp_visit": (_op_mlp_visit, True), "mlp_eval": (_op_mlp_eval, False),
+    "mlp_stats": (_op_mlp_stats, True), "mlp_load": (_op_mlp_load, True), "mlp_visit": (_op_mlp_visit, True), "mlp_eval": (_op_mlp_eval, False),
     "mlp_model": (_op_mlp_model, False), "fit": (_op_fit, True), "lgbm_rank": (_op_lgbm_rank, True),
     "lgbm_ports": (_op_lgbm_ports, False), "mlp_block": (_op_mlp_block, True), "lgbm_fit": (_op_lgbm_fit, True),
     "snapshot_part": (_op_snapshot_part, False), "mlp_grad": (_op_mlp_grad, True),
