@@ -28,6 +28,8 @@ def data(n=400, d=3, seed=0):
 class FakePool:
     """Runs each task at once in the calling thread through worker.gap_task; logs like WorkerPool."""
 
+    size = 2                          # workers 0 and 1
+
     def __init__(self, arrays):
         self.arrays = arrays          # json(pieces) -> (X, y)
         self.log = []

@@ -103,7 +103,8 @@ class ShardedMLPTrainer(ScoredTrainer):
     # finished whole epochs, so its state bytes + epoch count are its whole hop position
     _CKPT_KEYS = ("state", "done", "status", "version")
     CKPT_FORMAT = "mlp-hops-1"
-    VISIT_OP, STATS_OP = "mlp_visit", "mlp_stats"     # the worker ops of a visit and of a partition's moments
+    # the worker ops of a visit, of a partition's moments and of a joining worker's copy of a partition
+    VISIT_OP, STATS_OP, LOAD_OP = "mlp_visit", "mlp_stats", "mlp_load"
 
     def checkpoint_state(self) -> Dict[str, Any]:
         return save_configs(self, self.CKPT_FORMAT, self._CKPT_KEYS)
@@ -198,7 +199,7 @@ class ShardedMLPTrainer(ScoredTrainer):
             if w not in self.joined:
                 self.joined.append(w)
                 for s in range(len(ctx.shards)):
-                    ctx.pool.submit(w, ctx.request(s, op="mlp_load"), b"", ctx.meta(s, "load", 0, []), fn="task")
+                    ctx.pool.submit(w, ctx.request(s, op=self.LOAD_OP), b"", ctx.meta(s, "load", 0, []), fn="task")
             if not any(w in h for h in sched.holders):
                 sched.add_worker(w, joining_partitions(len(ctx.shards), sched.holders))
 
@@ -263,7 +264,7 @@ class ShardedGLMHopTrainer(ShardedMLPTrainer):
     """
 
     CKPT_FORMAT = "glm-sgd-hops-1"
-    VISIT_OP, STATS_OP = "glm_visit", "glm_stats"
+    VISIT_OP, STATS_OP, LOAD_OP = "glm_visit", "glm_stats", "glm_load"
 
     def add(self, trial_id: int, params: Mapping[str, Any]) -> None:
         p = self._admit(trial_id, params)

@@ -271,7 +271,7 @@ def gap_task(session, request: Mapping[str, Any], blob: Optional[bytes]) -> byte
     * ``lgbm_rank``: one rank of LightGBM's data-parallel training over the group's
       shards (``machines``: each rank's worker address and a port it chose), returns the
       model text;
-    * ``glm_stats`` / ``glm_visit``: as ``mlp_stats`` / ``mlp_visit`` for a GLM trained by SGD under
+    * ``glm_stats`` / ``glm_visit`` / ``glm_load``: as ``mlp_stats`` / ``mlp_visit`` / ``mlp_load`` for a GLM trained by SGD under
       model hopper parallelism (``blob``: its state, :func:`groupml.learners.glmsgd.visit`; no torch);
     * ``mlp_block`` (MTP): epochs of one config over the whole group, returns the packed
       state and validation decision values (:func:`groupml.executor.baselines.mlp_block`);
@@ -320,8 +320,8 @@ def _op_mlp_stats(session, req, blob, X, y) -> bytes:
 
 
 def _op_mlp_load(session, req, blob, X, y) -> bytes:
-    """A worker joining a model hopper run loads the partition it holds a copy of (and torch):
-    its first unit there trains at once. Returns the partition's row count."""
+    """A worker joining a model hopper run loads the partition it holds a copy of (and torch,
+    for ``mlp_load``): its first unit there trains at once. Returns the partition's row count."""
     return str(int(X.shape[0])).encode("ascii")
 
 
@@ -399,6 +399,7 @@ TASK_HANDLERS = {
     "snapshot_part": (_op_snapshot_part, False), "mlp_grad": (_op_mlp_grad, True),
     "node_snapshot": (_op_node_snapshot, False), "node_validation": (_op_node_validation, False),
     "node_drop": (_op_node_drop, False), "glm_stats": (_op_mlp_stats, True), "glm_visit": (_op_glm_visit, True),
+    "glm_load": (_op_mlp_load, True),
 }
 #: the ops of _gap_task, in the order its error message lists them
 TASK_OPS = tuple(TASK_HANDLERS)
