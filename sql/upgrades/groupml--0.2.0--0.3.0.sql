@@ -532,3 +532,25 @@ RETURNS float8 LANGUAGE sql STABLE STRICT PARALLEL SAFE
 AS $sql$ SELECT @extschema@.predict_proba_row(fit, pg_catalog.to_jsonb(columns)) $sql$;
 COMMENT ON FUNCTION @extschema@.predict_proba_row(@extschema@.fit, anyelement) IS
   'Probability of class 1 for one row of raw columns with a fit whose model stores a transform (train_groups on raw feature columns), for classifiers. columns: a row -- a table row such as c, or ROW(a, b, ...) with the training columns in their order. See groupml.help(''transforms'').';
+
+-- Population based training (search method 'pbt'): a forked trial's parent and fork epoch on
+-- groupml.trials, and the groupml.trial_lineage view
+ALTER TABLE @extschema@.trials ADD COLUMN parent_trial_id integer;
+ALTER TABLE @extschema@.trials ADD COLUMN forked_at_epoch integer;
+COMMENT ON COLUMN @extschema@.trials.parent_trial_id IS
+  'Population based training (search method ''pbt''): the trial of the same run and group whose training state this trial continued (exploit); NULL for a trial trained from its own initial state. See groupml.trial_lineage.';
+COMMENT ON COLUMN @extschema@.trials.forked_at_epoch IS
+  'Population based training: the epoch count of the parent when this trial was forked from it; the trial''s epoch_scores up to it are the parent''s. NULL when parent_trial_id is NULL.';
+
+CREATE VIEW @extschema@.trial_lineage WITH (security_invoker = true) AS
+SELECT c.run_id, c.group_key, c.trial_id, c.parent_trial_id, c.forked_at_epoch,
+       p.params AS parent_params, c.params,
+       (SELECT pg_catalog.jsonb_object_agg(e.key, e.value)
+          FROM pg_catalog.jsonb_each(c.params) AS e(key, value)
+         WHERE (p.params OPERATOR(pg_catalog.->) e.key) IS DISTINCT FROM e.value) AS explored,
+       c.status, c.stop_reason, c.score
+FROM @extschema@.trials c
+JOIN @extschema@.trials p ON p.run_id = c.run_id AND p.group_key = c.group_key AND p.trial_id = c.parent_trial_id;
+COMMENT ON VIEW @extschema@.trial_lineage IS
+  'Population based training (search method ''pbt''): one row per forked trial -- its parent trial, the parent''s epoch count at the fork, both trials'' params and the params the fork explored (perturbed or resampled). Follow parent_trial_id back to a trial with no parent for a whole lineage.';
+GRANT SELECT ON @extschema@.trial_lineage TO groupml_admin;

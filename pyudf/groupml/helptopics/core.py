@@ -98,7 +98,7 @@ search specification (jsonb), used by learn_over_groups and train_groups
   Shorthand grid: every key is a hyperparameter; a list is a grid dimension, a scalar is fixed:
      '{"l2": [0, 0.001, 0.01], "class_weight": [null, "balanced"], "max_iter": 200}'
   Full form:
-     '{"method": "grid" | "random" | "tpe" | "successive_halving" | "hyperband" | "asha",
+     '{"method": "grid" | "random" | "tpe" | "successive_halving" | "hyperband" | "asha" | "pbt",
        "space": {"l2": {"loguniform": [1e-6, 1]}, "solver": "gd", "lr": {"uniform": [0.01, 1]},
                  "max_iter": {"int": [50, 200]}, "class_weight": {"choice": [null, "balanced"]}},
        "n_trials": 20, "seed": 7, "early_stopping": {"method": "bandit", "epsilon": 0.5, "partial_iters": 10}}'
@@ -115,6 +115,7 @@ search specification (jsonb), used by learn_over_groups and train_groups
         {"model": "lightgbm", "num_leaves": {"int": [7, 63]}}]}}}'
   Families of the call's task only, selected on one metric (options' metric, else the call's
   family's default); the fit is the chosen family's. One backend only (train_groups workers => 1).
+  Population based training (method "pbt", models mlp and mlp_regressor): see help('pbt').
 """
 
 TOPICS["predict"] = """\
