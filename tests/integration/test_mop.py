@@ -260,3 +260,80 @@ def test_explain_train_groups_describes_a_mop_plan(db, clicks):
                       f"{FEATS}, 'clicked', 'mlp', %s::jsonb, '{{}}', 2, 'mop') WHERE chosen",
                       [json.dumps(SPEC)]).fetchall()
     assert rows and rows[0][0] == "mop" and "partitions" in rows[0][1]
+
+
+# ------------------------------------------------------------------ population based training
+PBT_SPEC = {"method": "pbt", "population": 4, "perturbation_interval": 1, "quantile": 0.5, "max_epochs": 3,
+            "resample_probability": 0.25, "seed": 3,
+            "space": {"lr": {"loguniform": [0.001, 0.1]}, "layers": ["8"], "epochs": [3], "batch_size": [32]}}
+
+
+def validation_rows(db, run_id, gkey):
+    """A group's validation rows (features, label) as the run's snapshot holds them."""
+    from groupml.fitting import unpack_rows
+
+    blobs = db.execute("SELECT pg_catalog.substr(b.data, 1, b.n_val * 32) FROM groupml.snapshot_blocks b "
+                       "JOIN groupml.snapshot_groups g USING (snapshot_id, group_no) "
+                       "JOIN groupml.grouped_runs r USING (snapshot_id) WHERE r.run_id = %s AND g.group_key = %s::jsonb "
+                       "ORDER BY b.block_no", [run_id, gkey]).fetchall()
+    rows = unpack_rows(b"".join(bytes(b) for (b,) in blobs), 4)
+    return rows[:, :3], rows[:, 3]
+
+
+def test_pbt_over_mop_forks_hopping_states_records_lineage_and_replays(db, clicks):
+    from groupml.learners import load_model, validation_loss
+
+    run_id = mop(db, spec=PBT_SPEC)
+    assert db.execute("SELECT status FROM groupml.runs WHERE run_id = %s", [run_id]).fetchone()[0] == "done"
+    trials = {r[0]: dict(zip(("status", "stop_reason", "scores", "parent", "at", "params"), r[1:])) for r in db.execute(
+        "SELECT trial_id, status, stop_reason, epoch_scores, parent_trial_id, forked_at_epoch, params "
+        "FROM groupml.trials WHERE run_id = %s", [run_id]).fetchall()}
+    # two members (quantile 0.5 of 4) replaced after epochs 1 and 2: trials 4..7, forked from the top two
+    lineage = db.execute("SELECT trial_id, parent_trial_id, forked_at_epoch, explored, parent_params, params "
+                         "FROM groupml.trial_lineage WHERE run_id = %s ORDER BY trial_id", [run_id]).fetchall()
+    assert [(t, at) for t, _, at, *_ in lineage] == [(4, 1), (5, 1), (6, 2), (7, 2)]
+    for child, parent, at, explored, parent_params, params in lineage:
+        assert parent < child and trials[parent]["scores"][:at] == trials[child]["scores"][:at]
+        assert len(trials[parent]["scores"]) >= at + 1            # the parent trained on after the fork
+        n = len(trials[child]["scores"])                          # to the budget, unless replaced in turn
+        assert n == 3 or trials[child]["stop_reason"].startswith(f"exploited at epoch {n}:")
+        assert set(explored or {}) <= {"lr"} and params["layers"] == parent_params["layers"] == [8]
+        assert explored is None or explored["lr"] != parent_params["lr"]
+        losers = [t for t, r in trials.items() if (r["stop_reason"] or "").endswith(f"by trial {child}, "
+                                                                                      f"forked from trial {parent}")]
+        assert len(losers) == 1 and len(trials[losers[0]]["scores"]) == at
+    # the visit log: every trial hops over both partitions once per epoch it trained itself, a child
+    # from its fork epoch on; the fork is a task of its own
+    log = visits(db, run_id)
+    sizes = dict(db.execute("SELECT g.group_key::text, g.n_train FROM groupml.snapshot_groups g JOIN "
+                            "groupml.grouped_runs r USING (snapshot_id) WHERE r.run_id = %s", [run_id]).fetchall())
+    assert schedule_violations(log, sizes, {}) == []
+    assert sum(e["kind"] == "fork" for e in log) == 4
+    epochs = {t: len(r["scores"]) for t, r in trials.items()}
+    first = {t: r["at"] or 0 for t, r in trials.items()}
+    assert visit_log_violations(as_visits(log), 2, epochs, first) == []
+    # replay: the best trial bit for bit; every forked trial to its recorded final validation loss
+    best, model = stored_best(db, run_id)
+    assert bytes(db.execute("SELECT groupml.replay(%s, %s)", [run_id, best]).fetchone()[0]) == model
+    X_val, y_val = validation_rows(db, run_id, "{}")
+    for child, *_ in lineage:
+        again = bytes(db.execute("SELECT groupml.replay(%s, %s)", [run_id, child]).fetchone()[0])
+        if child == best:
+            assert again == model
+        margins = load_model(again).decision_function(X_val)
+        assert validation_loss("logloss", y_val, margins) == pytest.approx(trials[child]["scores"][-1], rel=1e-12)
+
+
+def test_bad_pbt_specs_are_refused_before_anything_is_written(db, clicks):
+    for extra, key in [({"population": 1}, "population"), ({"perturbation_interval": 3}, "perturbation_interval"),
+                       ({"quantile": 0.75}, "quantile"), ({"space": {"layers": ["8", "4"]}}, "layers")]:
+        state, message, hint = sql_error(
+            db, f"CALL groupml.train_groups('clicks', ARRAY[]::text[], {FEATS}, 'clicked', 'mlp', %s::jsonb, "
+                f"'{{}}', workers => 2, strategy => 'mop')", [json.dumps(dict(PBT_SPEC, **extra))])
+        assert state == "22023" and f"'{key}'" in message and hint, message
+    state, message, hint = sql_error(
+        db, f"CALL groupml.train_groups('clicks', ARRAY[]::text[], {FEATS}, 'clicked', 'logistic', %s::jsonb, "
+            f"'{{}}', workers => 2)", [json.dumps({"method": "pbt", "space": {"l2": {"loguniform": [1e-4, 1]}}})])
+    assert state == "22023" and "'pbt'" in message and hint
+    assert db.execute("SELECT count(*) FROM groupml.runs").fetchone()[0] == 0
+    assert db.execute("SELECT count(*) FROM groupml.trials").fetchone()[0] == 0
