@@ -337,3 +337,16 @@ def test_bad_pbt_specs_are_refused_before_anything_is_written(db, clicks):
     assert state == "22023" and "'pbt'" in message and hint
     assert db.execute("SELECT count(*) FROM groupml.runs").fetchone()[0] == 0
     assert db.execute("SELECT count(*) FROM groupml.trials").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize("strategy", ["mtp", "dp"])
+def test_pbt_forks_in_the_other_mlp_strategies(db, clicks, strategy):
+    spec = dict(PBT_SPEC, population=2, max_epochs=2, space=dict(PBT_SPEC["space"], epochs=[2]))
+    run_id = db.execute(f"CALL groupml.train_groups('clicks', ARRAY[]::text[], {FEATS}, 'clicked', 'mlp', %s::jsonb, "
+                        f"'{{}}', NULL, workers => 2, strategy => '{strategy}')", [json.dumps(spec)]).fetchone()[0]
+    assert db.execute("SELECT status FROM groupml.runs WHERE run_id = %s", [run_id]).fetchone()[0] == "done"
+    rows = db.execute("SELECT t.trial_id, t.parent_trial_id, t.forked_at_epoch, cardinality(t.epoch_scores), "
+                      "p.epoch_scores[1] = t.epoch_scores[1] FROM groupml.trials t JOIN groupml.trials p "
+                      "ON p.run_id = t.run_id AND p.trial_id = t.parent_trial_id WHERE t.run_id = %s",
+                      [run_id]).fetchall()
+    assert [(t, at, n, same) for t, _, at, n, same in rows] == [(2, 1, 2, True)]
