@@ -22,8 +22,9 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from ..engine import Decision, Trial
 from ..validation import seeded_rng
 from . import _space
-from ._base import Report, SearchProcedure, register, rng_from_state, rng_state
-from ._spec import SearchSpec, parse_saved_search
+from ._base import Report, register, rng_from_state, rng_state
+from ._basic import FixedBudgetProcedure
+from ._spec import SearchSpec
 
 #: the factors a perturbed continuous or integer value is multiplied by (one drawn per dimension)
 FACTORS = (0.8, 1.2)
@@ -86,65 +87,36 @@ def _index(items: Sequence[Any], value: Any) -> int:
     return 0
 
 
-def changed(parent: Mapping[str, Any], child: Mapping[str, Any]) -> Dict[str, Any]:
-    """The child's values that differ from the parent's."""
-    return {k: v for k, v in child.items() if k not in parent or parent[k] != v}
-
-
 @register("pbt")
-class PopulationBasedTraining(SearchProcedure):
-    """Synchronous PBT over ``spec.population`` members for ``spec.max_epochs`` blocks each."""
+class PopulationBasedTraining(FixedBudgetProcedure):
+    """Synchronous PBT over ``spec.population`` members for ``spec.max_epochs`` blocks each.
+
+    The first ``population`` trials are drawn from the space; every later one is a child
+    decided at a perturbation epoch and proposed at the next ``ask`` (before any training,
+    so its parent is still at the fork epoch)."""
 
     forks = True          # proposes trials that continue another trial's training state
 
     def __init__(self, spec: SearchSpec):
-        self.spec = spec
+        super().__init__(spec, spec.population)
         self._rng = seeded_rng(spec.seed)
-        self._next_id = 0
-        self._issued = 0                       # initial members proposed
-        # trial: params, state (running|done), epoch, score, reason, parent, forked_at
-        self._trials: Dict[int, Dict[str, Any]] = {}
-        self._forks: List[int] = []           # children decided, not yet proposed (ids in order)
+        self._forks: List[int] = []                          # children decided, not yet proposed
+        self._lineage: Dict[int, Tuple[int, int]] = {}        # child -> (parent, epoch it forked at)
 
-    # -- proposals ---------------------------------------------------------------------
-    def _new(self, params, parent: Optional[int] = None, forked_at: Optional[int] = None) -> int:
-        tid = self._next_id
-        self._next_id += 1
-        self._trials[tid] = {"params": params, "state": "running", "epoch": forked_at or 0, "score": None,
-                             "reason": None, "parent": parent, "forked_at": forked_at}
-        return tid
+    def _propose(self, trial_id):
+        return _space.sample(self.spec.space, self._rng)
 
     def ask(self, n: int) -> List[Trial]:
-        out: List[Trial] = []
-        while len(out) < n and self._issued < self.spec.population:
-            self._issued += 1
-            tid = self._new(_space.sample(self.spec.space, self._rng))
-            out.append(self._proposal(tid))
+        out = super().ask(n)
         while len(out) < n and self._forks:
-            out.append(self._proposal(self._forks.pop(0)))
+            tid = self._forks.pop(0)
+            parent, at = self._lineage[tid]
+            out.append(Trial(tid, copy.deepcopy(self._trials[tid]["params"]), epochs=at, parent_id=parent,
+                             forked_at=at))
         return out
 
-    def _proposal(self, tid: int) -> Trial:
-        rec = self._trials[tid]
-        return Trial(tid, copy.deepcopy(rec["params"]), epochs=rec["forked_at"] or 0,
-                     parent_id=rec["parent"], forked_at=rec["forked_at"])
-
-    # -- results -------------------------------------------------------------------------
     def tell_block(self, reports: Iterable[Report]) -> Dict[int, Decision]:
-        out: Dict[int, Decision] = {}
-        for r in sorted(reports, key=lambda r: r.trial_id):
-            rec = self._trials[r.trial_id]
-            rec["epoch"], rec["score"] = r.epoch, float(r.score)
-            if rec["state"] != "running":
-                out[r.trial_id] = Decision.STOP
-            elif r.converged:
-                self._end(r.trial_id, "converged")
-                out[r.trial_id] = Decision.STOP
-            elif r.epoch >= self.spec.max_epochs:
-                self._end(r.trial_id, "budget")
-                out[r.trial_id] = Decision.STOP
-            else:
-                out[r.trial_id] = Decision.CONTINUE
+        out = super().tell_block(reports)
         for loser in self._perturb():
             out[loser] = Decision.STOP
         return out
@@ -153,7 +125,7 @@ class PopulationBasedTraining(SearchProcedure):
         """At a perturbation epoch reached by every running member: exploit and explore.
         Returns the members replaced."""
         running = self.running()
-        if self._forks or not running or self._issued < self.spec.population:
+        if self._forks or not running or self._next_id < self.spec.population:
             return []
         epochs = {self._trials[t]["epoch"] for t in running}
         if len(epochs) != 1:
@@ -165,55 +137,25 @@ class PopulationBasedTraining(SearchProcedure):
         for loser, parent in exploit({t: self._trials[t]["score"] for t in running}, self.spec.quantile, self._rng):
             params = explore(self._trials[parent]["params"], self.spec.space, self._rng,
                              self.spec.resample_probability)
-            child = self._new(params, parent=parent, forked_at=epoch)
+            child = self._next_id
+            self._next_id += 1
+            self._trials[child] = {"params": params, "state": "running", "epoch": epoch, "score": None,
+                                   "reason": None}
+            self._lineage[child] = (parent, epoch)
             self._forks.append(child)
             self._end(loser, f"exploited at epoch {epoch}: replaced by trial {child}, forked from trial {parent}")
             losers.append(loser)
         return losers
 
-    def _end(self, tid: int, reason: str) -> None:
-        rec = self._trials[tid]
-        rec["state"], rec["reason"] = "done", reason
-
-    def stopped(self, trial_id, epoch, score, reason):
-        rec = self._trials[trial_id]
-        if rec["state"] == "running":
-            rec["epoch"] = epoch
-            if score is not None:
-                rec["score"] = float(score)
-            self._end(trial_id, reason)
-
-    def finished(self) -> bool:
-        return self._issued >= self.spec.population and not self._forks and not self.running()
-
-    def budget(self, trial_id: int) -> int:
-        return self.spec.max_epochs
-
-    def reason(self, trial_id: int):
-        return self._trials[trial_id]["reason"]
-
-    def running(self) -> List[int]:
-        return sorted(t for t, rec in self._trials.items() if rec["state"] == "running")
-
     def lineage(self, trial_id: int) -> Tuple[Optional[int], Optional[int]]:
         """(parent trial id, epoch it forked at) of a child; (None, None) for a first member."""
-        rec = self._trials[trial_id]
-        return rec["parent"], rec["forked_at"]
+        return self._lineage.get(trial_id, (None, None))
 
-    # -- persistence -----------------------------------------------------------------------
-    def state_dict(self) -> Dict[str, Any]:
-        return copy.deepcopy({
-            "kind": self.kind, "spec": self.spec.to_dict(), "next_id": self._next_id, "issued": self._issued,
-            "rng": rng_state(self._rng), "forks": self._forks,
-            "trials": [dict(rec, id=tid) for tid, rec in sorted(self._trials.items())]})
+    def _extra_state(self):
+        return {"rng": rng_state(self._rng), "forks": list(self._forks),
+                "lineage": [[c, p, at] for c, (p, at) in sorted(self._lineage.items())]}
 
-    @classmethod
-    def _load(cls, state):
-        proc = cls(parse_saved_search(state["spec"]))
-        proc._next_id, proc._issued = int(state["next_id"]), int(state["issued"])
-        proc._rng = rng_from_state(state["rng"])
-        proc._forks = [int(t) for t in state["forks"]]
-        proc._trials = {}
-        for rec in copy.deepcopy(state["trials"]):
-            proc._trials[int(rec.pop("id"))] = rec
-        return proc
+    def _restore_extra(self, state):
+        self._rng = rng_from_state(state["rng"])
+        self._forks = [int(t) for t in state["forks"]]
+        self._lineage = {int(c): (int(p), int(at)) for c, p, at in state["lineage"]}
