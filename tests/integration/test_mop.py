@@ -11,7 +11,7 @@ import pytest
 
 from groupml.executor.invariants import schedule_violations
 from groupml.learners import visit_log_violations
-from pg_helpers import sql_error
+from pg_helpers import cancel_when, sql_error
 
 pytestmark = pytest.mark.integration
 
@@ -280,39 +280,37 @@ def validation_rows(db, run_id, gkey):
     return rows[:, :3], rows[:, 3]
 
 
-def test_pbt_over_mop_forks_hopping_states_records_lineage_and_replays(db, clicks):
+def check_pbt_run(db, run_id, max_epochs):
+    """A finished PBT run over MOP: the lineage rows agree with the trials, every trial hopped
+    over both partitions once per epoch it trained itself (a child from its fork epoch on),
+    and replay gives the best trial's bytes and every forked trial's final validation loss.
+    Returns the lineage rows (trial_id, parent_trial_id, forked_at_epoch, explored, ...)."""
     from groupml.learners import load_model, validation_loss
 
-    run_id = mop(db, spec=PBT_SPEC)
     assert db.execute("SELECT status FROM groupml.runs WHERE run_id = %s", [run_id]).fetchone()[0] == "done"
     trials = {r[0]: dict(zip(("status", "stop_reason", "scores", "parent", "at", "params"), r[1:])) for r in db.execute(
         "SELECT trial_id, status, stop_reason, epoch_scores, parent_trial_id, forked_at_epoch, params "
         "FROM groupml.trials WHERE run_id = %s", [run_id]).fetchall()}
-    # two members (quantile 0.5 of 4) replaced after epochs 1 and 2: trials 4..7, forked from the top two
     lineage = db.execute("SELECT trial_id, parent_trial_id, forked_at_epoch, explored, parent_params, params "
                          "FROM groupml.trial_lineage WHERE run_id = %s ORDER BY trial_id", [run_id]).fetchall()
-    assert [(t, at) for t, _, at, *_ in lineage] == [(4, 1), (5, 1), (6, 2), (7, 2)]
     for child, parent, at, explored, parent_params, params in lineage:
         assert parent < child and trials[parent]["scores"][:at] == trials[child]["scores"][:at]
         assert len(trials[parent]["scores"]) >= at + 1            # the parent trained on after the fork
         n = len(trials[child]["scores"])                          # to the budget, unless replaced in turn
-        assert n == 3 or trials[child]["stop_reason"].startswith(f"exploited at epoch {n}:")
+        assert n == max_epochs or trials[child]["stop_reason"].startswith(f"exploited at epoch {n}:")
         assert set(explored or {}) <= {"lr"} and params["layers"] == parent_params["layers"] == [8]
         assert explored is None or explored["lr"] != parent_params["lr"]
         losers = [t for t, r in trials.items() if (r["stop_reason"] or "").endswith(f"by trial {child}, "
                                                                                       f"forked from trial {parent}")]
         assert len(losers) == 1 and len(trials[losers[0]]["scores"]) == at
-    # the visit log: every trial hops over both partitions once per epoch it trained itself, a child
-    # from its fork epoch on; the fork is a task of its own
     log = visits(db, run_id)
     sizes = dict(db.execute("SELECT g.group_key::text, g.n_train FROM groupml.snapshot_groups g JOIN "
                             "groupml.grouped_runs r USING (snapshot_id) WHERE r.run_id = %s", [run_id]).fetchall())
     assert schedule_violations(log, sizes, {}) == []
-    assert sum(e["kind"] == "fork" for e in log) == 4
+    assert sum(e["kind"] == "fork" for e in log) >= len(lineage)
     epochs = {t: len(r["scores"]) for t, r in trials.items()}
     first = {t: r["at"] or 0 for t, r in trials.items()}
     assert visit_log_violations(as_visits(log), 2, epochs, first) == []
-    # replay: the best trial bit for bit; every forked trial to its recorded final validation loss
     best, model = stored_best(db, run_id)
     assert bytes(db.execute("SELECT groupml.replay(%s, %s)", [run_id, best]).fetchone()[0]) == model
     X_val, y_val = validation_rows(db, run_id, "{}")
@@ -322,6 +320,36 @@ def test_pbt_over_mop_forks_hopping_states_records_lineage_and_replays(db, click
             assert again == model
         margins = load_model(again).decision_function(X_val)
         assert validation_loss("logloss", y_val, margins) == pytest.approx(trials[child]["scores"][-1], rel=1e-12)
+    return lineage
+
+
+def test_pbt_over_mop_forks_hopping_states_records_lineage_and_replays(db, clicks):
+    run_id = mop(db, spec=PBT_SPEC)
+    lineage = check_pbt_run(db, run_id, 3)
+    # two members (quantile 0.5 of 4) replaced after epochs 1 and 2: trials 4..7, forked from the top two
+    assert [(t, at) for t, _, at, *_ in lineage] == [(4, 1), (5, 1), (6, 2), (7, 2)]
+    assert sum(e["kind"] == "fork" for e in visits(db, run_id)) == 4      # one task per fork
+
+
+def test_a_cancelled_pbt_run_resumes_with_its_population_and_lineage(db, dsn):
+    make_table(db, n=6000)
+    spec = dict(PBT_SPEC, max_epochs=FAULT_EPOCHS, perturbation_interval=2, quantile=0.25,
+                space=dict(PBT_SPEC["space"], epochs=[FAULT_EPOCHS]))
+    t, fired = cancel_when(dsn, db.info.backend_pid,
+                           "SELECT coalesce(max(epochs_done), 0) >= 3 FROM groupml.grouped_runs")
+    try:
+        state, _, _ = sql_error(
+            db, "CALL groupml.train_groups('clicks', ARRAY[]::text[], " + FEATS + ", 'clicked', 'mlp', %s::jsonb, "
+                "'{\"keep_snapshot\": true, \"checkpoint_every_s\": 0}', NULL, workers => 2, strategy => 'mop')",
+            [json.dumps(spec)])
+    finally:
+        t.join()
+    assert fired.is_set() and state == "57014"
+    run_id = db.execute("SELECT run_id FROM groupml.runs").fetchone()[0]
+    assert mop(db, spec=spec, run_id=run_id) == run_id
+    lineage = check_pbt_run(db, run_id, FAULT_EPOCHS)
+    # one member (quantile 0.25 of 4) replaced every 2 epochs before the last: trials 4, 5, ...
+    assert [(t, at) for t, _, at, *_ in lineage] == [(4 + i, 2 * (i + 1)) for i in range(FAULT_EPOCHS // 2 - 1)]
 
 
 def test_bad_pbt_specs_are_refused_before_anything_is_written(db, clicks):
