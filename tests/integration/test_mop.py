@@ -378,3 +378,14 @@ def test_pbt_forks_in_the_other_mlp_strategies(db, clicks, strategy):
                       "ON p.run_id = t.run_id AND p.trial_id = t.parent_trial_id WHERE t.run_id = %s",
                       [run_id]).fetchall()
     assert [(t, at, n, same) for t, _, at, n, same in rows] == [(2, 1, 2, True)]
+
+
+def test_explain_describes_a_pbt_search(db, clicks):
+    rows = dict(db.execute(f"SELECT item, detail FROM groupml.explain_search('clicks', {FEATS}, 'clicked', 'mlp', "
+                           f"%s::jsonb)", [json.dumps(PBT_SPEC)]).fetchall())
+    assert "population based training: 4 members" in rows["procedure"]
+    assert "population of 4" in rows["configurations"] and "whole population" in rows["batch_size"]
+    chosen = db.execute(f"SELECT DISTINCT strategy FROM groupml.explain_train_groups('clicks', ARRAY[]::text[], {FEATS}, "
+                        f"'clicked', 'mlp', %s::jsonb, '{{}}', 2, 'mop') WHERE chosen",
+                        [json.dumps(PBT_SPEC)]).fetchall()
+    assert chosen == [("mop",)]
