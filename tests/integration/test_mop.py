@@ -329,6 +329,20 @@ def test_pbt_over_mop_forks_hopping_states_records_lineage_and_replays(db, click
     # two members (quantile 0.5 of 4) replaced after epochs 1 and 2: trials 4..7, forked from the top two
     assert [(t, at) for t, _, at, *_ in lineage] == [(4, 1), (5, 1), (6, 2), (7, 2)]
     assert sum(e["kind"] == "fork" for e in visits(db, run_id)) == 4      # one task per fork
+    # the view reads as its caller: another role sees no lineage of this run, groupml_admin sees it
+    db.execute("CREATE ROLE pbt_reader LOGIN")
+    try:
+        db.execute("GRANT SELECT ON groupml.runs, groupml.trials, groupml.trial_lineage TO pbt_reader")
+        db.execute("SET ROLE pbt_reader")
+        assert db.execute("SELECT count(*) FROM groupml.trial_lineage").fetchone()[0] == 0
+        db.execute("RESET ROLE")
+        db.execute("GRANT groupml_admin TO pbt_reader")
+        db.execute("SET ROLE pbt_reader")
+        assert db.execute("SELECT count(*) FROM groupml.trial_lineage").fetchone()[0] == 4
+    finally:
+        db.execute("RESET ROLE")
+        db.execute("DROP OWNED BY pbt_reader")
+        db.execute("DROP ROLE pbt_reader")
 
 
 def test_a_cancelled_pbt_run_resumes_with_its_population_and_lineage(db, dsn):
