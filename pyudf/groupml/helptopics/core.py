@@ -225,7 +225,8 @@ it is a member of; groupml_admin sees all; snapshot groups and blocks also need 
                     written in)
   models            one row per (run, group): group_key jsonb, fit groupml.fit (the selected model)
   trials            every configuration tried per (run, group): params, status, stop_reason, score,
-                    epoch_scores, metrics (passes, seconds, iterations, is_best)
+                    epoch_scores, metrics (passes, seconds, iterations, is_best), parent_trial_id and
+                    forked_at_epoch (population based training, help('pbt'))
   grouped_runs      the executor's record of a run with workers: strategy, workers, snapshot_id, plan
                     (placement, estimates, unit costs), epochs_done (epoch blocks committed),
                     passes_done (data passes of the groups finished), last_event
@@ -236,7 +237,7 @@ it is a member of; groupml_admin sees all; snapshot groups and blocks also need 
   snapshots, snapshot_groups, snapshot_blocks   training snapshots (help('snapshots'))
   cost_runs         measured training runs the planner's cost model is fitted on (help('cost_runs'))
   worker_endpoints  worker backends (help('worker_endpoints'))
-  Views: best_models, run_trial_info, progress. Tenancy tables: help('tenancy').
+  Views: best_models, run_trial_info, trial_lineage, progress. Tenancy tables: help('tenancy').
 """
 
 TOPICS["version"] = """\

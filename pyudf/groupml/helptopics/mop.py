@@ -74,6 +74,24 @@ search method 'pbt': population based training (Jaderberg et al., 2017), models 
     WHERE run_id = 42 ORDER BY trial_id;
 """
 
+TOPICS["trial_lineage"] = """\
+groupml.trial_lineage  (view)
+  One row per trial of a population based training run (search method 'pbt') that was forked
+  from another trial: run_id, group_key, trial_id, parent_trial_id, forked_at_epoch (the parent's
+  epoch count at the fork), parent_params, params, explored (the params the fork changed; NULL
+  when none), status, stop_reason, score. Reads as its caller (row-level security of
+  groupml.trials); a role needs SELECT on it. See help('pbt').
+
+  Example (a whole lineage, back to the first member):
+    WITH RECURSIVE up AS (
+      SELECT group_key, trial_id, parent_trial_id, forked_at_epoch FROM groupml.trials
+      WHERE run_id = 42 AND trial_id = 9
+      UNION ALL
+      SELECT t.group_key, t.trial_id, t.parent_trial_id, t.forked_at_epoch FROM groupml.trials t
+      JOIN up ON t.run_id = 42 AND t.group_key = up.group_key AND t.trial_id = up.parent_trial_id)
+    SELECT * FROM up;
+"""
+
 TOPICS["replay"] = """\
 groupml.replay(run_id bigint, trial_id integer, group_key jsonb DEFAULT NULL) -> bytea
   Retrain one configuration of a model hopper run (strategy => 'mop', or an MLP group split over
