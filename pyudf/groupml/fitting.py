@@ -155,15 +155,21 @@ def plan_search(family, search: dict, *, family_choice: bool = False):
             seen[key] = trial.params
     else:
         if spec.method == "pbt":
-            _check_pbt_space(family, spec)
+            _check_pbt_space(family, spec, families)
         _check_sampled_space(family, spec, families)
     return spec
 
 
-def _check_pbt_space(family, spec) -> None:
+def _check_pbt_space(family, spec, families=None) -> None:
     """Population based training forks configurations: the model must be able to copy a
     training state, and only what a fork may change can vary (the rest is one value)."""
     from .search import Categorical, Fixed
+
+    if families is not None:
+        raise SearchSpecError("The 'model' value of search must not choose the model family for method 'pbt'; "
+                              f"got a choice of {', '.join(sorted(families))}",
+                              hint="Population based training forks one family's training states; call it with "
+                                   "model 'mlp' or 'mlp_regressor' and no 'model' dimension.")
 
     forkable = tuple(getattr(family, "fork_params", ()))
     if not forkable:

@@ -82,3 +82,6 @@ def test_pbt_refuses_models_and_dimensions_a_fork_cannot_copy():
         fit_group(X, y, "logistic", {"method": "pbt", "space": {"l2": {"loguniform": [1e-4, 1]}}}, {})
     with pytest.raises(SearchSpecError, match="'layers' value of search must be one value for method 'pbt'"):
         fit_group(X, y, "mlp", {"method": "pbt", "max_epochs": 3, "space": {"layers": ["8", "4"]}}, {})
+    with pytest.raises(SearchSpecError, match="must not choose the model family for method 'pbt'"):
+        fit_group(X, y, "mlp", {"method": "pbt", "max_epochs": 3,
+                                "space": {"model": ["mlp"], "lr": {"loguniform": [0.001, 0.1]}}}, {})
