@@ -168,6 +168,14 @@ FAULT_SPEC = dict(SPEC, space=dict(SPEC["space"], epochs=[FAULT_EPOCHS]))
 AFTER_FIRST_EPOCH = "SELECT coalesce(max(epochs_done), 0) >= 1 FROM groupml.grouped_runs"
 
 
+def mop_error(db, spec):
+    """(SQLSTATE, message, hint) of a MOP run of ``spec`` that commits every epoch and fails
+    (the tests stop it from outside)."""
+    return sql_error(db, "CALL groupml.train_groups('clicks', ARRAY[]::text[], " + FEATS + ", 'clicked', 'mlp', "
+                         "%s::jsonb, '{\"keep_snapshot\": true, \"checkpoint_every_s\": 0}', NULL, workers => 2, "
+                         "strategy => 'mop')", [json.dumps(spec)])
+
+
 def test_a_worker_terminated_mid_run_hands_its_units_to_a_replica(db, dsn):
     make_table(db, n=6000)
     t, fired = terminate_worker_when(dsn, 0, AFTER_FIRST_EPOCH)
@@ -188,10 +196,7 @@ def test_losing_the_only_holder_of_a_partition_stops_resumably(db, dsn):
     make_table(db, n=6000)
     t, fired = terminate_worker_when(dsn, 1, AFTER_FIRST_EPOCH)
     try:
-        state, message, hint = sql_error(
-            db, "CALL groupml.train_groups('clicks', ARRAY[]::text[], " + FEATS + ", 'clicked', 'mlp', %s::jsonb, "
-                "'{\"keep_snapshot\": true, \"checkpoint_every_s\": 0}', NULL, workers => 2, strategy => 'mop')",
-            [json.dumps(FAULT_SPEC)])
+        state, message, hint = mop_error(db, FAULT_SPEC)
     finally:
         t.join()
     assert fired.is_set()
@@ -223,10 +228,7 @@ def test_progress_shows_epochs_sub_epochs_and_losses_and_a_cancelled_run_resumes
     t = threading.Thread(target=watch_then_cancel)
     t.start()
     try:
-        state, message, _ = sql_error(
-            db, "CALL groupml.train_groups('clicks', ARRAY[]::text[], " + FEATS + ", 'clicked', 'mlp', %s::jsonb, "
-                "'{\"keep_snapshot\": true, \"checkpoint_every_s\": 0}', NULL, workers => 2, strategy => 'mop')",
-            [json.dumps(FAULT_SPEC)])
+        state, message, _ = mop_error(db, FAULT_SPEC)
     finally:
         t.join()
     assert seen and state == "57014"
@@ -352,10 +354,7 @@ def test_a_cancelled_pbt_run_resumes_with_its_population_and_lineage(db, dsn):
     t, fired = cancel_when(dsn, db.info.backend_pid,
                            "SELECT coalesce(max(epochs_done), 0) >= 3 FROM groupml.grouped_runs")
     try:
-        state, _, _ = sql_error(
-            db, "CALL groupml.train_groups('clicks', ARRAY[]::text[], " + FEATS + ", 'clicked', 'mlp', %s::jsonb, "
-                "'{\"keep_snapshot\": true, \"checkpoint_every_s\": 0}', NULL, workers => 2, strategy => 'mop')",
-            [json.dumps(spec)])
+        state, _, _ = mop_error(db, spec)
     finally:
         t.join()
     assert fired.is_set() and state == "57014"
