@@ -188,6 +188,15 @@ def trial_group_keys(session, run_id: int, trial_id: int) -> List[str]:
         [run_id, trial_id], ["bigint", "integer"])]
 
 
+def trial_fork(session, run_id: int, gkey: str, trial_id: int) -> Optional[Dict[str, Any]]:
+    """``{"parent_trial_id", "forked_at_epoch"}`` of a trial (both None for a trial that was
+    not forked from another); None when the run has no such trial in the group."""
+    rows = session.query("SELECT parent_trial_id, forked_at_epoch FROM groupml.trials WHERE run_id = $1 AND "
+                         "group_key = $2::jsonb AND trial_id = $3", [run_id, gkey, trial_id],
+                         ["bigint", "text", "integer"])
+    return dict(rows[0]) if rows else None
+
+
 def trial_params(session, run_id: int, gkey: str, trial_id: int) -> Optional[Dict[str, Any]]:
     """A stored trial's params, or None."""
     rows = session.query("SELECT params::text AS params FROM groupml.trials WHERE run_id = $1 AND "
@@ -301,11 +310,13 @@ def insert_trial(session, run_id: int, gkey: str, t: Mapping[str, Any]) -> None:
     """One trial of a group's search (an entry of ``FitResult.trials``)."""
     session.query(
         "INSERT INTO groupml.trials (run_id, group_key, trial_id, params, status, stop_reason, score, "
-        "epoch_scores, metrics) VALUES ($1, $2::jsonb, $3, $4::jsonb, $5, $6, $7, $8, $9::jsonb)",
+        "epoch_scores, metrics, parent_trial_id, forked_at_epoch) "
+        "VALUES ($1, $2::jsonb, $3, $4::jsonb, $5, $6, $7, $8, $9::jsonb, $10, $11)",
         [run_id, gkey, t["trial_id"], json.dumps(t["params"]), t["status"], t["stop_reason"],
          _num(t["score"]), [_num(v) for v in t["epoch_losses"]],
-         json.dumps({k: t.get(k) for k in ("passes", "seconds", "iterations", "is_best")})],
-        ["bigint", "text", "integer", "text", "text", "text", "float8", "float8[]", "text"])
+         json.dumps({k: t.get(k) for k in ("passes", "seconds", "iterations", "is_best")}),
+         t.get("parent_trial_id"), t.get("forked_at_epoch")],
+        ["bigint", "text", "integer", "text", "text", "text", "float8", "float8[]", "text", "integer", "integer"])
 
 
 def delete_group_trials(session, run_id: int, gkey: str) -> None:

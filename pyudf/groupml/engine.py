@@ -35,6 +35,8 @@ class Trial:
     scores: List[float] = field(default_factory=list)  # validation loss after each block
     status: str = "running"               # running | stopped | converged | failed
     stop_reason: str | None = None
+    parent_id: int | None = None          # set on a trial that continues another one's training state
+    forked_at: int | None = None          # (population based training): the parent's epoch count then
 
 
 @runtime_checkable
@@ -73,3 +75,8 @@ class Trainer(Protocol):
         """All validation metrics of the current model, e.g. accuracy, auc, logloss."""
 
     def model(self, trial_id: int) -> Model: ...
+
+    # Optional (trainers whose configurations' training state can be copied; the search
+    # procedures with ``forks = True`` need it): add ``trial_id`` with ``params`` starting
+    # from ``parent_id``'s current state, which must have ``epochs`` blocks done.
+    # def fork(self, trial_id: int, params: Mapping[str, Any], parent_id: int, epochs: int) -> None: ...

@@ -154,8 +154,37 @@ def plan_search(family, search: dict, *, family_choice: bool = False):
                          "them, e.g. {\"solver\": [{\"solver\": \"lbfgs\"}, {\"solver\": \"gd\", \"lr\": [0.1, 1]}]}.")
             seen[key] = trial.params
     else:
+        if spec.method == "pbt":
+            _check_pbt_space(family, spec, families)
         _check_sampled_space(family, spec, families)
     return spec
+
+
+def _check_pbt_space(family, spec, families=None) -> None:
+    """Population based training forks configurations: the model must be able to copy a
+    training state, and only what a fork may change can vary (the rest is one value)."""
+    from .search import Categorical, Fixed
+
+    if families is not None:
+        raise SearchSpecError("The 'model' value of search must not choose the model family for method 'pbt'; "
+                              f"got a choice of {', '.join(sorted(families))}",
+                              hint="Population based training forks one family's training states; call it with "
+                                   "model 'mlp' or 'mlp_regressor' and no 'model' dimension.")
+
+    forkable = tuple(getattr(family, "fork_params", ()))
+    if not forkable:
+        raise SearchSpecError(
+            f"The 'method' value of search must not be 'pbt' for model '{family.name}': population based training "
+            f"copies a configuration's training state mid-training, which only models mlp and mlp_regressor do; "
+            f"got 'pbt'", hint="Use method 'asha' or 'hyperband' to stop weak configurations early.")
+    for dim in spec.space:
+        one_value = isinstance(dim, Fixed) or (isinstance(dim, Categorical) and len(dim.items) == 1)
+        if not one_value and dim.name not in forkable:
+            raise SearchSpecError(
+                f"The '{dim.name}' value of search must be one value for method 'pbt': a fork continues its "
+                f"parent's network, so only {', '.join(forkable)} may vary; got a range of values",
+                hint=f"Give '{dim.name}' one value (e.g. \"{dim.name}\": [value]), or search it with another "
+                     f"method.")
 
 
 def _validate_config(family, families, params) -> Dict[str, Any]:
@@ -264,6 +293,9 @@ def plan_group(spec, family, n_train: int, d: int, cost_model=None) -> dict:
     if spec.slots is not None:
         k = int(spec.slots)
         why = f"slots = {k} given by the search spec"
+    elif spec.method == "pbt":
+        k = spec.population
+        why = f"k = {k}: population based training trains its whole population together"
     else:
         top = min(budget.in_flight, MAX_SLOTS)
         k = choose_batch_size(model, n, d, budget.in_flight, max_batch=top)
@@ -460,6 +492,8 @@ def search_and_select(trainer, spec, plan: dict, base: dict, *, on_epoch=None,
                        "status": t.status, "stop_reason": t.stop_reason, "epoch_losses": list(t.scores),
                        "passes": metered.trial_passes.get(t.trial_id, 0),
                        "seconds": round(metered.trial_seconds.get(t.trial_id, 0.0), 6)})
+        if t.parent_id is not None:       # population based training: where the trial forked
+            trials[-1].update(parent_trial_id=t.parent_id, forked_at_epoch=t.forked_at)
     cost = dict(seconds=metered.seconds, estimated_seconds=plan["seconds"], slots=plan["slots"],
                 mean_batch=(metered.config_passes / trainer.passes) if trainer.passes else None, plan=plan)
     best = result.best

@@ -10,7 +10,7 @@ CREATE TABLE @extschema@.run_schedule (
     started    float8 NOT NULL,                 -- seconds since the run started (groupml.runs.started_at; one clock over resumed attempts)
     finished   float8 NOT NULL,
     worker_pid integer,
-    kind       text NOT NULL DEFAULT 'pass'     -- pass (GLM data pass) | stats | visit (MLP hop; pass = epoch) | rank (distributed LightGBM; pass = job) | fit (whole group on one worker) | eval (MLP state scored / serialised)
+    kind       text NOT NULL DEFAULT 'pass'     -- pass (GLM data pass) | stats | visit (MLP hop; pass = epoch) | rank (distributed LightGBM; pass = job) | fit (whole group on one worker) | eval (MLP state scored / serialised) | fork (MLP state copied, population based training)
 );
 CREATE INDEX ON @extschema@.run_schedule (run_id, group_key);
 COMMENT ON TABLE @extschema@.run_schedule IS

@@ -596,3 +596,25 @@ from groupml.udf.mop import mop_add_workers; return mop_add_workers(run_id, n)
 $python$;
 COMMENT ON FUNCTION @extschema@.mop_add_workers(bigint, integer) IS
   'Ask a model hopper run (strategy => ''mop'') that is training or resumable to add n worker backends (elasticity): each new worker holds a copy of every partition and the randomized scheduler gives it units from the next sub-epoch on. Returns the request_id of groupml.run_requests. See groupml.help(''mop_add_workers'').';
+
+-- Population based training (search method 'pbt'): a forked trial's parent and fork epoch on
+-- groupml.trials, and the groupml.trial_lineage view
+ALTER TABLE @extschema@.trials ADD COLUMN parent_trial_id integer;
+ALTER TABLE @extschema@.trials ADD COLUMN forked_at_epoch integer;
+COMMENT ON COLUMN @extschema@.trials.parent_trial_id IS
+  'Population based training (search method ''pbt''): the trial of the same run and group whose training state this trial continued (exploit); NULL for a trial trained from its own initial state. See groupml.trial_lineage.';
+COMMENT ON COLUMN @extschema@.trials.forked_at_epoch IS
+  'Population based training: the epoch count of the parent when this trial was forked from it; the trial''s epoch_scores up to it are the parent''s. NULL when parent_trial_id is NULL.';
+
+CREATE VIEW @extschema@.trial_lineage WITH (security_invoker = true) AS
+SELECT c.run_id, c.group_key, c.trial_id, c.parent_trial_id, c.forked_at_epoch,
+       p.params AS parent_params, c.params,
+       (SELECT pg_catalog.jsonb_object_agg(e.key, e.value)
+          FROM pg_catalog.jsonb_each(c.params) AS e(key, value)
+         WHERE (p.params OPERATOR(pg_catalog.->) e.key) IS DISTINCT FROM e.value) AS explored,
+       c.status, c.stop_reason, c.score
+FROM @extschema@.trials c
+JOIN @extschema@.trials p ON p.run_id = c.run_id AND p.group_key = c.group_key AND p.trial_id = c.parent_trial_id;
+COMMENT ON VIEW @extschema@.trial_lineage IS
+  'Population based training (search method ''pbt''): one row per forked trial -- its parent trial, the parent''s epoch count at the fork, both trials'' params and the params the fork explored (perturbed or resampled). Follow parent_trial_id back to a trial with no parent for a whole lineage.';
+GRANT SELECT ON @extschema@.trial_lineage TO groupml_admin;

@@ -11,7 +11,7 @@ import pytest
 
 from groupml.executor.invariants import schedule_violations
 from groupml.learners import visit_log_violations
-from pg_helpers import sql_error
+from pg_helpers import cancel_when, sql_error
 
 pytestmark = pytest.mark.integration
 
@@ -178,6 +178,14 @@ FAULT_SPEC = dict(SPEC, space=dict(SPEC["space"], epochs=[FAULT_EPOCHS]))
 AFTER_FIRST_EPOCH = "SELECT coalesce(max(epochs_done), 0) >= 1 FROM groupml.grouped_runs"
 
 
+def mop_error(db, spec):
+    """(SQLSTATE, message, hint) of a MOP run of ``spec`` that commits every epoch and fails
+    (the tests stop it from outside)."""
+    return sql_error(db, "CALL groupml.train_groups('clicks', ARRAY[]::text[], " + FEATS + ", 'clicked', 'mlp', "
+                         "%s::jsonb, '{\"keep_snapshot\": true, \"checkpoint_every_s\": 0}', NULL, workers => 2, "
+                         "strategy => 'mop')", [json.dumps(spec)])
+
+
 def test_a_worker_terminated_mid_run_hands_its_units_to_a_replica(db, dsn):
     make_table(db, n=6000)
     t, fired = terminate_worker_when(dsn, 0, AFTER_FIRST_EPOCH)
@@ -198,10 +206,7 @@ def test_losing_the_only_holder_of_a_partition_stops_resumably(db, dsn):
     make_table(db, n=6000)
     t, fired = terminate_worker_when(dsn, 1, AFTER_FIRST_EPOCH)
     try:
-        state, message, hint = sql_error(
-            db, "CALL groupml.train_groups('clicks', ARRAY[]::text[], " + FEATS + ", 'clicked', 'mlp', %s::jsonb, "
-                "'{\"keep_snapshot\": true, \"checkpoint_every_s\": 0}', NULL, workers => 2, strategy => 'mop')",
-            [json.dumps(FAULT_SPEC)])
+        state, message, hint = mop_error(db, FAULT_SPEC)
     finally:
         t.join()
     assert fired.is_set()
@@ -233,10 +238,7 @@ def test_progress_shows_epochs_sub_epochs_and_losses_and_a_cancelled_run_resumes
     t = threading.Thread(target=watch_then_cancel)
     t.start()
     try:
-        state, message, _ = sql_error(
-            db, "CALL groupml.train_groups('clicks', ARRAY[]::text[], " + FEATS + ", 'clicked', 'mlp', %s::jsonb, "
-                "'{\"keep_snapshot\": true, \"checkpoint_every_s\": 0}', NULL, workers => 2, strategy => 'mop')",
-            [json.dumps(FAULT_SPEC)])
+        state, message, _ = mop_error(db, FAULT_SPEC)
     finally:
         t.join()
     assert seen and state == "57014"
@@ -337,3 +339,143 @@ def test_svm_mop_runs_hinge_and_squared_hinge_sgd_and_replays(db, separable):
     assert best_metric(db, run_id) > 0.9
     tid, model = stored_best(db, run_id)
     assert bytes(db.execute("SELECT groupml.replay(%s, %s)", [run_id, tid]).fetchone()[0]) == model
+
+
+# ------------------------------------------------------------------ population based training
+PBT_SPEC = {"method": "pbt", "population": 4, "perturbation_interval": 1, "quantile": 0.5, "max_epochs": 3,
+            "resample_probability": 0.25, "seed": 3,
+            "space": {"lr": {"loguniform": [0.001, 0.1]}, "layers": ["8"], "epochs": [3], "batch_size": [32]}}
+
+
+def validation_rows(db, run_id, gkey):
+    """A group's validation rows (features, label) as the run's snapshot holds them."""
+    from groupml.fitting import unpack_rows
+
+    blobs = db.execute("SELECT pg_catalog.substr(b.data, 1, b.n_val * 32) FROM groupml.snapshot_blocks b "
+                       "JOIN groupml.snapshot_groups g USING (snapshot_id, group_no) "
+                       "JOIN groupml.grouped_runs r USING (snapshot_id) WHERE r.run_id = %s AND g.group_key = %s::jsonb "
+                       "ORDER BY b.block_no", [run_id, gkey]).fetchall()
+    rows = unpack_rows(b"".join(bytes(b) for (b,) in blobs), 4)
+    return rows[:, :3], rows[:, 3]
+
+
+def check_pbt_run(db, run_id, max_epochs):
+    """A finished PBT run over MOP: the lineage rows agree with the trials, every trial hopped
+    over both partitions once per epoch it trained itself (a child from its fork epoch on),
+    and replay gives the best trial's bytes and every forked trial's final validation loss.
+    Returns the lineage rows (trial_id, parent_trial_id, forked_at_epoch, explored, ...)."""
+    from groupml.learners import load_model, validation_loss
+
+    assert db.execute("SELECT status FROM groupml.runs WHERE run_id = %s", [run_id]).fetchone()[0] == "done"
+    trials = {r[0]: dict(zip(("status", "stop_reason", "scores", "parent", "at", "params"), r[1:])) for r in db.execute(
+        "SELECT trial_id, status, stop_reason, epoch_scores, parent_trial_id, forked_at_epoch, params "
+        "FROM groupml.trials WHERE run_id = %s", [run_id]).fetchall()}
+    lineage = db.execute("SELECT trial_id, parent_trial_id, forked_at_epoch, explored, parent_params, params "
+                         "FROM groupml.trial_lineage WHERE run_id = %s ORDER BY trial_id", [run_id]).fetchall()
+    for child, parent, at, explored, parent_params, params in lineage:
+        assert parent < child and trials[parent]["scores"][:at] == trials[child]["scores"][:at]
+        assert len(trials[parent]["scores"]) >= at + 1            # the parent trained on after the fork
+        n = len(trials[child]["scores"])                          # to the budget, unless replaced in turn
+        assert n == max_epochs or trials[child]["stop_reason"].startswith(f"exploited at epoch {n}:")
+        assert set(explored or {}) <= {"lr"} and params["layers"] == parent_params["layers"] == [8]
+        assert explored is None or explored["lr"] != parent_params["lr"]
+        losers = [t for t, r in trials.items() if (r["stop_reason"] or "").endswith(f"by trial {child}, "
+                                                                                      f"forked from trial {parent}")]
+        assert len(losers) == 1 and len(trials[losers[0]]["scores"]) == at
+    log = visits(db, run_id)
+    sizes = dict(db.execute("SELECT g.group_key::text, g.n_train FROM groupml.snapshot_groups g JOIN "
+                            "groupml.grouped_runs r USING (snapshot_id) WHERE r.run_id = %s", [run_id]).fetchall())
+    assert schedule_violations(log, sizes, {}) == []
+    assert sum(e["kind"] == "fork" for e in log) >= len(lineage)
+    epochs = {t: len(r["scores"]) for t, r in trials.items()}
+    first = {t: r["at"] or 0 for t, r in trials.items()}
+    assert visit_log_violations(as_visits(log), 2, epochs, first) == []
+    best, model = stored_best(db, run_id)
+    assert bytes(db.execute("SELECT groupml.replay(%s, %s)", [run_id, best]).fetchone()[0]) == model
+    X_val, y_val = validation_rows(db, run_id, "{}")
+    for child, *_ in lineage:
+        again = bytes(db.execute("SELECT groupml.replay(%s, %s)", [run_id, child]).fetchone()[0])
+        if child == best:
+            assert again == model
+        margins = load_model(again).decision_function(X_val)
+        assert validation_loss("logloss", y_val, margins) == pytest.approx(trials[child]["scores"][-1], rel=1e-12)
+    return lineage
+
+
+def test_pbt_over_mop_forks_hopping_states_records_lineage_and_replays(db, clicks):
+    run_id = mop(db, spec=PBT_SPEC)
+    lineage = check_pbt_run(db, run_id, 3)
+    # two members (quantile 0.5 of 4) replaced after epochs 1 and 2: trials 4..7, forked from the top two
+    assert [(t, at) for t, _, at, *_ in lineage] == [(4, 1), (5, 1), (6, 2), (7, 2)]
+    assert sum(e["kind"] == "fork" for e in visits(db, run_id)) == 4      # one task per fork
+    # the view reads as its caller: another role sees no lineage of this run, groupml_admin sees it
+    db.execute("CREATE ROLE pbt_reader LOGIN")
+    try:
+        db.execute("GRANT SELECT ON groupml.runs, groupml.trials, groupml.trial_lineage TO pbt_reader")
+        db.execute("SET ROLE pbt_reader")
+        assert db.execute("SELECT count(*) FROM groupml.trial_lineage").fetchone()[0] == 0
+        db.execute("RESET ROLE")
+        db.execute("GRANT groupml_admin TO pbt_reader")
+        db.execute("SET ROLE pbt_reader")
+        assert db.execute("SELECT count(*) FROM groupml.trial_lineage").fetchone()[0] == 4
+    finally:
+        db.execute("RESET ROLE")
+        db.execute("DROP OWNED BY pbt_reader")
+        db.execute("DROP ROLE pbt_reader")
+
+
+def test_a_cancelled_pbt_run_resumes_with_its_population_and_lineage(db, dsn):
+    make_table(db, n=6000)
+    spec = dict(PBT_SPEC, max_epochs=FAULT_EPOCHS, perturbation_interval=2, quantile=0.25,
+                space=dict(PBT_SPEC["space"], epochs=[FAULT_EPOCHS]))
+    t, fired = cancel_when(dsn, db.info.backend_pid,
+                           "SELECT coalesce(max(epochs_done), 0) >= 3 FROM groupml.grouped_runs")
+    try:
+        state, _, _ = mop_error(db, spec)
+    finally:
+        t.join()
+    assert fired.is_set() and state == "57014"
+    run_id = db.execute("SELECT run_id FROM groupml.runs").fetchone()[0]
+    assert mop(db, spec=spec, run_id=run_id) == run_id
+    lineage = check_pbt_run(db, run_id, FAULT_EPOCHS)
+    # one member (quantile 0.25 of 4) replaced every 2 epochs before the last: trials 4, 5, ...
+    assert [(t, at) for t, _, at, *_ in lineage] == [(4 + i, 2 * (i + 1)) for i in range(FAULT_EPOCHS // 2 - 1)]
+
+
+def test_bad_pbt_specs_are_refused_before_anything_is_written(db, clicks):
+    for extra, key in [({"population": 1}, "population"), ({"perturbation_interval": 3}, "perturbation_interval"),
+                       ({"quantile": 0.75}, "quantile"), ({"space": {"layers": ["8", "4"]}}, "layers")]:
+        state, message, hint = sql_error(
+            db, f"CALL groupml.train_groups('clicks', ARRAY[]::text[], {FEATS}, 'clicked', 'mlp', %s::jsonb, "
+                f"'{{}}', workers => 2, strategy => 'mop')", [json.dumps(dict(PBT_SPEC, **extra))])
+        assert state == "22023" and f"'{key}'" in message and hint, message
+    state, message, hint = sql_error(
+        db, f"CALL groupml.train_groups('clicks', ARRAY[]::text[], {FEATS}, 'clicked', 'logistic', %s::jsonb, "
+            f"'{{}}', workers => 2)", [json.dumps({"method": "pbt", "space": {"l2": {"loguniform": [1e-4, 1]}}})])
+    assert state == "22023" and "'pbt'" in message and hint
+    assert db.execute("SELECT count(*) FROM groupml.runs").fetchone()[0] == 0
+    assert db.execute("SELECT count(*) FROM groupml.trials").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize("strategy", ["mtp", "dp"])
+def test_pbt_forks_in_the_other_mlp_strategies(db, clicks, strategy):
+    spec = dict(PBT_SPEC, population=2, max_epochs=2, space=dict(PBT_SPEC["space"], epochs=[2]))
+    run_id = db.execute(f"CALL groupml.train_groups('clicks', ARRAY[]::text[], {FEATS}, 'clicked', 'mlp', %s::jsonb, "
+                        f"'{{}}', NULL, workers => 2, strategy => '{strategy}')", [json.dumps(spec)]).fetchone()[0]
+    assert db.execute("SELECT status FROM groupml.runs WHERE run_id = %s", [run_id]).fetchone()[0] == "done"
+    rows = db.execute("SELECT t.trial_id, t.parent_trial_id, t.forked_at_epoch, cardinality(t.epoch_scores), "
+                      "p.epoch_scores[1] = t.epoch_scores[1] FROM groupml.trials t JOIN groupml.trials p "
+                      "ON p.run_id = t.run_id AND p.trial_id = t.parent_trial_id WHERE t.run_id = %s",
+                      [run_id]).fetchall()
+    assert [(t, at, n, same) for t, _, at, n, same in rows] == [(2, 1, 2, True)]
+
+
+def test_explain_describes_a_pbt_search(db, clicks):
+    rows = dict(db.execute(f"SELECT item, detail FROM groupml.explain_search('clicks', {FEATS}, 'clicked', 'mlp', "
+                           f"%s::jsonb)", [json.dumps(PBT_SPEC)]).fetchall())
+    assert "population based training: 4 members" in rows["procedure"]
+    assert "population of 4" in rows["configurations"] and "whole population" in rows["batch_size"]
+    chosen = db.execute(f"SELECT DISTINCT strategy FROM groupml.explain_train_groups('clicks', ARRAY[]::text[], {FEATS}, "
+                        f"'clicked', 'mlp', %s::jsonb, '{{}}', 2, 'mop') WHERE chosen",
+                        [json.dumps(PBT_SPEC)]).fetchall()
+    assert chosen == [("mop",)]

@@ -284,7 +284,7 @@ def test_explain_search_rejects_bad_columns(db, clicks):
 
 BAD_SPECS = [
     ({"method": "bayes", "l2": [1]}, "groupml: The 'method' value of search must be one of 'grid', 'random', "
-     "'tpe', 'successive_halving', 'hyperband', 'asha'; got 'bayes'"),
+     "'tpe', 'successive_halving', 'hyperband', 'asha', 'pbt'; got 'bayes'"),
     ({"l3": [1]}, "groupml: Unknown parameter 'l3' in search; allowed parameters are batch_size, class_weight, "
      "fit_intercept, l1, l2, lr, max_iter, seed, solver, tol"),
     ({"method": "random", "space": {}}, "groupml: The 'space' value of search must be a non-empty object of "

@@ -128,6 +128,15 @@ def test_the_log_checker_names_broken_rules():
     assert any("expected" in m for m in visit_log_violations(ok, 2, {0: 2}))
 
 
+def test_the_log_checker_lets_a_forked_configuration_start_at_its_fork_epoch():
+    forked = [{"trial": 5, "epoch": e, "shard": s, "worker": s, "start": 2 * e + s, "end": 2 * e + s + 1}
+              for e in (2, 3) for s in range(2)]
+    assert any("expected [0, 1]" in m for m in visit_log_violations(forked, 2))
+    assert visit_log_violations(forked, 2, first={5: 2}) == []
+    assert visit_log_violations(forked, 2, {5: 4}, first={5: 2}) == []
+    assert any("expected [2, 3, 4]" in m for m in visit_log_violations(forked, 2, {5: 5}, first={5: 2}))
+
+
 def test_bad_policy_and_holders_are_refused():
     with pytest.raises(ValueError):
         HopScheduler([0], seed=0, policy="fifo")

@@ -68,7 +68,7 @@ def test_nested_grid_items_expand_in_order():
 def test_unknown_method():
     e = err({"method": "bayes", "lr": [1]})
     assert e.message == ("The 'method' value of search must be one of 'grid', 'random', 'tpe', "
-                         "'successive_halving', 'hyperband', 'asha'; got 'bayes'")
+                         "'successive_halving', 'hyperband', 'asha', 'pbt'; got 'bayes'")
 
 
 def test_unknown_parameter_with_suggestion():
@@ -83,7 +83,8 @@ def test_unknown_parameter_with_suggestion():
 def test_unknown_top_level_key_when_space_given():
     e = err({"space": {"lr": [1]}, "n_trial": 5})
     assert e.message == ("Unknown key 'n_trial' in search; allowed keys are early_stopping, epoch_iters, "
-                         "eta, max_epochs, method, min_epochs, n_trials, seed, slots, space")
+                         "eta, max_epochs, method, min_epochs, n_trials, perturbation_interval, population, quantile, "
+                         "resample_probability, seed, slots, space")
 
 
 def test_empty_space_and_empty_list():
@@ -228,7 +229,7 @@ def test_upper_bounds_of_budgets_and_seed():
 def test_grid_with_distributions_and_grid_too_large():
     e = err({"method": "grid", "lr": {"loguniform": [1e-3, 1]}})
     assert e.message == ("The 'method' value of search must be one of 'random', 'tpe', 'successive_halving', "
-                         "'hyperband', 'asha' when the space has distributions (parameter 'lr'); got 'grid'")
+                         "'hyperband', 'asha', 'pbt' when the space has distributions (parameter 'lr'); got 'grid'")
     assert "random" in e.hint and "'lr' as a list" in e.hint
     e = err({"a": list(range(101)), "b": list(range(100))})
     assert e.message == "The 'space' value of search must be a grid of at most 10000 points; got 10100"

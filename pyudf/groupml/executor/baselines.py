@@ -37,7 +37,8 @@ from typing import Any, Dict, List, Mapping, Optional
 import numpy as np
 
 from ..errors import InvalidParameterError
-from ..learners import MLPModel, as_data, dpsgd, lgb_module, mlp, mlp_family, pack_container, unpack_container
+from ..learners import (MLPModel, as_data, check_fork, dpsgd, lgb_module, mlp, mlp_family, pack_container,
+                        unpack_container)
 from .core import (ScoredTrainer, await_result, load_configs, register_checkpoint_format, register_trainer,
                    save_configs, shard_stats)
 from .patterns import ShardedLGBMTrainer, ShardedMLPTrainer
@@ -224,6 +225,15 @@ class DataParallelMLPTrainer(ScoredTrainer):
         p = self._admit(trial_id, params)
         self._cfgs[trial_id] = {"params": p, "run": mlp.new_run(self.family, p, self.d, self.stats), "done": 0,
                                 "status": "running", "version": 0}
+
+    def fork(self, trial_id: int, params: Mapping[str, Any], parent_id: int, epochs: int) -> None:
+        """Add ``trial_id`` continuing active ``parent_id``'s training state with ``params``
+        (population based training, :func:`groupml.learners.mlp.fork_state`)."""
+        parent = self._get(parent_id, active_only=True)
+        check_fork(trial_id, parent_id, parent["done"], epochs)
+        p = self._admit(trial_id, params)
+        run = mlp.run_from_bytes(mlp.fork_state(mlp.run_to_bytes(parent["run"]), p))
+        self._cfgs[trial_id] = {"params": p, "run": run, "done": parent["done"], "status": "running", "version": 0}
 
     def run(self, iterations: int) -> None:
         jobs: Dict[int, Dict[str, Any]] = {}

@@ -215,13 +215,15 @@ def _partition_loads(g: str, n: int, tasks, kind: str) -> List[str]:
 
 
 def _no_training_rows(g: str, n: int, tasks, kind: str) -> List[str]:
-    """'eval' (scoring on validation rows) and 'ports' (finding free ports): nothing to check."""
+    """'eval' (scoring on validation rows), 'fork' (copying a training state) and 'ports'
+    (finding free ports): nothing to check."""
     return []
 
 
 #: task kind -> its checker ``(group key, training rows, tasks, kind) -> violations``
 KIND_CHECKS = {"fit": _whole_group_fit, "block": _mtp_tasks, "boost": _mtp_tasks, "stats": _shard_stats,
-               "rank": _lgbm_ranks, "visit": _mlp_visits, "load": _partition_loads, "eval": _no_training_rows, "ports": _no_training_rows}
+               "rank": _lgbm_ranks, "visit": _mlp_visits, "load": _partition_loads, "eval": _no_training_rows,
+               "ports": _no_training_rows, "fork": _no_training_rows}
 
 
 def _task_kind_violations(entries: List[Mapping[str, Any]], n_train: Mapping[str, int]) -> List[str]:

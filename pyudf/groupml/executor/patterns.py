@@ -33,8 +33,8 @@ import numpy as np
 
 from ..errors import PrerequisiteStateError
 from ..fitting import plan_group
-from ..learners import (HopScheduler, LightGBMModel, glmsgd, joining_partitions, replica_holders, extend_margins,
-                        lgb_module, make_trainer)
+from ..learners import (HopScheduler, LightGBMModel, check_fork, glmsgd, joining_partitions, replica_holders,
+                        extend_margins, lgb_module, make_trainer)
 from .core import (Aborted, GroupCtx, ScoredTrainer, await_result, fit_with_trainer, load_configs, pack_fit,
                    pattern_of, precheck, register_checkpoint_format, register_trainer, save_configs, shard_stats,
                    trainer_for, unpack_fit, validate_any)
@@ -119,6 +119,17 @@ class ShardedMLPTrainer(ScoredTrainer):
         # is loaded by worker backends only
         self._cfgs[trial_id] = {"params": p, "state": b"", "done": 0, "status": "running", "version": 0}
 
+    def fork(self, trial_id: int, params: Mapping[str, Any], parent_id: int, epochs: int) -> None:
+        """Add ``trial_id`` continuing active ``parent_id``'s training state (population based
+        training): a worker copies the state with ``params`` (``mlp_fork``,
+        :func:`groupml.learners.mlp.fork_state`); the child hops on from the parent's epoch."""
+        parent = self._get(parent_id, active_only=True)
+        check_fork(trial_id, parent_id, parent["done"], epochs)
+        p = self._admit(trial_id, params)
+        state = self._on_worker(parent, "mlp_fork", kind="fork", params=p)
+        self._cfgs[trial_id] = {"params": p, "state": state, "done": parent["done"], "status": "running",
+                                "version": 0}
+
     def _init(self, c) -> Optional[Dict[str, Any]]:
         return None if c["state"] else {"family": self.family.name, "params": c["params"], "stats": self.stats}
 
@@ -126,15 +137,15 @@ class ShardedMLPTrainer(ScoredTrainer):
         """The epochs a config trains for."""
         return int(c["params"]["epochs"])
 
-    def _on_worker(self, c, op: str) -> bytes:
-        """Run ``op`` (scoring or serialising a state: no partition rows) on the least loaded
-        live worker of the group; a worker lost meanwhile hands it to another one."""
+    def _on_worker(self, c, op: str, kind: str = "eval", **extra) -> bytes:
+        """Run ``op`` (scoring, serialising or forking a state: no partition rows) on the least
+        loaded live worker of the group; a worker lost meanwhile hands it to another one."""
         ctx = self.ctx
         while True:
             live = [i for i in range(len(ctx.shards)) if ctx.pool.alive(ctx.shards[i][0])] or [0]
             s = min(live, key=lambda i: (ctx.pool.load(ctx.shards[i][0]), i))
-            fut = ctx.pool.submit(ctx.shards[s][0], ctx.request(s, op=op, init=self._init(c)), c["state"],
-                                  ctx.meta(s, "eval", c["done"], []), fn="task")
+            fut = ctx.pool.submit(ctx.shards[s][0], ctx.request(s, op=op, init=self._init(c), **extra), c["state"],
+                                  ctx.meta(s, kind, c["done"], []), fn="task")
             try:
                 return await_result(fut, ctx.abort)
             except WorkerLostError as exc:

@@ -7,7 +7,9 @@ partitions' row ranges (``kind = 'stats'``, the standardisation moments merged i
 order) and every executed visit (``kind = 'visit'``, in the order the configuration made
 them, failed units left out). Replaying them one after another in one process from the
 same initial state gives the state the run ended with, byte for byte on the same host, and
-from it the model bytes the run stored.
+from it the model bytes the run stored. A trial forked by population based training
+(groupml.trials.parent_trial_id) replays its ancestors' visits up to each fork, the fork
+itself (:func:`groupml.learners.mlp.fork_state`), then its own visits.
 """
 
 from __future__ import annotations
@@ -52,8 +54,8 @@ def replay_trial(session, run_id: int, trial_id: int, group_key: Optional[str]) 
                                                            "replay a run later.")
     log = catalog.group_schedule(session, run_id, gkey)
     shards = _partitions(log)
-    visits = sorted((e for e in log if e.get("kind") == "visit" and list(e["trials"]) == [trial_id]),
-                    key=lambda e: e["started"])
+    lineage = _lineage(session, run_id, gkey, trial_id, params)
+    visits = _visits(log, trial_id)
     if not shards or not visits:
         raise PrerequisiteStateError(f"Trial {trial_id} of run {run_id} (group {gkey}) has no visit log: its group "
                                      f"was not split into partitions",
@@ -64,10 +66,17 @@ def replay_trial(session, run_id: int, trial_id: int, group_key: Optional[str]) 
     stats = merge_stats([unpack_stats(pack_stats(X, y), d) for X, y in rows], d)
     if glm:
         return _replay_glm(session, family, params, d, stats, rows, visits)
-    state = mlp.run_to_bytes(mlp.new_run(family.name, family.validate_params(params), d, stats))
-    for e in visits:
-        s = int(e["shard"])
-        state = visit(state, *rows[s], epoch=int(e["pass"]), shard_id=s, interrupt_check=session.check_cancel)
+    root = lineage[0]
+    state = mlp.run_to_bytes(mlp.new_run(family.name, family.validate_params(root[1]), d, stats))
+    for i, (tid, tparams, start) in enumerate(lineage):
+        end = lineage[i + 1][2] if i + 1 < len(lineage) else None
+        if i:       # a fork: the parent's state at the fork epoch, with this trial's params
+            state = mlp.fork_state(state, tparams)
+        for e in _visits(log, tid):
+            if int(e["pass"]) < start or (end is not None and int(e["pass"]) >= end):
+                continue
+            sh = int(e["shard"])
+            state = visit(state, *rows[sh], epoch=int(e["pass"]), shard_id=sh, interrupt_check=session.check_cancel)
     return mlp.MLPModel.from_run(mlp.run_from_bytes(state)).to_bytes()
 
 
@@ -83,6 +92,32 @@ def _replay_glm(session, family, params, d: int, stats, rows, visits) -> bytes:
             state = glmsgd.visit(state, *rows[s], epoch=int(e["pass"]), shard_id=s,
                                  interrupt_check=session.check_cancel)
     return glmsgd.state_model(state).to_bytes()
+
+
+def _visits(log, trial_id: int) -> List[dict]:
+    """The visits of one configuration, in the order it made them."""
+    return sorted((e for e in log if e.get("kind") == "visit" and list(e["trials"]) == [trial_id]),
+                  key=lambda e: e["started"])
+
+
+def _lineage(session, run_id: int, gkey: str, trial_id: int, params) -> List[Tuple[int, dict, int]]:
+    """``[(trial_id, params, first epoch)]`` from the first ancestor to ``trial_id``: a trial
+    forked by population based training continues its parent's state from ``forked_at_epoch``
+    (groupml.trials), so its model is its ancestors' visits up to each fork, then its own."""
+    chain = [(trial_id, params, 0)]
+    while True:
+        tid = chain[0][0]
+        fork = catalog.trial_fork(session, run_id, gkey, tid)
+        if fork is None or fork["parent_trial_id"] is None:
+            return chain
+        parent, at = int(fork["parent_trial_id"]), int(fork["forked_at_epoch"])
+        parent_params = catalog.trial_params(session, run_id, gkey, parent)
+        if parent >= tid or parent_params is None:
+            raise PrerequisiteStateError(f"Trial {tid} of run {run_id} names parent trial {parent}, which the run "
+                                         f"does not have before it", hint="The run's trials were changed; replay "
+                                                                          "needs the lineage the run wrote.")
+        chain[0] = (tid, chain[0][1], at)
+        chain.insert(0, (parent, parent_params, 0))
 
 
 def _group_key(session, run_id: int, trial_id: int, group_key: Optional[str]) -> str:

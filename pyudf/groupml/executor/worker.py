@@ -262,6 +262,8 @@ def gap_task(session, request: Mapping[str, Any], blob: Optional[bytes]) -> byte
       ``init``); one pass over the shard (:func:`groupml.learners.visit`), returns the new state;
     * ``mlp_eval`` / ``mlp_model``: the state's decision values on the group's validation rows
       (float8) / its model bytes -- so the coordinator never loads torch;
+    * ``mlp_fork``: the state continued with ``params`` (population based training's copy of
+      a configuration, :func:`groupml.learners.mlp.fork_state`);
     * ``fit``: the whole search of an unsplit group on this backend (training rows of the
       shard, validation rows of the group), returns the packed result;
     * ``snapshot_part``: pack, split and store this worker's share of a snapshot's groups
@@ -313,6 +315,10 @@ def _op_mlp_eval(session, req, blob) -> bytes:
 
 def _op_mlp_model(session, req, blob) -> bytes:
     return mlp.MLPModel.from_run(mlp.run_from_bytes(_mlp_state(req, blob))).to_bytes()
+
+
+def _op_mlp_fork(session, req, blob) -> bytes:
+    return mlp.fork_state(_mlp_state(req, blob), req["params"])
 
 
 def _op_mlp_stats(session, req, blob, X, y) -> bytes:
@@ -393,8 +399,9 @@ def _op_node_drop(session, req, blob) -> bytes:
 #: op -> (handler, whether it reads the shard's training rows): ``handler(session, req, blob)``,
 #: or ``handler(session, req, blob, X, y)`` with the shard's rows (:func:`shard_arrays`)
 TASK_HANDLERS = {
-    "mlp_stats": (_op_mlp_stats, True), "mlp_load": (_op_mlp_load, True), "mlp_visit": (_op_mlp_visit, True), "mlp_eval": (_op_mlp_eval, False),
-    "mlp_model": (_op_mlp_model, False), "fit": (_op_fit, True), "lgbm_rank": (_op_lgbm_rank, True),
+    "mlp_stats": (_op_mlp_stats, True), "mlp_load": (_op_mlp_load, True), "mlp_visit": (_op_mlp_visit, True),
+    "mlp_eval": (_op_mlp_eval, False), "mlp_model": (_op_mlp_model, False), "mlp_fork": (_op_mlp_fork, False),
+    "fit": (_op_fit, True), "lgbm_rank": (_op_lgbm_rank, True),
     "lgbm_ports": (_op_lgbm_ports, False), "mlp_block": (_op_mlp_block, True), "lgbm_fit": (_op_lgbm_fit, True),
     "snapshot_part": (_op_snapshot_part, False), "mlp_grad": (_op_mlp_grad, True),
     "node_snapshot": (_op_node_snapshot, False), "node_validation": (_op_node_validation, False),

@@ -98,7 +98,7 @@ search specification (jsonb), used by learn_over_groups and train_groups
   Shorthand grid: every key is a hyperparameter; a list is a grid dimension, a scalar is fixed:
      '{"l2": [0, 0.001, 0.01], "class_weight": [null, "balanced"], "max_iter": 200}'
   Full form:
-     '{"method": "grid" | "random" | "tpe" | "successive_halving" | "hyperband" | "asha",
+     '{"method": "grid" | "random" | "tpe" | "successive_halving" | "hyperband" | "asha" | "pbt",
        "space": {"l2": {"loguniform": [1e-6, 1]}, "solver": "gd", "lr": {"uniform": [0.01, 1]},
                  "max_iter": {"int": [50, 200]}, "class_weight": {"choice": [null, "balanced"]}},
        "n_trials": 20, "seed": 7, "early_stopping": {"method": "bandit", "epsilon": 0.5, "partial_iters": 10}}'
@@ -115,6 +115,7 @@ search specification (jsonb), used by learn_over_groups and train_groups
         {"model": "lightgbm", "num_leaves": {"int": [7, 63]}}]}}}'
   Families of the call's task only, selected on one metric (options' metric, else the call's
   family's default); the fit is the chosen family's. One backend only (train_groups workers => 1).
+  Population based training (method "pbt", models mlp and mlp_regressor): see help('pbt').
 """
 
 TOPICS["predict"] = """\
@@ -224,7 +225,8 @@ it is a member of; groupml_admin sees all; snapshot groups and blocks also need 
                     written in)
   models            one row per (run, group): group_key jsonb, fit groupml.fit (the selected model)
   trials            every configuration tried per (run, group): params, status, stop_reason, score,
-                    epoch_scores, metrics (passes, seconds, iterations, is_best)
+                    epoch_scores, metrics (passes, seconds, iterations, is_best), parent_trial_id and
+                    forked_at_epoch (population based training, help('pbt'))
   grouped_runs      the executor's record of a run with workers: strategy, workers, snapshot_id, plan
                     (placement, estimates, unit costs), epochs_done (epoch blocks committed),
                     passes_done (data passes of the groups finished), last_event
@@ -235,7 +237,7 @@ it is a member of; groupml_admin sees all; snapshot groups and blocks also need 
   snapshots, snapshot_groups, snapshot_blocks   training snapshots (help('snapshots'))
   cost_runs         measured training runs the planner's cost model is fitted on (help('cost_runs'))
   worker_endpoints  worker backends (help('worker_endpoints'))
-  Views: best_models, run_trial_info, progress. Tenancy tables: help('tenancy').
+  Views: best_models, run_trial_info, trial_lineage, progress. Tenancy tables: help('tenancy').
 """
 
 TOPICS["version"] = """\

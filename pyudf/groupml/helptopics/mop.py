@@ -15,8 +15,8 @@ CALL groupml.train_groups(source, group_by, features, label, model, search, opti
   never on two workers at once, and a worker trains one unit at a time. Which unit runs next is
   Cerebro's randomized scheduler (Alg. 1): each idle worker, in a seeded random order, takes a
   random unit of an idle configuration whose partition it holds. group_by => '{}' tunes one model
-  over the whole table; with a grouping, MOP runs inside every group. Grid, random, TPE, Hyperband
-  and ASHA searches drive it epoch by epoch like any other strategy.
+  over the whole table; with a grouping, MOP runs inside every group. Grid, random, TPE, Hyperband,
+  ASHA and population based training (help('pbt')) drive it epoch by epoch like any other strategy.
 
   GLMs      strategy 'mop' trains a GLM by mini-batch SGD: the search's solver is 'sgd' (an absent or
             'auto' solver means 'sgd'; 'lbfgs' or 'gd' is refused with 22023). Parameters: lr (0.1,
@@ -51,6 +51,59 @@ CALL groupml.train_groups(source, group_by, features, label, model, search, opti
     CALL groupml.train_groups('clicks', '{}', ARRAY['f1','f2','f3'], 'clicked', 'logistic',
          '{"space": {"lr": [0.3, 0.03], "l2": [0, 0.001], "max_iter": [10], "batch_size": [64]}}',
          '{"keep_snapshot": true}', workers => 2, strategy => 'mop');
+"""
+
+TOPICS["pbt"] = """\
+search method 'pbt': population based training (Jaderberg et al., 2017), models mlp and mlp_regressor
+  A population of configurations trains together, epoch by epoch. Every perturbation_interval
+  epochs, once every member has finished that epoch, the members are ranked by validation loss;
+  each member of the bottom quantile stops (stop_reason 'exploited at epoch e: replaced by trial c,
+  forked from trial p') and a new trial c takes its place: it EXPLOITS a member p of the top
+  quantile (drawn at random) by continuing p's training state at epoch e -- weights, optimizer
+  moments, dropout generator -- and EXPLORES p's hyperparameters: each searched parameter is, with
+  probability resample_probability, drawn afresh from the space, else perturbed (a range value times
+  0.8 or 1.2, clipped to the range; a list or choice value moved to a neighbouring item). All draws
+  come from one generator seeded by "seed". Under strategy => 'mop' the copied state is the
+  configuration's hopping model; it also runs in one backend (workers => 1) and the other MLP
+  strategies.
+
+  '{"method": "pbt", "population": 8, "perturbation_interval": 1, "quantile": 0.25,
+    "resample_probability": 0.25, "max_epochs": 6, "seed": 7,
+    "space": {"lr": {"loguniform": [1e-3, 1e-1]}, "batch_size": [32, 64, 128], "layers": ["32"], "epochs": [6]}}'
+  population (8, 2..256): members trained together (slots, if given, must be >= population);
+  perturbation_interval (1): epochs between exploit/explore steps, < max_epochs (10);
+  quantile (0.25, > 0 and <= 0.5): ceil(quantile * members) are replaced and as many are parents;
+  resample_probability (0.25, 0..1). Only lr, momentum, weight_decay and batch_size may vary in the
+  space (a fork keeps its parent's network); every other parameter is one value. No early_stopping.
+  Errors: 22023 with the value and the rule, before anything is written.
+
+  Lineage: groupml.trials.parent_trial_id and forked_at_epoch (NULL for a first member); the view
+  groupml.trial_lineage has one row per forked trial with parent_params, params and explored (the
+  params the fork changed). A child's epoch_scores begin with its parent's up to the fork.
+  groupml.replay(run_id, trial_id) retrains a forked trial bit for bit: its ancestors' visits up to
+  each fork, the fork, then its own.
+
+  Example:
+    SELECT trial_id, parent_trial_id, forked_at_epoch, explored FROM groupml.trial_lineage
+    WHERE run_id = 42 ORDER BY trial_id;
+"""
+
+TOPICS["trial_lineage"] = """\
+groupml.trial_lineage  (view)
+  One row per trial of a population based training run (search method 'pbt') that was forked
+  from another trial: run_id, group_key, trial_id, parent_trial_id, forked_at_epoch (the parent's
+  epoch count at the fork), parent_params, params, explored (the params the fork changed; NULL
+  when none), status, stop_reason, score. Reads as its caller (row-level security of
+  groupml.trials); a role needs SELECT on it. See help('pbt').
+
+  Example (a whole lineage, back to the first member):
+    WITH RECURSIVE up AS (
+      SELECT group_key, trial_id, parent_trial_id, forked_at_epoch FROM groupml.trials
+      WHERE run_id = 42 AND trial_id = 9
+      UNION ALL
+      SELECT t.group_key, t.trial_id, t.parent_trial_id, t.forked_at_epoch FROM groupml.trials t
+      JOIN up ON t.run_id = 42 AND t.group_key = up.group_key AND t.trial_id = up.parent_trial_id)
+    SELECT * FROM up;
 """
 
 TOPICS["replay"] = """\

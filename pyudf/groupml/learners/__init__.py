@@ -18,6 +18,7 @@ Public API (everything else in this package is private)::
     HopScheduler, hop_order, HOP_POLICIES           # the hopper's visit decisions (pure; Cerebro's Alg. 1 too)
     replica_holders, joining_partitions, visit_log_violations   # availability maps, checks of a visit log
     TrialAccessors, TrialRecord, find_trial      # converged/status/iterations/params of a trainer
+    check_fork                                   # a fork starts at its parent's epoch (PBT)
     MODEL_KEY, chosen_families, mentions_model, check_family_choice, choice_param_names, split_params
                                                  # a search over model families
     train_lightgbm_distributed                   # LightGBM data-parallel over shards
@@ -43,7 +44,7 @@ from ._hopper import (POLICIES as HOP_POLICIES, HopScheduler, hop_order, joining
                       visit_log_violations)
 from ._transformed import TransformedModel, wrap as wrap_transformed
 from ._sharded import replay, run_mop, train_sharded, visit
-from ._trials import TrialAccessors, TrialRecord, find_trial
+from ._trials import TrialAccessors, TrialRecord, check_fork, find_trial
 from ._choice import (MODEL_KEY, check_family_choice, choice_param_names, chosen_families, mentions_model,
                       split_params)
 # what the grouped executor builds on: the MLP's training state and synchronous data-parallel step
@@ -66,7 +67,8 @@ __all__ = [
     "EXTRA_FAMILIES", "LearnerFamily", "LEARNER_FAMILIES", "access_pattern", "get_learner_family",
     "make_trainer", "model_identity", "MLPModel", "MLPTrainer", "LightGBMModel", "LightGBMTrainer", "train_lightgbm",
     "train_lightgbm_distributed", "replay", "run_mop", "train_sharded", "visit",
-    "HopScheduler", "hop_order", "TransformedModel", "wrap_transformed", "HOP_POLICIES", "joining_partitions", "replica_holders", "visit_log_violations", "TrialAccessors", "TrialRecord", "find_trial",
+    "HopScheduler", "hop_order", "TransformedModel", "wrap_transformed", "HOP_POLICIES", "joining_partitions",
+    "replica_holders", "visit_log_violations", "TrialAccessors", "TrialRecord", "find_trial", "check_fork",
     "MODEL_KEY", "check_family_choice", "choice_param_names", "chosen_families", "mentions_model", "split_params",
     "dpsgd", "glmsgd", "mlp", "pack_container", "unpack_container", "as_data", "mask_of_hash", "row_hash_and_order", "merge_standardization",
     "check_lgbm_text", "extend_margins", "free_ports", "lgb_module", "train_lightgbm_rank_isolated",

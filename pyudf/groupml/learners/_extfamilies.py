@@ -49,6 +49,9 @@ class LearnerFamily:
     pattern = ""                       # Kingpin access pattern: 'sequential' | 'sampling'
     budget_param = ""                  # the parameter bounding a config's iterations
     base_defaults: Dict[str, Any] = {}
+    #: parameters a copy of a configuration's training state may change (population based
+    #: training forks); empty: the family's trainers cannot fork
+    fork_params: Tuple[str, ...] = ()
 
     @property
     def owner(self) -> str:
@@ -131,6 +134,8 @@ class MLPFamily(LearnerFamily):
     kind = "classification"
     pattern = "sequential"
     budget_param = "epochs"
+    # the optimizer's settings and the mini-batch size: a fork keeps the network and its state
+    fork_params = ("lr", "momentum", "weight_decay", "batch_size")
     base_defaults: Dict[str, Any] = {
         "layers": [64, 32],
         "activation": "relu",

@@ -230,13 +230,16 @@ class HopScheduler:
 
 
 def visit_log_violations(visits: Iterable[Mapping], n_shards: int,
-                         epochs: Optional[Mapping[int, int]] = None) -> List[str]:
+                         epochs: Optional[Mapping[int, int]] = None,
+                         first: Optional[Mapping[int, int]] = None) -> List[str]:
     """What an executed visit log breaks of MOP's rules (empty: sound).
 
     ``visits``: mappings with ``trial``, ``epoch``, ``shard``, ``worker``, ``start``, ``end``.
     Checks: every configuration visits every partition exactly once in every epoch it
     started (and, with ``epochs``, runs exactly ``epochs[trial]`` of them, in order); no
-    configuration and no worker is in two visits at once."""
+    configuration and no worker is in two visits at once. ``first[trial]`` (default 0) is
+    the epoch a configuration's own visits start at: a configuration forked from another
+    one's state (population based training) continues from the parent's epoch count."""
     visits = list(visits)
     out: List[str] = []
     per: Dict[Tuple[int, int], List[int]] = {}
@@ -249,7 +252,9 @@ def visit_log_violations(visits: Iterable[Mapping], n_shards: int,
     trials = sorted({t for t, _ in per})
     for t in trials:
         eps = sorted(e for tt, e in per if tt == t)
-        want = list(range(epochs[t])) if epochs is not None and t in epochs else list(range(len(eps)))
+        start = int((first or {}).get(t, 0))
+        want = list(range(start, epochs[t])) if epochs is not None and t in epochs else \
+            list(range(start, start + len(eps)))
         if eps != want:
             out.append(f"config {t} ran epochs {eps}; expected {want}")
         mine = sorted((v for v in visits if int(v["trial"]) == t), key=lambda v: v["start"])

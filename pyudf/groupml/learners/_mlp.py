@@ -35,7 +35,7 @@ from . import _container
 from ._extfamilies import EXTRA_FAMILIES, LearnerFamily
 from ._metrics import validation_loss, validation_metrics
 from ._model import ContainerModel, check_body_digest, register_loader
-from ._trials import TrialAccessors, TrialRecord, find_trial
+from ._trials import TrialAccessors, TrialRecord, check_fork, find_trial
 
 TORCH_THREADS = 1
 STATE_FORMAT = "groupml-mlp-state-1"
@@ -619,6 +619,29 @@ def run_from_bytes(state: bytes) -> MLPRun:
     return MLPRun(fam, params, d, net, opt, gen, epochs, visits)
 
 
+def fork_state(state: bytes, params: Mapping[str, Any]) -> bytes:
+    """A configuration's training state continued with other hyperparameters (a population
+    based training fork): the network, the optimizer's moments, the dropout generator and the
+    epoch counts are the parent's; the optimizer's settings and the run's params are
+    ``params`` (validated), which may differ from the parent's only in the family's
+    ``fork_params``. Deterministic: the same state and params give the same bytes' tensors."""
+    run = run_from_bytes(state)
+    new = run.family.validate_params(params)
+    other = sorted(k for k in new if k not in run.family.fork_params and new[k] != run.params[k])
+    if other:
+        k = other[0]
+        raise InvalidParameterError(
+            f"The '{k}' value of a fork of model '{run.family.name}' must be the parent's ({run.params[k]!r}); "
+            f"got {new[k]!r}", hint=f"A fork continues the parent's network; only "
+                                    f"{', '.join(run.family.fork_params)} may change.")
+    for group in run.opt.param_groups:
+        for key in ("lr", "momentum", "weight_decay"):
+            if key in group:
+                group[key] = new[key]
+    run.params = new
+    return run_to_bytes(run)
+
+
 #: What the optimizer keeps per parameter after a step (torch 2): checked before torch steps.
 _OPT_STATE_KEYS = {"adam": {"step", "exp_avg", "exp_avg_sq"}, "sgd": {"momentum_buffer"}}
 
@@ -819,6 +842,13 @@ class MLPTrainer(TrialAccessors):
         self._runs[trial_id] = run
         self._status[trial_id] = ("max_iter" if run.epochs_done >= run.params["epochs"]
                                   else "running")
+
+    def fork(self, trial_id: int, params: Mapping[str, Any], parent_id: int, epochs: int) -> None:
+        """Add ``trial_id`` continuing active ``parent_id``'s training state (after ``epochs``
+        epochs) with ``params`` (:func:`fork_state`)."""
+        parent = self._check(parent_id, active_only=True)
+        check_fork(trial_id, parent_id, parent.epochs_done, epochs)
+        self.restore(trial_id, fork_state(run_to_bytes(parent), params))
 
     # ------------------------------------------------------------ internals
     def _standardized(self, run: MLPRun):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Mapping, NamedTuple
 
-from ..errors import UndefinedObjectError
+from ..errors import PrerequisiteStateError, UndefinedObjectError
 
 
 class TrialRecord(NamedTuple):
@@ -29,6 +29,14 @@ def find_trial(active: Mapping[int, Any], retired: Mapping[int, Any], trial_id: 
         raise UndefinedObjectError(f"Trial {trial_id} is not in this trainer",
                                    hint="Add the configuration with add() first.")
     return record
+
+
+def check_fork(trial_id: int, parent_id: int, done: int, epochs: int) -> None:
+    """A fork (population based training) starts from its parent's state after ``epochs``
+    epochs: refuse it when the parent has trained ``done`` != ``epochs``."""
+    if int(done) != int(epochs):
+        raise PrerequisiteStateError(f"Trial {parent_id} has trained {done} epochs, not the {epochs} its fork "
+                                     f"{trial_id} starts from", hint="Fork a configuration between epoch blocks.")
 
 
 class TrialAccessors:

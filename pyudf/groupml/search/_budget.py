@@ -69,6 +69,16 @@ def search_budget(spec: SearchSpec, *, max_iter: int = 100) -> SearchBudget:
                 + " | ".join(", ".join(f"({ni}, {ri})" for ni, ri in rungs) for rungs in brackets)
                 + "; counts retrained promotions, so both are upper bounds (a promoted configuration still "
                 "in its slot continues training)")
+    elif m == "pbt":
+        # the population trains together; each exploit stops one member and starts a child
+        # at the member's epoch, so the epoch total stays population * max_epochs
+        n = spec.population
+        in_flight = n
+        epochs = n * per_config
+        rounds = max(0, (per_config - 1) // spec.perturbation_interval)
+        note = (f"a population of {n} configurations trained together up to {per_config} epoch blocks; every "
+                f"{spec.perturbation_interval} block(s) (up to {rounds} times) the bottom {spec.quantile:g} copy "
+                f"the state of the top {spec.quantile:g} and perturb its parameters (new trials)")
     else:  # asha
         n = spec.n_trials
         in_flight = n

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..engine import Decision, Trainer, Trial
-from ..errors import PrerequisiteStateError
+from ..errors import FeatureNotSupportedError, PrerequisiteStateError
 from ..validation import check_number
 from ._bandit import BanditStopping
 from ._base import Report, SearchProcedure, _REGISTRY
@@ -60,7 +60,7 @@ def search_state(event: EpochEvent) -> Dict[str, Any]:
     import json
 
     trials = [{"trial_id": t.trial_id, "params": t.params, "epochs": t.epochs, "scores": list(t.scores),
-               "status": t.status, "stop_reason": t.stop_reason}
+               "status": t.status, "stop_reason": t.stop_reason, "parent_id": t.parent_id, "forked_at": t.forked_at}
               for _, t in sorted(event.trials.items())]
     return json.loads(json.dumps({"procedure": event.procedure.state_dict(), "trials": trials,
                                   "active": list(event.active), "blocks": event.block,
@@ -144,6 +144,11 @@ def run_search(procedure: SearchProcedure, trainer: Trainer, *, slots: int, epoc
     epoch_iters = check_number(epoch_iters, "epoch_iters", "search", ge=1, integer=True)
     if max_epochs is not None:
         max_epochs = check_number(max_epochs, "max_epochs", "search", ge=1, integer=True)
+    if getattr(procedure, "forks", False) and not hasattr(trainer, "fork"):
+        raise FeatureNotSupportedError(
+            f"Search method '{procedure.kind}' continues trials from other trials' training state, which this "
+            f"trainer cannot copy", hint="Use method 'pbt' with model 'mlp' or 'mlp_regressor' (strategy 'mop' on "
+                                         "worker backends, or one backend).")
     trials: Dict[int, Trial] = {}
     active: List[int] = []
     start_passes = trainer.passes
@@ -151,7 +156,8 @@ def run_search(procedure: SearchProcedure, trainer: Trainer, *, slots: int, epoc
     if resume is not None:
         for t in resume["trials"]:
             trials[int(t["trial_id"])] = Trial(int(t["trial_id"]), dict(t["params"]), int(t["epochs"]),
-                                               [float(v) for v in t["scores"]], t["status"], t["stop_reason"])
+                                               [float(v) for v in t["scores"]], t["status"], t["stop_reason"],
+                                               t.get("parent_id"), t.get("forked_at"))
         active = [int(tid) for tid in resume["active"]]
         blocks = int(resume["blocks"])
         start_passes = trainer.passes - int(resume["passes"])
@@ -163,7 +169,11 @@ def run_search(procedure: SearchProcedure, trainer: Trainer, *, slots: int, epoc
         if free > 0:
             for trial in procedure.ask(free):
                 trials[trial.trial_id] = trial
-                trainer.add(trial.trial_id, trial.params)
+                if trial.parent_id is None:
+                    trainer.add(trial.trial_id, trial.params)
+                else:   # the child's history up to the fork is its parent's
+                    trial.scores = list(trials[trial.parent_id].scores[:trial.forked_at])
+                    trainer.fork(trial.trial_id, trial.params, trial.parent_id, trial.forked_at)
                 active.append(trial.trial_id)
         if not active:
             if procedure.finished():

@@ -15,9 +15,10 @@ from . import _space
 from ._brackets import hyperband_brackets
 from ._space import Categorical, Fixed, IntRange, LogUniform, Space, Uniform
 
-METHODS = ("grid", "random", "tpe", "successive_halving", "hyperband", "asha")
+METHODS = ("grid", "random", "tpe", "successive_halving", "hyperband", "asha", "pbt")
+PBT_KEYS = ("population", "perturbation_interval", "quantile", "resample_probability")
 RESERVED = ("method", "space", "n_trials", "seed", "early_stopping", "epoch_iters",
-            "max_epochs", "min_epochs", "eta", "slots")
+            "max_epochs", "min_epochs", "eta", "slots") + PBT_KEYS
 DIST_KEYS = ("uniform", "loguniform", "int", "choice")
 MAX_GRID = 10000
 # Upper bounds no search needs; they keep budgets, seeds and sampled values within what the
@@ -29,6 +30,7 @@ MAX_EPOCHS = 1 << 30
 MAX_EPOCH_ITERS = 1_000_000
 MAX_SEED = 2 ** 63 - 1
 MAX_EPSILON = 1000
+MAX_POPULATION = 256              # PBT trains its whole population in one batch (the planner's MAX_SLOTS)
 INT_LIMIT = 2 ** 63               # {"int": [lo, hi]}: -INT_LIMIT <= lo <= hi < INT_LIMIT (numpy int64)
 SCHEMA_HINT = "See SELECT groupml.help('search') for the search schema."
 
@@ -54,6 +56,11 @@ class SearchSpec:
     min_epochs: int = 1
     eta: int = 3
     slots: Optional[int] = None
+    # population based training (method 'pbt' only)
+    population: int = 8
+    perturbation_interval: int = 1
+    quantile: float = 0.25
+    resample_probability: float = 0.25
 
     @property
     def grid_size(self) -> Optional[int]:
@@ -79,6 +86,9 @@ class SearchSpec:
             "epoch_iters": self.epoch_iters, "max_epochs": self.max_epochs,
             "min_epochs": self.min_epochs, "eta": self.eta, "slots": self.slots,
         }
+        if self.method == "pbt":
+            out.update(population=self.population, perturbation_interval=self.perturbation_interval,
+                       quantile=self.quantile, resample_probability=self.resample_probability)
         if not self.space:
             del out["space"]
         return out
@@ -294,7 +304,8 @@ def parse_search(spec: Any, *, param_names: Optional[Iterable[str]] = None,
         method = "random" if has_dist else "grid"
     check_choice(method, "method", owner, METHODS, cls=SearchSpecError,
                  hint="grid enumerates lists; random/tpe sample n_trials configs; "
-                      "successive_halving/hyperband/asha also stop weak configs early.")
+                      "successive_halving/hyperband/asha also stop weak configs early; pbt trains a population "
+                      "that copies and perturbs its best members.")
     if not space and method != "grid":
         fail("space", owner, f"a non-empty object of parameter dimensions for method '{method}'", _show({}),
              cls=SearchSpecError,
@@ -304,7 +315,7 @@ def parse_search(spec: Any, *, param_names: Optional[Iterable[str]] = None,
     if method == "grid" and has_dist:
         dist = next(d.name for d in _walk(space) if isinstance(d, (Uniform, LogUniform, IntRange))
                     or (isinstance(d, Categorical) and not d.grid))
-        fail("method", owner, f"one of 'random', 'tpe', 'successive_halving', 'hyperband', 'asha' when the "
+        fail("method", owner, f"one of 'random', 'tpe', 'successive_halving', 'hyperband', 'asha', 'pbt' when the "
              f"space has distributions (parameter '{dist}')", method, cls=SearchSpecError,
              hint=f"Use \"method\": \"random\" or \"tpe\" with \"n_trials\", or give '{dist}' as a list of values.")
     if method == "grid":
@@ -317,8 +328,11 @@ def parse_search(spec: Any, *, param_names: Optional[Iterable[str]] = None,
                             cls=SearchSpecError, hint="n_trials is the number of configurations to try.")
     seed = check_number(spec.get("seed", 0), "seed", owner, ge=0, le=MAX_SEED, integer=True,
                         cls=SearchSpecError, hint="Use a non-negative 64-bit integer seed.")
-    epoch_iters = _int(spec, "epoch_iters", owner, 10, ge=1, le=MAX_EPOCH_ITERS,
+    epoch_iters = _int(spec, "epoch_iters", owner, 1 if method == "pbt" else 10, ge=1, le=MAX_EPOCH_ITERS,
                        hint="epoch_iters is the number of solver iterations per block.")
+    if method == "pbt" and epoch_iters != 1:
+        fail("epoch_iters", owner, "1 for method 'pbt' (a block is one epoch; perturbation_interval counts them)",
+             epoch_iters, cls=SearchSpecError, hint="Leave out epoch_iters; set perturbation_interval instead.")
     max_epochs = _int(spec, "max_epochs", owner, 10, ge=1, le=MAX_EPOCHS,
                       hint="max_epochs is the largest number of blocks one configuration may train.")
     min_epochs = _int(spec, "min_epochs", owner, 1, ge=1,
@@ -342,10 +356,51 @@ def parse_search(spec: Any, *, param_names: Optional[Iterable[str]] = None,
             fail("max_epochs", owner, f"small enough that Hyperband's brackets start at most {MAX_TRIALS} "
                  f"configurations (eta {eta}, min_epochs {min_epochs}); they would start {total}", max_epochs,
                  cls=SearchSpecError, hint="Lower max_epochs, or raise min_epochs or eta.")
-    return SearchSpec(method=method, space=space, n_trials=n_trials, seed=seed,
-                      early_stopping=_early_stopping(spec.get("early_stopping"), owner),
+    early_stopping = _early_stopping(spec.get("early_stopping"), owner)
+    pbt = _pbt(spec, owner, method, space, max_epochs=max_epochs, slots=slots, early_stopping=early_stopping)
+    return SearchSpec(method=method, space=space, n_trials=n_trials, seed=seed, early_stopping=early_stopping,
                       epoch_iters=epoch_iters, max_epochs=max_epochs, min_epochs=min_epochs, eta=eta,
-                      slots=slots)
+                      slots=slots, **pbt)
+
+
+def _pbt(spec: Mapping, owner: str, method: str, space: Space, *, max_epochs: int, slots: Optional[int],
+         early_stopping: Optional[EarlyStopping]) -> Dict[str, Any]:
+    """The population based training keys (only with method 'pbt')."""
+    if method != "pbt":
+        given = [k for k in PBT_KEYS if k in spec]
+        if given:
+            fail(given[0], owner, "given only with method 'pbt'", _show(spec[given[0]]), cls=SearchSpecError,
+                 hint=f"{', '.join(PBT_KEYS)} set population based training; add \"method\": \"pbt\" or drop "
+                      f"them.")
+        return {}
+    population = _int(spec, "population", owner, 8, ge=2, le=MAX_POPULATION,
+                      hint="population is the number of configurations PBT trains together.")
+    interval = _int(spec, "perturbation_interval", owner, 1, ge=1,
+                    hint="perturbation_interval is the number of epoch blocks between exploit/explore steps.")
+    if interval >= max_epochs:
+        fail("perturbation_interval", owner, f"< max_epochs ({max_epochs})", interval, cls=SearchSpecError,
+             hint="With perturbation_interval >= max_epochs no member is ever exploited; lower it or raise "
+                  "max_epochs.")
+    quantile = check_number(spec.get("quantile", 0.25), "quantile", owner, gt=0, le=0.5, cls=SearchSpecError,
+                            hint="quantile is the fraction of the population replaced (bottom) and copied (top) "
+                                 "at each perturbation, e.g. 0.25.")
+    resample = check_number(spec.get("resample_probability", 0.25), "resample_probability", owner, ge=0, le=1,
+                            cls=SearchSpecError,
+                            hint="resample_probability is the chance that explore draws a parameter afresh "
+                                 "from the space instead of perturbing it.")
+    if slots is not None and slots < population:
+        fail("slots", owner, f">= population ({population}) for method 'pbt'", slots, cls=SearchSpecError,
+             hint="PBT trains its whole population together; leave out slots or raise it.")
+    if early_stopping is not None:
+        fail("early_stopping", owner, "null for method 'pbt'", "an object", cls=SearchSpecError,
+             hint="PBT replaces weak members itself; drop early_stopping.")
+    nested = next((d.name for d in space if isinstance(d, Categorical)
+                   and any(_space.is_subspace(it) for it in d.items)), None)
+    if nested is not None:
+        fail(nested, owner, "a list or choice of plain values for method 'pbt' (no sub-spaces)", "a sub-space",
+             cls=SearchSpecError, hint="PBT perturbs values one dimension at a time; give a flat space.")
+    return {"population": population, "perturbation_interval": interval, "quantile": float(quantile),
+            "resample_probability": float(resample)}
 
 
 def _walk(space: Space):

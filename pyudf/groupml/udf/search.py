@@ -219,7 +219,9 @@ def explain_plan(model: str, search: dict, options: dict, *, n_groups: int, n_ro
         "tpe": "n_trials configurations proposed by Optuna's TPE from the results so far",
         "successive_halving": "one bracket: keep the best 1/eta at every rung",
         "hyperband": "all Hyperband brackets run concurrently (Li et al.)",
-        "asha": "asynchronous successive halving, promotions decided as results arrive"}[spec.method])
+        "asha": "asynchronous successive halving, promotions decided as results arrive",
+        "pbt": f"population based training: {spec.population} members; every {spec.perturbation_interval} epoch(s) "
+               f"the worst {spec.quantile:g} continue a best member's state with perturbed parameters"}[spec.method])
     es = spec.early_stopping
     add("early_stopping", "bandit" if es else "none",
         (f"TuPAQ Alg. 3: every {spec.partial_epochs * spec.epoch_iters} iterations keep configurations whose "
