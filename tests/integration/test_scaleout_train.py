@@ -225,16 +225,6 @@ def grant_on_nodes(citus_cluster, role):
             node.execute(f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA groupml TO {role}")
 
 
-def test_an_mlp_grouped_across_shards_is_refused_before_the_run(citus_cluster, events):
-    with citus_cluster.connect() as conn:
-        runs = conn.execute("SELECT count(*) FROM groupml.runs").fetchone()[0]
-        state, msg, hint = sql_error(
-            conn, f"CALL groupml.train_groups('events', ARRAY['segment'], {FEATS}, 'clicked', 'mlp', "
-                  f"'{{}}'::jsonb, '{{}}'::jsonb, NULL)")
-        assert state == "0A000" and "'country'" in msg and "segment" in msg and "GLM" in hint, msg
-        assert conn.execute("SELECT count(*) FROM groupml.runs").fetchone()[0] == runs
-
-
 def test_a_node_lost_mid_run_keeps_what_was_committed_and_resumes(citus_cluster, events):
     """The node stops after the run's first committed group; the run fails naming a node,
     keeps its groups, and resumes with its run_id once the node is back."""

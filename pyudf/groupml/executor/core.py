@@ -160,10 +160,16 @@ class GroupCtx:
     """What every task of one group carries: pool, snapshot, group, shards."""
 
     def __init__(self, pool, *, snapshot_id: int, group_no: int, group_key: str, d: int, shards: Sequence[tuple],
-                 mem_mb: float, abort=None, replicas: int = 1, progress: Optional[Callable[[str], None]] = None):
+                 mem_mb: float, abort=None, replicas: int = 1, progress: Optional[Callable[[str], None]] = None,
+                 holders: Optional[Sequence[Sequence[int]]] = None,
+                 val_holders: Optional[Sequence[Sequence[int]]] = None):
         self.pool, self.snapshot_id, self.group_no, self.group_key = pool, snapshot_id, group_no, group_key
         self.d, self.shards, self.mem_mb, self.abort = d, list(shards), mem_mb, abort
         self.replicas = int(replicas)     # workers holding a copy of each shard (model hopper parallelism)
+        # a group spread over nodes: the workers holding each shard (its placements), and each
+        # part of the validation rows (scored where they live); None: any worker reads any shard
+        self.holders = [list(h) for h in holders] if holders else None
+        self.val_holders = [list(h) for h in val_holders] if val_holders else None
         self.progress = progress          # progress(line): where the group's training is, between commits
 
     def request(self, s: int, **extra) -> str:
