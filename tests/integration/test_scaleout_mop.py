@@ -231,6 +231,10 @@ def test_explain_shows_the_hop_plan_across_the_nodes(citus_cluster, hops):
         # 2 configs x 3 epochs x 4 partitions per group, 2 groups
         assert "48 visits" in text and "hop plan of group" in text
         assert all(f"127.0.0.1:{w.port}" in text for w in citus_cluster.workers)
+        mop = conn.execute(f"SELECT explanation FROM groupml.explain_train_groups('hops', ARRAY[]::text[], {FEATS}, "
+                           f"'clicked', 'mlp', %s::jsonb, '{{}}', 2, 'mop') WHERE strategy = 'nodes' LIMIT 1",
+                           [json.dumps(SPEC)]).fetchone()[0]
+        assert "1 spread over nodes with MLP model hopping: 24 visits" in mop
 
 
 @pytest.mark.citus

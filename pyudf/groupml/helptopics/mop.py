@@ -16,6 +16,10 @@ CALL groupml.train_groups(source, group_by, features, label, 'mlp', search, opti
   random unit of an idle configuration whose partition it holds. group_by => '{}' tunes one model
   over the whole table; with a grouping, MOP runs inside every group. Grid, random, TPE, Hyperband
   and ASHA searches drive it epoch by epoch like any other strategy.
+  On a Citus distributed table or a table of postgres_fdw partitions the partitions are the shards
+  on their nodes (workers is ignored): the rows stay on their node, the states hop between nodes,
+  and the other placements of replicated Citus shards are replicas (options.replicas does not
+  apply there). A node lost mid-run without a replica: SQLSTATE 08001 naming it; resume with run_id.
 
   options   replicas (1): workers holding a copy of each partition (partition s on worker s and the
             next replicas-1 workers). With 2 or more a unit may run on any holder, and a worker that
@@ -47,6 +51,8 @@ groupml.replay(run_id bigint, trial_id integer, group_key jsonb DEFAULT NULL) ->
   training snapshot, and return the model bytes. On the same host they equal the run's model of
   that trial byte for byte (groupml.models.fit.model for the best trial). Needs the snapshot:
   train with options.keep_snapshot => true. group_key may be NULL when the trial is in one group.
+  A run on the nodes of a distributed table: the partitions' rows are read from the nodes' kept
+  snapshots (as the calling role) and the trial is retrained here.
   Errors: 42704 (no such run or trial), 55000 (snapshot gone, not an MLP run, no visit log),
   22023 (bad argument; a trial in several groups without group_key).
 
