@@ -164,6 +164,62 @@ def fdw_shards(cluster):
         _stop_all(nodes)
 
 
+def halt_node_when(cluster, node: TempCluster, query: str, args=(), tries: int = 6000, pause: float = 0.01):
+    """A started thread that stops ``node`` (:meth:`TempCluster.halt`) once ``query`` on the
+    coordinator of ``cluster`` returns a true first column; returns (thread, event set on halt)."""
+    import threading
+    import time
+
+    halted = threading.Event()
+
+    def watch():
+        with cluster.connect() as w:
+            for _ in range(tries):
+                r = w.execute(query, list(args)).fetchone()
+                if r and r[0]:
+                    node.halt()
+                    halted.set()
+                    return
+                time.sleep(pause)
+
+    t = threading.Thread(target=watch)
+    t.start()
+    return t, halted
+
+
+def create_segmented(conn, table: str, data) -> None:
+    """``table`` (dropped first) with ``data`` (:func:`groupml.datagen.create_table`) and a
+    column ``segment`` (id % 2) that no distribution follows."""
+    from groupml.datagen import create_table
+
+    conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
+    create_table(conn, table, data)
+    conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN segment int").format(sql.Identifier(table)))
+    conn.execute(sql.SQL("UPDATE {} SET segment = id % 2").format(sql.Identifier(table)))
+
+
+def partition_over_servers(fdw: "FdwShards", conn, table: str, data, parts, segmented: bool = False) -> None:
+    """``table`` on the coordinator partitioned by LIST (country) over the shard servers:
+    server i holds the rows of the countries ``parts[i]`` in its own ``table`` (with a
+    ``segment`` column when ``segmented``). ``<table>_local`` must exist (its columns)."""
+    from groupml.datagen import create_table
+
+    conn.execute(sql.SQL("CREATE TABLE {} (LIKE {}) PARTITION BY LIST (country)").format(
+        sql.Identifier(table), sql.Identifier(f"{table}_local")))
+    for i, (shard, server, mine) in enumerate(zip(fdw.shards, fdw.servers, parts), 1):
+        rows = {k: v[[str(g) in mine for g in data["grp"]]] for k, v in data.items()}
+        with psycopg.connect(shard.dsn(), autocommit=True) as remote:
+            if segmented:
+                create_segmented(remote, table, rows)
+            else:
+                remote.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
+                create_table(remote, table, rows)
+        conn.execute(sql.SQL("CREATE FOREIGN TABLE {} PARTITION OF {} FOR VALUES IN ({}) SERVER {} "
+                             "OPTIONS (table_name {})").format(
+            sql.Identifier(f"{table}_{i}"), sql.Identifier(table), sql.SQL(", ").join(sql.Literal(k) for k in mine),
+            sql.Identifier(server), sql.Literal(table)))
+
+
 FIT_QUERY = ("SELECT (f).params, (f).score, (f).n_train, (f).n_validation, (f).model, s.* "
              "FROM (SELECT {key}, groupml.learn_over_groups(ARRAY[f1, f2, f3, f4], clicked, 'logistic', "
              "'{{\"l2\": [0.001, 0.1]}}') AS f FROM {table} GROUP BY {key}) s")

@@ -3,16 +3,14 @@ model hopping: the rows stay on their node, the configurations' states hop betwe
 (Cerebro's randomized scheduler), and strategy => 'mop' takes the shards as its partitions."""
 
 import json
-import threading
-import time
 
 import psycopg
 import pytest
-from psycopg import sql
 
-from groupml.datagen import create_table, grouped_classification
+from groupml.datagen import grouped_classification
 from groupml.executor.invariants import schedule_violations
 from groupml.learners import visit_log_violations
+from multinode import create_segmented, halt_node_when, partition_over_servers
 from pg_helpers import sql_error
 from test_scaleout_train import FEATS, settled_reads, shard_reads
 
@@ -91,20 +89,7 @@ def drop_kept_snapshots(nodes):
 
 def halt_after_first_epoch(cluster, node, start):
     """A thread that stops ``node`` once the run after ``start`` committed its first epoch."""
-    halted = threading.Event()
-
-    def watch():
-        with cluster.connect() as w:
-            for _ in range(12000):
-                if w.execute(AFTER_FIRST_EPOCH, [start]).fetchone()[0]:
-                    node.halt()
-                    halted.set()
-                    return
-                time.sleep(0.005)
-
-    t = threading.Thread(target=watch)
-    t.start()
-    return t, halted
+    return halt_node_when(cluster, node, AFTER_FIRST_EPOCH, [start], tries=12000, pause=0.005)
 
 
 # ---------------------------------------------------------------- Citus
@@ -115,10 +100,7 @@ def hops(citus_cluster):
     data = grouped_classification(3000, 6, 4, seed=17, exponent=0.6)
     with citus_cluster.connect() as conn:
         for table in ("hops", "hops_rep"):
-            conn.execute(f"DROP TABLE IF EXISTS {table}")
-            create_table(conn, table, data)
-            conn.execute(f"ALTER TABLE {table} ADD COLUMN segment int")
-            conn.execute(f"UPDATE {table} SET segment = id % 2")
+            create_segmented(conn, table, data)
         conn.execute("SELECT create_distributed_table('hops', 'id', shard_count := 4)")
         conn.execute("SET citus.shard_replication_factor = 2")
         conn.execute("SELECT create_distributed_table('hops_rep', 'id', shard_count := 2)")
@@ -260,23 +242,13 @@ def fdw_hops(fdw_shards):
     keys = sorted({str(k) for k in data["grp"]})
     parts = [keys[0:2], keys[2:4], keys[4:6]]
     with fdw_shards.connect() as conn:
-        conn.execute("DROP TABLE IF EXISTS fdw_hops, fdw_hops_local CASCADE")
-        create_table(conn, "fdw_hops_local", data)
-        conn.execute("ALTER TABLE fdw_hops_local ADD COLUMN segment int")
-        conn.execute("CREATE TABLE fdw_hops (LIKE fdw_hops_local) PARTITION BY LIST (country)")
-        for i, (shard, server, mine) in enumerate(zip(fdw_shards.shards, fdw_shards.servers, parts), 1):
-            rows = {k: v[[str(g) in mine for g in data["grp"]]] for k, v in data.items()}
-            with psycopg.connect(shard.dsn(), autocommit=True) as remote:
-                remote.execute("DROP TABLE IF EXISTS fdw_hops")
-                create_table(remote, "fdw_hops", rows)
-                remote.execute("ALTER TABLE fdw_hops ADD COLUMN segment int")
-                remote.execute("UPDATE fdw_hops SET segment = id % 2")
-                remote.execute("ALTER SYSTEM SET log_connections = on")
-                remote.execute("SELECT pg_reload_conf()")
-            conn.execute(sql.SQL("CREATE FOREIGN TABLE {} PARTITION OF fdw_hops FOR VALUES IN ({}) SERVER {} "
-                                 "OPTIONS (table_name 'fdw_hops')").format(
-                sql.Identifier(f"fdw_hops_{i}"), sql.SQL(", ").join(sql.Literal(k) for k in mine),
-                sql.Identifier(server)))
+        conn.execute("DROP TABLE IF EXISTS fdw_hops CASCADE")
+        create_segmented(conn, "fdw_hops_local", data)
+        partition_over_servers(fdw_shards, conn, "fdw_hops", data, parts, segmented=True)
+    for shard in fdw_shards.shards:
+        with psycopg.connect(shard.dsn(), autocommit=True) as remote:
+            remote.execute("ALTER SYSTEM SET log_connections = on")
+            remote.execute("SELECT pg_reload_conf()")
     try:
         yield parts
     finally:

@@ -8,8 +8,9 @@ import numpy as np
 import psycopg
 import pytest
 
-from groupml.datagen import create_table, grouped_classification
+from groupml.datagen import grouped_classification
 from groupml.learners import load_model
+from multinode import create_segmented, halt_node_when
 from pg_helpers import sql_error
 
 pytestmark = [pytest.mark.integration, pytest.mark.citus]
@@ -25,10 +26,7 @@ def events(citus_cluster):
     data = grouped_classification(3000, 6, 4, seed=11, exponent=0.6)
     with citus_cluster.connect() as conn:
         for table in ("events", "events_local"):
-            conn.execute(f"DROP TABLE IF EXISTS {table}")
-            create_table(conn, table, data)
-            conn.execute(f"ALTER TABLE {table} ADD COLUMN segment int")
-            conn.execute(f"UPDATE {table} SET segment = id % 2")
+            create_segmented(conn, table, data)
         conn.execute("SELECT create_distributed_table('events', 'country', shard_count := 4)")
     return data
 
@@ -228,26 +226,12 @@ def grant_on_nodes(citus_cluster, role):
 def test_a_node_lost_mid_run_keeps_what_was_committed_and_resumes(citus_cluster, events):
     """The node stops after the run's first committed group; the run fails naming a node,
     keeps its groups, and resumes with its run_id once the node is back."""
-    import threading
-
     down = citus_cluster.workers[0]
     spec = '{"l2": [0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30]}'
     with citus_cluster.connect() as conn:
         start = conn.execute("SELECT coalesce(max(run_id), 0) FROM groupml.runs").fetchone()[0]
-        halted = threading.Event()
-
-        def halt_after_first_group():
-            with citus_cluster.connect() as watch:
-                for _ in range(3000):
-                    r = watch.execute("SELECT groups_done FROM groupml.runs WHERE run_id > %s", [start]).fetchone()
-                    if r and r[0] >= 1:
-                        down.halt()
-                        halted.set()
-                        return
-                    time.sleep(0.01)
-
-        t = threading.Thread(target=halt_after_first_group)
-        t.start()
+        t, halted = halt_node_when(citus_cluster, down, "SELECT groups_done >= 1 FROM groupml.runs WHERE run_id > %s",
+                                   [start], tries=3000)
         try:
             with pytest.raises(psycopg.Error) as info:
                 train(conn, "events", spec=spec)
