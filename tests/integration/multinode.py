@@ -13,6 +13,7 @@ with ``CI=true`` they fail instead, since CI builds Citus first.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from dataclasses import dataclass, field
@@ -164,9 +165,11 @@ def fdw_shards(cluster):
         _stop_all(nodes)
 
 
-def halt_node_when(cluster, node: TempCluster, query: str, args=(), tries: int = 6000, pause: float = 0.01):
-    """A started thread that stops ``node`` (:meth:`TempCluster.halt`) once ``query`` on the
-    coordinator of ``cluster`` returns a true first column; returns (thread, event set on halt)."""
+@contextlib.contextmanager
+def node_halted_when(cluster, node: TempCluster, query: str, args=(), tries: int = 6000, pause: float = 0.01):
+    """While the block runs, a thread stops ``node`` (:meth:`TempCluster.halt`) once ``query`` on
+    the coordinator of ``cluster`` returns a true first column; yields an event set on the halt.
+    On leaving, the thread is joined and a halted node started again."""
     import threading
     import time
 
@@ -184,7 +187,20 @@ def halt_node_when(cluster, node: TempCluster, query: str, args=(), tries: int =
 
     t = threading.Thread(target=watch)
     t.start()
-    return t, halted
+    try:
+        yield halted
+    finally:
+        t.join()
+        if halted.is_set():
+            node.resume()
+
+
+def log_connections(nodes) -> None:
+    """Every node logs its connections (``user=... application_name=...``) in its logfile."""
+    for node in nodes:
+        with psycopg.connect(node.dsn(DB), autocommit=True) as c:
+            c.execute("ALTER SYSTEM SET log_connections = on")
+            c.execute("SELECT pg_reload_conf()")
 
 
 def create_segmented(conn, table: str, data) -> None:

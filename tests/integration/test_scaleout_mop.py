@@ -10,7 +10,7 @@ import pytest
 from groupml.datagen import grouped_classification
 from groupml.executor.invariants import schedule_violations
 from groupml.learners import visit_log_violations
-from multinode import create_segmented, halt_node_when, partition_over_servers
+from multinode import create_segmented, node_halted_when, log_connections, partition_over_servers
 from pg_helpers import sql_error
 from test_scaleout_train import FEATS, settled_reads, shard_reads
 
@@ -87,9 +87,9 @@ def drop_kept_snapshots(nodes):
             c.execute("DELETE FROM groupml.snapshots")
 
 
-def halt_after_first_epoch(cluster, node, start):
-    """A thread that stops ``node`` once the run after ``start`` committed its first epoch."""
-    return halt_node_when(cluster, node, AFTER_FIRST_EPOCH, [start], tries=12000, pause=0.005)
+def halted_after_first_epoch(cluster, node, start):
+    """``node`` stops once the run after ``start`` committed its first epoch (a context)."""
+    return node_halted_when(cluster, node, AFTER_FIRST_EPOCH, [start], tries=12000, pause=0.005)
 
 
 # ---------------------------------------------------------------- Citus
@@ -154,13 +154,8 @@ def test_mop_over_a_replicated_citus_table_goes_on_when_a_node_stops(citus_clust
     down, up = citus_cluster.workers[1], citus_cluster.workers[0]
     with citus_cluster.connect() as conn:
         start = conn.execute("SELECT coalesce(max(run_id), 0) FROM groupml.runs").fetchone()[0]
-        t, halted = halt_after_first_epoch(citus_cluster, down, start)
-        try:
+        with halted_after_first_epoch(citus_cluster, down, start) as halted:
             run = train_mlp(conn, "hops_rep", spec=FAULT_SPEC, strategy="mop", options={"checkpoint_every_s": 0})
-        finally:
-            t.join()
-            if halted.is_set():
-                down.resume()
         assert halted.is_set()
         log, plan = check_hops(conn, run, 2, "mop", epochs=FAULT_EPOCHS, n_trials=4)
         nodes = node_of(plan)
@@ -181,14 +176,8 @@ def test_a_node_lost_mid_hop_names_it_and_the_run_resumes(citus_cluster, hops):
     spec = dict(FAULT_SPEC, space=dict(FAULT_SPEC["space"], layers=["8"]))
     with citus_cluster.connect() as conn:
         start = conn.execute("SELECT coalesce(max(run_id), 0) FROM groupml.runs").fetchone()[0]
-        t, halted = halt_after_first_epoch(citus_cluster, down, start)
-        try:
-            with pytest.raises(psycopg.Error) as info:
-                train_mlp(conn, "hops", spec=spec, strategy="mop", options={"checkpoint_every_s": 0})
-        finally:
-            t.join()
-            if halted.is_set():
-                down.resume()
+        with halted_after_first_epoch(citus_cluster, down, start) as halted, pytest.raises(psycopg.Error) as info:
+            train_mlp(conn, "hops", spec=spec, strategy="mop", options={"checkpoint_every_s": 0})
         assert halted.is_set()
         err = info.value
         assert err.sqlstate == "08001", (err.sqlstate, err.diag.message_primary)
@@ -245,10 +234,7 @@ def fdw_hops(fdw_shards):
         conn.execute("DROP TABLE IF EXISTS fdw_hops CASCADE")
         create_segmented(conn, "fdw_hops_local", data)
         partition_over_servers(fdw_shards, conn, "fdw_hops", data, parts, segmented=True)
-    for shard in fdw_shards.shards:
-        with psycopg.connect(shard.dsn(), autocommit=True) as remote:
-            remote.execute("ALTER SYSTEM SET log_connections = on")
-            remote.execute("SELECT pg_reload_conf()")
+    log_connections(fdw_shards.shards)
     try:
         yield parts
     finally:

@@ -10,7 +10,7 @@ import pytest
 
 from groupml.datagen import grouped_classification
 from groupml.learners import load_model
-from multinode import create_segmented, halt_node_when
+from multinode import create_segmented, node_halted_when, log_connections
 from pg_helpers import sql_error
 
 pytestmark = [pytest.mark.integration, pytest.mark.citus]
@@ -198,10 +198,7 @@ def trainer(citus_cluster, events):
         admin.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA groupml TO {ROLE}")
         admin.execute(f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA groupml TO {ROLE}")
         admin.execute(f"GRANT SELECT ON events TO {ROLE}")
-        for worker in citus_cluster.workers:
-            with psycopg.connect(worker.dsn(), autocommit=True) as node:
-                node.execute("ALTER SYSTEM SET log_connections = on")
-                node.execute("SELECT pg_reload_conf()")
+        log_connections(citus_cluster.workers)
         try:
             yield ROLE
         finally:
@@ -230,15 +227,9 @@ def test_a_node_lost_mid_run_keeps_what_was_committed_and_resumes(citus_cluster,
     spec = '{"l2": [0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30]}'
     with citus_cluster.connect() as conn:
         start = conn.execute("SELECT coalesce(max(run_id), 0) FROM groupml.runs").fetchone()[0]
-        t, halted = halt_node_when(citus_cluster, down, "SELECT groups_done >= 1 FROM groupml.runs WHERE run_id > %s",
-                                   [start], tries=3000)
-        try:
-            with pytest.raises(psycopg.Error) as info:
-                train(conn, "events", spec=spec)
-        finally:
-            t.join()
-            if halted.is_set():
-                down.resume()
+        with node_halted_when(citus_cluster, down, "SELECT groups_done >= 1 FROM groupml.runs WHERE run_id > %s",
+                              [start], tries=3000) as halted, pytest.raises(psycopg.Error) as info:
+            train(conn, "events", spec=spec)
         assert halted.is_set()
         err = info.value
         assert err.sqlstate[:2] in ("08", "XX", "57"), (err.sqlstate, err.diag.message_primary)

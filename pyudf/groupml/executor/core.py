@@ -184,10 +184,37 @@ class GroupCtx:
 
 def shard_stats(ctx: GroupCtx) -> Dict[str, Any]:
     """The MLP's standardisation moments of a split group: one ``mlp_stats`` task per shard,
-    merged in shard order (as :func:`groupml.learners.train_sharded` does)."""
-    futs = [ctx.pool.submit(w, ctx.request(s, op="mlp_stats"), b"", ctx.meta(s, "stats", 0, []), fn="task")
-            for s, (w, *_rest) in enumerate(ctx.shards)]
-    parts = [unpack_stats(await_result(f, ctx.abort), ctx.d) for f in futs]
+    merged in shard order (as :func:`groupml.learners.train_sharded` does). On the nodes
+    (``ctx.holders``) a shard's task runs on a live holder of it, and moves to another one
+    when its worker is lost."""
+    from .pool import NodeLostError, WorkerLostError
+
+    def holders(s: int) -> List[int]:
+        return list(ctx.holders[s]) if ctx.holders else [ctx.shards[s][0]]
+
+    def submit(s: int, w: int):
+        return ctx.pool.submit(w, ctx.request(s, op="mlp_stats"), b"", ctx.meta(s, "stats", 0, []), fn="task")
+
+    futs = []
+    for s in range(len(ctx.shards)):
+        w = next((x for x in holders(s) if ctx.pool.alive(x)), holders(s)[0])
+        futs.append((s, [w], submit(s, w)))
+    parts = []
+    for s, tried, fut in futs:
+        while True:
+            try:
+                parts.append(unpack_stats(await_result(fut, ctx.abort), ctx.d))
+                break
+            except WorkerLostError as exc:
+                left = [x for x in holders(s) if x not in tried and ctx.pool.alive(x)]
+                if type(exc) is not WorkerLostError or ctx.pool.alive(tried[-1]):
+                    raise
+                if not left and ctx.holders:
+                    raise NodeLostError(f"partition(s) {s}", ctx.group_key, exc.message) from None
+                if not left:
+                    raise
+                tried.append(left[0])
+                fut = submit(s, left[0])
     return merge_stats(parts, ctx.d)
 
 

@@ -217,10 +217,7 @@ class ShardedMLPTrainer(ScoredTrainer):
         why = exc.message if exc is not None else next((e for e in ctx.pool.errors if e), "a worker was lost")
         what = f"partition(s) {', '.join(map(str, gone))}" if gone else "validation rows"
         if ctx.holders:
-            raise NodeLostError(
-                f"{what} of group {ctx.group_key} have no live node: {why}",
-                hint="Every node holding a copy of the partition is gone: bring the node back. Shards replicated on "
-                     "two or more nodes (citus.shard_replication_factor) let another node take its units over.")
+            raise NodeLostError(what, ctx.group_key, why)
         if gone:
             raise PartitionUnavailableError(
                 f"partition(s) {', '.join(map(str, gone))} of group {ctx.group_key} have no live holder: {why}",
