@@ -144,3 +144,13 @@ def test_a_replicated_shard_gets_an_optional_endpoint_per_other_placement():
     facts = node_plan_facts([h], {}, [eps[0], r])
     assert [(s["worker"], s["node"], s["replica_of"]) for s in facts["snapshots"]] == [(0, "n1:5432", None),
                                                                                     (1, "n2:5433", 0)]
+
+
+def test_a_node_lost_error_keeps_its_sqlstate_when_a_run_stops_on_it():
+    from groupml.executor.pool import NodeLostError
+    from groupml.executor.run import _stopped
+
+    exc = NodeLostError.of("partition(s) 1", "{}", "worker 1 ('127.0.0.1:9702 public.t_2') failed: terminated")
+    assert exc.sqlstate == "08001" and "127.0.0.1:9702" in exc.message and "replication" in exc.hint
+    out = _stopped(exc, f"run 5 stopped: {exc.message}", "Call train_groups again with run_id => 5.")
+    assert type(out) is NodeLostError and out.sqlstate == "08001" and "run_id => 5" in out.hint

@@ -210,7 +210,7 @@ def shard_stats(ctx: GroupCtx) -> Dict[str, Any]:
                 if type(exc) is not WorkerLostError or ctx.pool.alive(tried[-1]):
                     raise
                 if not left and ctx.holders:
-                    raise NodeLostError(f"partition(s) {s}", ctx.group_key, exc.message) from None
+                    raise NodeLostError.of(f"partition(s) {s}", ctx.group_key, exc.message) from None
                 if not left:
                     raise
                 tried.append(left[0])

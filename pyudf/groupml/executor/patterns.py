@@ -217,7 +217,7 @@ class ShardedMLPTrainer(ScoredTrainer):
         why = exc.message if exc is not None else next((e for e in ctx.pool.errors if e), "a worker was lost")
         what = f"partition(s) {', '.join(map(str, gone))}" if gone else "validation rows"
         if ctx.holders:
-            raise NodeLostError(what, ctx.group_key, why)
+            raise NodeLostError.of(what, ctx.group_key, why)
         if gone:
             raise PartitionUnavailableError(
                 f"partition(s) {', '.join(map(str, gone))} of group {ctx.group_key} have no live holder: {why}",

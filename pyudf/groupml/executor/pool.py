@@ -76,11 +76,12 @@ class NodeLostError(PartitionUnavailableError):
 
     sqlstate = "08001"  # sqlclient_unable_to_establish_sqlconnection, as for a node down at the start
 
-    def __init__(self, what: str, group_key: str, why: str):
-        super().__init__(f"{what} of group {group_key} have no live node: {why}",
-                         hint="Every node holding a copy of the partition is gone: bring the node back. Shards "
-                              "replicated on two or more nodes (citus.shard_replication_factor) let another node "
-                              "take its units over.")
+    @classmethod
+    def of(cls, what: str, group_key: str, why: str) -> "NodeLostError":
+        """The error for ``what`` (partitions, validation rows) of a group left without a live node."""
+        return cls(f"{what} of group {group_key} have no live node: {why}",
+                   hint="Every node holding a copy of the partition is gone: bring the node back. Shards replicated "
+                        "on two or more nodes (citus.shard_replication_factor) let another node take its units over.")
 
 
 class WorkerDataError(DataError):
