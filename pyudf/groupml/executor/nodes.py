@@ -76,6 +76,14 @@ def check_grouping(pattern: str, group_by: Sequence[str], distribution_column: O
                  "GLM (logistic, linear, svm), whose groups may span nodes.")
 
 
+def groups_may_spread(session, source: str, group_by: Sequence[str]) -> bool:
+    """Whether a group of a Citus table may lie on several shards: the grouping leaves out
+    the distribution column (replica endpoints serve only such groups)."""
+    from ..shards import citus_shard_map
+
+    return citus_shard_map(session, source).distribution_column not in group_by
+
+
 def has_foreign_partitions(session, source: str) -> bool:
     """Whether ``source`` is a partitioned table with postgres_fdw foreign partitions."""
     return bool(session.query(

@@ -510,13 +510,13 @@ def _node_snapshot_and_plan(session, run_id: int, holders, *, source: str, group
     snapshots and the coordinator's, and the plan whose placement is where the rows are.
     An MLP run adds an endpoint per other placement of a replicated shard (the model
     hopper's replicas); its groups spread over nodes train by model hopping."""
-    from .nodes import (build_node_snapshots, check_pattern, drop_node_snapshots, holder_endpoints, hop_plan_text,
-                        node_plan_facts, replica_endpoints, split_groups, stale_node_snapshots)
+    from .nodes import (build_node_snapshots, check_pattern, drop_node_snapshots, groups_may_spread, holder_endpoints,
+                        hop_plan_text, node_plan_facts, replica_endpoints, split_groups, stale_node_snapshots)
 
     pattern = pattern_of(family)
     hop = pattern == "sequential"
     endpoints = holder_endpoints(session, holders)
-    if hop:
+    if hop and any(ep["alternates"] for ep in endpoints) and groups_may_spread(session, source, group_by):
         endpoints += replica_endpoints(endpoints)
     pool = WorkerPool(endpoints, run_id=run_id, lock_timeout_ms=exec_options["lock_timeout_ms"],
                       clock_start=since, identity=server_identity(session))
