@@ -407,6 +407,90 @@ def delete_checkpoints_except(session, run_id: int, keep: Sequence[str]) -> None
                   [run_id, list(keep)], ["bigint", "text[]"])
 
 
+# ------------------------------------------------------------------------------ run_requests
+def request_target(session, run_id: int) -> Optional[Dict[str, Any]]:
+    """What a steering request checks of its run (status, family, the executor's strategy or
+    NULL), or None when the calling role sees no such run. Serialises requests of the run
+    until the transaction ends (the next added trial id is read under it)."""
+    session.query("SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('groupml.run_requests ' "
+                  "OPERATOR(pg_catalog.||) $1::text, 0))", [run_id], ["bigint"])
+    rows = session.query("SELECT r.status, r.family, g.strategy FROM groupml.runs r LEFT JOIN groupml.grouped_runs g "
+                         "USING (run_id) WHERE r.run_id = $1", [run_id], ["bigint"])
+    return rows[0] if rows else None
+
+
+def insert_run_request(session, run_id: int, kind: str, *, trial_id: Optional[int] = None,
+                       params: Optional[Mapping[str, Any]] = None, n_workers: Optional[int] = None) -> int:
+    return session.query(
+        "INSERT INTO groupml.run_requests (run_id, kind, trial_id, params, n_workers) VALUES ($1, $2, $3, $4::jsonb, "
+        "$5) RETURNING request_id", [run_id, kind, trial_id, None if params is None else json.dumps(params), n_workers],
+        ["bigint", "text", "integer", "text", "integer"])[0]["request_id"]
+
+
+def run_requests(session, run_id: int, kinds: Sequence[str]) -> List[Dict[str, Any]]:
+    """The run's requests of ``kinds`` in the order they were filed (params as JSON text)."""
+    return session.query(
+        "SELECT request_id, kind, trial_id, params::text AS params, n_workers, status FROM groupml.run_requests "
+        "WHERE run_id = $1 AND kind = ANY ($2::text[]) ORDER BY request_id", [run_id, list(kinds)],
+        ["bigint", "text[]"])
+
+
+def next_added_trial_id(session, run_id: int, first: int) -> int:
+    """The id of the run's next added trial: ``first``, then one past the last one."""
+    return int(session.query(
+        "SELECT coalesce(max(trial_id) + 1, $2) AS t FROM groupml.run_requests WHERE run_id = $1 AND kind = 'add_trial'",
+        [run_id, first], ["bigint", "integer"])[0]["t"])
+
+
+def trial_progress(session, run_id: int, trial_id: int) -> Dict[str, Any]:
+    """Where a trial of a run is: groups with committed epochs of it, groups where its last
+    committed decision lets it go on, and the request that added it or asked it to stop."""
+    return session.query(
+        "WITH last AS (SELECT DISTINCT ON (group_key) group_key, decision FROM groupml.run_epochs "
+        "WHERE run_id = $1 AND trial_id = $2 ORDER BY group_key, block DESC) "
+        "SELECT (SELECT count(*) FROM last)::int AS groups, "
+        "(SELECT count(*) FROM last WHERE decision = 'CONTINUE')::int AS going, "
+        "(SELECT min(request_id) FROM groupml.run_requests WHERE run_id = $1 AND trial_id = $2 "
+        " AND kind = 'add_trial') AS added, "
+        "(SELECT min(request_id) FROM groupml.run_requests WHERE run_id = $1 AND trial_id = $2 "
+        " AND kind = 'stop_trial') AS stop", [run_id, trial_id], ["bigint", "integer"])[0]
+
+
+def requested_workers(session, run_id: int) -> int:
+    """The run's workers: those it started with and those its requests add (applied or pending)."""
+    return int(session.query(
+        "SELECT (SELECT workers FROM groupml.grouped_runs WHERE run_id = $1) + coalesce((SELECT sum(n_workers) FROM "
+        "groupml.run_requests WHERE run_id = $1 AND kind = 'add_workers' AND status IN ('applied', 'pending')), 0) "
+        "AS n", [run_id], ["bigint"])[0]["n"])
+
+
+def enabled_endpoints(session) -> int:
+    """Enabled rows of groupml.worker_endpoints (0: loopback workers)."""
+    return int(session.query("SELECT count(*)::int AS n FROM groupml.worker_endpoints WHERE enabled")[0]["n"])
+
+
+def added_workers(session, run_id: int) -> int:
+    """Worker backends the run's applied requests added (a resumed run starts with them)."""
+    return int(session.query(
+        "SELECT coalesce(sum(n_workers), 0)::int AS n FROM groupml.run_requests WHERE run_id = $1 "
+        "AND kind = 'add_workers' AND status = 'applied'", [run_id], ["bigint"])[0]["n"])
+
+
+def settle_requests(session, run_id: int, request_ids: Sequence[int], status: str, note: str) -> None:
+    """Mark the run's pending requests ``request_ids`` applied (or refused) now, in the caller's
+    transaction (the one that commits the progress that applied them)."""
+    session.query("UPDATE groupml.run_requests SET status = $3, note = $4, applied_at = clock_timestamp() "
+                  "WHERE run_id = $1 AND request_id = ANY ($2::bigint[]) AND status = 'pending'",
+                  [run_id, list(request_ids), status, note], ["bigint", "bigint[]", "text", "text"])
+
+
+def expire_requests(session, run_id: int) -> None:
+    """Requests still pending when the run finishes: no epoch boundary was left to apply them."""
+    session.query("UPDATE groupml.run_requests SET status = 'expired', applied_at = clock_timestamp(), "
+                  "note = 'the run finished before an epoch boundary could apply it' "
+                  "WHERE run_id = $1 AND status = 'pending'", [run_id], ["bigint"])
+
+
 # ------------------------------------------------------------------------------ snapshots
 def insert_snapshot(session, *, source: str, group_by, features, label: str, seed: int, fraction: float,
                     block_rows: int, keep: bool) -> int:

@@ -418,7 +418,8 @@ def fit_packed(raw: Optional[bytes], n_rows: int, d: int, model: str, search: di
 def search_and_select(trainer, spec, plan: dict, base: dict, *, on_epoch=None,
                       interrupt_check: Optional[Callable[[], None]] = None,
                       checkpoint: Optional[Callable[[Any, Dict[str, Any]], None]] = None,
-                      resume: Optional[Dict[str, Any]] = None) -> FitResult:
+                      resume: Optional[Dict[str, Any]] = None,
+                      requests: Optional[Callable[[], List[Dict[str, Any]]]] = None) -> FitResult:
     """Run the search on a Trainer (local, or one whose passes run on workers), record every
     trial with its cost, and return the selection as a FitResult (``base`` carries the
     group's counts).
@@ -427,7 +428,8 @@ def search_and_select(trainer, spec, plan: dict, base: dict, *, on_epoch=None,
     ``state`` = ``{"search": ..., "meter": ..., "trainer": trainer.checkpoint_state()}``,
     copied, so the trainer may go on while it is stored. ``resume`` = such a state: the
     trainer, the metering and the search procedure are restored and the search continues
-    after that block; the result equals the uninterrupted search's.
+    after that block; the result equals the uninterrupted search's. ``requests``: trials
+    added and stopped from outside between blocks (:func:`groupml.search.run_search`).
     """
     from .search import SearchProcedure, make_procedure, run_search, search_state
 
@@ -447,7 +449,7 @@ def search_and_select(trainer, spec, plan: dict, base: dict, *, on_epoch=None,
 
     result = run_search(procedure, metered, slots=plan["slots"], epoch_iters=spec.epoch_iters,
                         on_epoch=on_epoch if checkpoint is None else with_checkpoint,
-                        resume=None if resume is None else resume["search"])
+                        resume=None if resume is None else resume["search"], requests=requests)
     metric = trainer.metric
     trials = []
     for t in result.trials:

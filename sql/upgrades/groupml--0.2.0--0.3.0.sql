@@ -532,3 +532,67 @@ RETURNS float8 LANGUAGE sql STABLE STRICT PARALLEL SAFE
 AS $sql$ SELECT @extschema@.predict_proba_row(fit, pg_catalog.to_jsonb(columns)) $sql$;
 COMMENT ON FUNCTION @extschema@.predict_proba_row(@extschema@.fit, anyelement) IS
   'Probability of class 1 for one row of raw columns with a fit whose model stores a transform (train_groups on raw feature columns), for classifiers. columns: a row -- a table row such as c, or ROW(a, b, ...) with the training columns in their order. See groupml.help(''transforms'').';
+
+-- GLMs under model hopper parallelism: strategy => 'mop' trains logistic, linear and svm by
+-- mini-batch SGD; replay retrains their configurations
+COMMENT ON PROCEDURE @extschema@.train_groups(regclass, text[], text[], text, text, jsonb, jsonb, bigint, integer, text, text) IS
+  'Train and select one model per group of a table and store them in groupml.models (committed group by group). workers => p > 1 (or an explicit strategy) runs the planner-driven executor over p worker backends: auto | grouped | gtp | mtp | dp | mop (model hopper parallelism: MLP configurations, or GLM configurations trained by mini-batch SGD, hop over p partitions of each group). Pass an existing run_id to resume an interrupted run. model_set => name makes the run a new version of that model set, activated when the run finishes (groupml.help(''model_sets'')). See groupml.help(''train_groups''), groupml.help(''grouped'') and groupml.help(''mop'').';
+
+COMMENT ON FUNCTION @extschema@.replay(bigint, integer, jsonb) IS
+  'Retrain one configuration (trial) of a train_groups run whose MLP groups were split into partitions, or whose MLP or GLM configurations hopped over partitions (strategy => ''mop''), sequentially in this backend, from the run''s visit log in groupml.run_schedule, and return its model bytes: the same bytes as the run''s model of that trial on the same host. Needs the run''s snapshot (options.keep_snapshot). group_key may be NULL when the trial is in one group.';
+
+-- Steering a running model hopper run from another session: groupml.run_requests and
+-- mop_add_trial / mop_stop_trial / mop_add_workers
+CREATE TABLE @extschema@.run_requests (
+    request_id   bigserial PRIMARY KEY,
+    run_id       bigint NOT NULL REFERENCES @extschema@.runs (run_id) ON DELETE CASCADE,
+    kind         text NOT NULL CHECK (kind IN ('add_trial', 'stop_trial', 'add_workers')),
+    trial_id     integer CHECK (trial_id >= 0),  -- add_trial: the new trial's id; stop_trial: the trial to stop
+    params       jsonb,                          -- add_trial: the configuration, validated and completed
+    n_workers    integer CHECK (n_workers >= 1), -- add_workers: worker backends to add
+    status       text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'applied', 'refused', 'expired')),
+    note         text,                           -- what applying it did, or why it was not applied
+    requested_by name NOT NULL DEFAULT current_user,
+    requested_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    applied_at   timestamptz,                    -- committed with the run's progress that applied it
+    CHECK ((kind = 'add_trial') = (params IS NOT NULL)),
+    CHECK ((kind = 'add_workers') = (n_workers IS NOT NULL)),
+    CHECK ((kind = 'add_workers') = (trial_id IS NULL)),
+    CHECK ((status = 'pending') = (applied_at IS NULL))
+);
+CREATE UNIQUE INDEX run_requests_one_per_trial ON @extschema@.run_requests (run_id, kind, trial_id)
+    WHERE kind IN ('add_trial', 'stop_trial');
+COMMENT ON TABLE @extschema@.run_requests IS
+  'Requests that steer a running model hopper run (strategy => ''mop'') from another session: add a trial (groupml.mop_add_trial), stop a trial (groupml.mop_stop_trial), add worker backends (groupml.mop_add_workers). The run applies trial requests between epoch blocks and worker requests between sub-epochs, and marks them applied in the transaction that commits that progress, so a resumed run neither loses nor repeats one.';
+COMMENT ON INDEX @extschema@.run_requests_one_per_trial IS
+  'One add request per added trial id and one stop request per trial of a run.';
+ALTER TABLE @extschema@.run_requests ENABLE ROW LEVEL SECURITY;
+CREATE POLICY run_requests_of_visible_runs ON @extschema@.run_requests
+    USING (EXISTS (SELECT 1 FROM @extschema@.runs r WHERE r.run_id OPERATOR(pg_catalog.=) run_requests.run_id));
+COMMENT ON POLICY run_requests_of_visible_runs ON @extschema@.run_requests IS
+  'Row-level security: requests follow their run: a role sees, files and changes the requests of the groupml.runs rows it sees (its own runs, those of roles it is a member of; groupml_admin: all).';
+GRANT SELECT, INSERT ON @extschema@.run_requests TO groupml_admin;
+GRANT USAGE ON SEQUENCE @extschema@.run_requests_request_id_seq TO groupml_admin;
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.run_requests', '');
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.run_requests_request_id_seq', '');
+CREATE FUNCTION @extschema@.mop_add_trial(run_id bigint, params jsonb) RETURNS integer
+LANGUAGE plpython3u
+AS $python$
+from groupml.udf.mop import mop_add_trial; return mop_add_trial(run_id, params)
+$python$;
+COMMENT ON FUNCTION @extschema@.mop_add_trial(bigint, jsonb) IS
+  'Ask a model hopper run (strategy => ''mop'') that is training or resumable to add one MLP configuration (params: the learner''s hyperparameters, validated now): it starts at the run''s next epoch boundary in every group still training and visits every partition once per epoch. Returns the new trial''s id (numbered from 1000000). The request is recorded in groupml.run_requests. See groupml.help(''mop_add_trial'').';
+CREATE FUNCTION @extschema@.mop_stop_trial(run_id bigint, trial_id integer) RETURNS bigint
+LANGUAGE plpython3u
+AS $python$
+from groupml.udf.mop import mop_stop_trial; return mop_stop_trial(run_id, trial_id)
+$python$;
+COMMENT ON FUNCTION @extschema@.mop_stop_trial(bigint, integer) IS
+  'Ask a model hopper run (strategy => ''mop'') that is training or resumable to stop one trial: it finishes its current epoch block and is stored with status ''stopped''. Returns the request_id of groupml.run_requests. See groupml.help(''mop_stop_trial'').';
+CREATE FUNCTION @extschema@.mop_add_workers(run_id bigint, n integer DEFAULT 1) RETURNS bigint
+LANGUAGE plpython3u
+AS $python$
+from groupml.udf.mop import mop_add_workers; return mop_add_workers(run_id, n)
+$python$;
+COMMENT ON FUNCTION @extschema@.mop_add_workers(bigint, integer) IS
+  'Ask a model hopper run (strategy => ''mop'') that is training or resumable to add n worker backends (elasticity): each new worker holds a copy of every partition and the randomized scheduler gives it units from the next sub-epoch on. Returns the request_id of groupml.run_requests. See groupml.help(''mop_add_workers'').';

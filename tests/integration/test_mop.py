@@ -37,11 +37,12 @@ def clicks(db):
     make_table(db)
 
 
-def mop(db, spec=SPEC, workers=2, options=None, group_by="ARRAY[]::text[]", run_id="NULL", source="clicks"):
+def mop(db, spec=SPEC, workers=2, options=None, group_by="ARRAY[]::text[]", run_id="NULL", source="clicks",
+        model="mlp"):
     opts = dict({"keep_snapshot": True}, **(options or {}))
-    return db.execute(f"CALL groupml.train_groups(%s, {group_by}, {FEATS}, 'clicked', 'mlp', %s::jsonb, %s::jsonb, "
+    return db.execute(f"CALL groupml.train_groups(%s, {group_by}, {FEATS}, 'clicked', %s, %s::jsonb, %s::jsonb, "
                       f"{run_id}, workers => {workers}, strategy => 'mop')",
-                      [source, json.dumps(spec), json.dumps(opts)]).fetchone()[0]
+                      [source, model, json.dumps(spec), json.dumps(opts)]).fetchone()[0]
 
 
 def visits(db, run_id):
@@ -85,16 +86,25 @@ def test_mop_over_an_ungrouped_table_keeps_rows_on_their_worker(db, clicks):
     assert best == "ok"
 
 
-def test_mop_runs_inside_each_group(db):
+@pytest.mark.parametrize("model", ["mlp", "logistic"])
+def test_mop_runs_inside_each_group(db, model):
     make_table(db, n=500, groups=("a", "b"))
-    run_id = mop(db, group_by="ARRAY['country']")
+    run_id = mop(db, group_by="ARRAY['country']", model=model, spec=SPEC if model == "mlp" else GLM_SPEC)
     log = check_run(db, run_id, 2)
     assert {e["group_key"] for e in log if e["kind"] == "visit"} == {'{"country": "a"}', '{"country": "b"}'}
 
 
 @pytest.mark.parametrize("stmt, state, text", [
-    ("CALL groupml.train_groups('clicks', ARRAY[]::text[], ARRAY['f1'], 'clicked', 'logistic', '{}', '{}', "
+    ("CALL groupml.train_groups('clicks', ARRAY[]::text[], ARRAY['f1'], 'clicked', 'lightgbm', '{}', '{}', "
      "workers => 2, strategy => 'mop')", "0A000", "strategy"),
+    ("CALL groupml.train_groups('clicks', ARRAY[]::text[], ARRAY['f1'], 'clicked', 'logistic', "
+     "'{\"solver\": \"lbfgs\"}', '{}', workers => 2, strategy => 'mop')", "22023", "'sgd'"),
+    ("CALL groupml.train_groups('clicks', ARRAY[]::text[], ARRAY['f1'], 'clicked', 'logistic', "
+     "'{\"space\": {\"tol\": [0.001]}}', '{}', workers => 2, strategy => 'mop')", "22023", "'tol'"),
+    ("CALL groupml.train_groups('clicks', ARRAY[]::text[], ARRAY['f1'], 'clicked', 'linear', "
+     "'{\"lr\": [-1]}', '{}', workers => 2, strategy => 'mop')", "22023", "'lr'"),
+    ("CALL groupml.train_groups('clicks', ARRAY[]::text[], ARRAY['f1'], 'clicked', 'svm', "
+     "'{\"epochs\": [3]}', '{}', workers => 2, strategy => 'mop')", "22023", "max_iter"),
     ("CALL groupml.train_groups('clicks', ARRAY[]::text[], ARRAY['f1'], 'clicked', 'mlp', '{}', "
      "'{\"replicas\": 0}', workers => 2, strategy => 'mop')", "22023", "replicas"),
     ("CALL groupml.train_groups('clicks', ARRAY[]::text[], ARRAY['f1'], 'clicked', 'mlp', '{}', '{}', "
@@ -239,24 +249,91 @@ def test_progress_shows_epochs_sub_epochs_and_losses_and_a_cancelled_run_resumes
     assert bytes(db.execute("SELECT groupml.replay(%s, %s)", [run_id, tid]).fetchone()[0]) == model
 
 
-def test_asha_drives_mop_epoch_by_epoch(db, clicks):
-    spec = {"method": "asha", "n_trials": 6, "max_epochs": 4, "min_epochs": 1, "eta": 2, "epoch_iters": 1,
-            "space": {"lr": {"loguniform": [0.001, 0.1]}, "layers": ["8"], "epochs": [4],
-                      "batch_size": [32]}}
-    run_id = mop(db, spec=spec)
-    log = visits(db, run_id)
-    v = as_visits(log)
+def asha_run(db, spec, **kw):
+    """Epochs each trial of a new MOP run of ``spec`` visited; its visit log is sound and its
+    best trial replays to the stored model."""
+    run_id = mop(db, spec=spec, **kw)
+    tid, model = stored_best(db, run_id)
+    assert bytes(db.execute("SELECT groupml.replay(%s, %s)", [run_id, tid]).fetchone()[0]) == model
+    v = as_visits(visits(db, run_id))
     assert visit_log_violations(v, 2) == []
     epochs = {}
     for x in v:
         epochs[x["trial"]] = max(epochs.get(x["trial"], 0), x["epoch"] + 1)
+    return epochs
+
+
+def test_asha_drives_mop_epoch_by_epoch(db, clicks):
+    spec = {"method": "asha", "n_trials": 6, "max_epochs": 4, "min_epochs": 1, "eta": 2, "epoch_iters": 1,
+            "space": {"lr": {"loguniform": [0.001, 0.1]}, "layers": ["8"], "epochs": [4],
+                      "batch_size": [32]}}
+    epochs = asha_run(db, spec)
     assert len(epochs) >= 6 and min(epochs.values()) < 4 and max(epochs.values()) == 4   # ASHA stopped some early
+
+
+@pytest.mark.parametrize("model", ["mlp", "logistic"])
+def test_explain_train_groups_describes_a_mop_plan(db, clicks, model):
+    spec = SPEC if model == "mlp" else GLM_SPEC
+    rows = db.execute(f"SELECT strategy, explanation FROM groupml.explain_train_groups('clicks', ARRAY[]::text[], "
+                      f"{FEATS}, 'clicked', %s, %s::jsonb, '{{}}', 2, 'mop') WHERE chosen",
+                      [model, json.dumps(spec)]).fetchall()
+    assert rows and rows[0][0] == "mop" and "partitions" in rows[0][1]
+
+
+# ------------------------------------------------------------------ GLMs trained by SGD
+GLM_SPEC = {"method": "grid", "epoch_iters": 1,
+            "space": {"lr": [0.3, 0.03], "l2": [0.0, 0.001], "max_iter": [3], "batch_size": [64]}}
+
+
+@pytest.fixture
+def separable(db):
+    """A well-separated logistic table of a few thousand rows, columns on very different scales."""
+    db.execute("CREATE TABLE sep (country text, f1 float8, f2 float8, f3 float8, clicked int)")
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(3000, 3)) * [1.0, 40.0, 0.01] + [2.0, -100.0, 0.0]
+    z = 2.0 * (X[:, 0] - 2.0) - (X[:, 1] + 100.0) / 20.0 + rng.normal(scale=0.3, size=3000)
+    with db.cursor() as cur:
+        with cur.copy("COPY sep FROM STDIN") as cp:
+            for x, v in zip(X, z):
+                cp.write_row(("all", *map(float, x), int(v > 0)))
+
+
+def best_metric(db, run_id, name="accuracy"):
+    return db.execute("SELECT ((fit).metrics ->> %s)::float8 FROM groupml.models WHERE run_id = %s",
+                      [name, run_id]).fetchone()[0]
+
+
+def test_a_logistic_mop_run_trains_by_sgd_matches_lbfgs_and_replays_bit_for_bit(db, separable):
+    run_id = mop(db, spec=GLM_SPEC, source="sep", model="logistic")
+    check_run(db, run_id, 2)
+    params = [r[0] for r in db.execute("SELECT params FROM groupml.trials WHERE run_id = %s", [run_id]).fetchall()]
+    assert len(params) == 4 and all(p["solver"] == "sgd" for p in params)
     tid, model = stored_best(db, run_id)
     assert bytes(db.execute("SELECT groupml.replay(%s, %s)", [run_id, tid]).fetchone()[0]) == model
+    assert bytes(db.execute("SELECT groupml.replay(%s, %s)", [run_id, (tid + 1) % 4]).fetchone()[0]) != model
+    # an ordinary GLM fit: groupml.predict scores it, on the user's scale
+    acc = db.execute("SELECT avg((groupml.predict(m.fit, ARRAY[s.f1, s.f2, s.f3]) = s.clicked)::int) "
+                     "FROM sep s, groupml.models m WHERE m.run_id = %s", [run_id]).fetchone()[0]
+    # the same data fit by lbfgs in one backend (same seed: the same validation rows)
+    lbfgs = db.execute("CALL groupml.train_groups('sep', ARRAY[]::text[], " + FEATS + ", 'clicked', 'logistic', "
+                       "'{}', '{}', NULL)").fetchone()[0]
+    assert best_metric(db, lbfgs) > 0.9
+    assert best_metric(db, run_id) >= best_metric(db, lbfgs) - 0.05
+    assert float(acc) >= best_metric(db, lbfgs) - 0.05
 
 
-def test_explain_train_groups_describes_a_mop_plan(db, clicks):
-    rows = db.execute(f"SELECT strategy, explanation FROM groupml.explain_train_groups('clicks', ARRAY[]::text[], "
-                      f"{FEATS}, 'clicked', 'mlp', %s::jsonb, '{{}}', 2, 'mop') WHERE chosen",
-                      [json.dumps(SPEC)]).fetchall()
-    assert rows and rows[0][0] == "mop" and "partitions" in rows[0][1]
+def test_asha_drives_a_linear_mop_run_and_replays(db, separable):
+    spec = {"method": "asha", "n_trials": 4, "max_epochs": 4, "min_epochs": 1, "eta": 2, "epoch_iters": 1,
+            "space": {"lr": {"loguniform": [0.001, 0.1]}, "max_iter": [4], "batch_size": [128]}}
+    epochs = asha_run(db, spec, source="sep", model="linear")
+    assert len(epochs) >= 4 and max(epochs.values()) == 4
+
+
+def test_svm_mop_runs_hinge_and_squared_hinge_sgd_and_replays(db, separable):
+    spec = {"method": "grid", "epoch_iters": 1,
+            "space": {"lr": [0.1, 0.01], "loss": ["hinge", "squared_hinge"], "max_iter": [3], "batch_size": [64]}}
+    run_id = mop(db, spec=spec, source="sep", model="svm")
+    check_run(db, run_id, 2)
+    assert best_metric(db, run_id) > 0.9
+    tid, model = stored_best(db, run_id)
+    assert bytes(db.execute("SELECT groupml.replay(%s, %s)", [run_id, tid]).fetchone()[0]) == model

@@ -219,8 +219,14 @@ def test_mop_requests_a_distributed_table_cannot_take_are_refused(citus_cluster,
         state, msg, hint = sql_error(
             conn, f"CALL groupml.train_groups('hops', ARRAY[]::text[], {FEATS}, 'clicked', 'logistic', '{{}}'::jsonb, "
                   f"'{{}}'::jsonb, NULL, strategy => 'mop')")
-        assert state == "0A000" and "strategy" in msg and hint, msg
+        assert state == "0A000" and "strategy" in msg and "partial sums" in hint, msg
         assert conn.execute("SELECT count(*) FROM groupml.runs").fetchone()[0] == runs
+        # a run on the nodes is not steered (its workers are the shards' holders)
+        run = train_mlp(conn, "hops", strategy="mop", options={"keep_snapshot": False})
+        for stmt, args in (("SELECT groupml.mop_add_trial(%s, %s::jsonb)", [run, '{"lr": 0.01, "epochs": 1}']),
+                           ("SELECT groupml.mop_add_workers(%s, 1)", [run])):
+            state, msg, hint = sql_error(conn, stmt, args)
+            assert state == "0A000" and "nodes of a distributed table" in msg and hint, msg
 
 
 # ---------------------------------------------------------------- postgres_fdw

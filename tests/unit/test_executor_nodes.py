@@ -154,3 +154,13 @@ def test_a_node_lost_error_keeps_its_sqlstate_when_a_run_stops_on_it():
     assert exc.sqlstate == "08001" and "127.0.0.1:9702" in exc.message and "replication" in exc.hint
     out = _stopped(exc, f"run 5 stopped: {exc.message}", "Call train_groups again with run_id => 5.")
     assert type(out) is NodeLostError and out.sqlstate == "08001" and "run_id => 5" in out.hint
+
+
+def test_mop_on_the_nodes_is_for_mlps():
+    from groupml.executor.nodes import check_node_strategy
+
+    check_node_strategy("sequential", "mop", "events")
+    check_node_strategy("algebraic", "auto", "events")
+    with pytest.raises(FeatureNotSupportedError) as info:
+        check_node_strategy("algebraic", "mop", "events")
+    assert "'strategy'" in info.value.message and "partial sums" in info.value.hint

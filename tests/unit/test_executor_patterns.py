@@ -28,6 +28,8 @@ def data(n=400, d=3, seed=0):
 class FakePool:
     """Runs each task at once in the calling thread through worker.gap_task; logs like WorkerPool."""
 
+    size = 2                          # workers 0 and 1
+
     def __init__(self, arrays):
         self.arrays = arrays          # json(pieces) -> (X, y)
         self.log = []
@@ -53,16 +55,22 @@ class FakePool:
         return out
 
 
+def fake_group(monkeypatch, X, y, cuts):
+    """A group of rows ``X``, ``y`` cut into shards ``cuts`` [(start, n), ...] on two fake
+    workers: (pool, ctx); the worker ops read the shards' rows from memory."""
+    arrays = {json.dumps([[s, 0, n]]): (X[s:s + n], y[s:s + n]) for s, n in cuts}
+    monkeypatch.setattr(worker, "shard_arrays", lambda session, req: arrays[json.dumps(req["pieces"])])
+    pool = FakePool(arrays)
+    shards = [(i % 2, s, n, [[s, 0, n]]) for i, (s, n) in enumerate(cuts)]
+    return pool, GroupCtx(pool, snapshot_id=1, group_no=0, group_key="g", d=X.shape[1], shards=shards, mem_mb=64)
+
+
 @pytest.fixture
 def sharded(monkeypatch):
     X, y = data()
     cuts = [(0, 150), (150, 130), (280, 120)]
-    arrays = {json.dumps([[s, 0, n]]): (X[s:s + n], y[s:s + n]) for s, n in cuts}
-    monkeypatch.setattr(worker, "shard_arrays", lambda session, req: arrays[json.dumps(req["pieces"])])
     monkeypatch.setattr(worker, "validation_arrays", lambda session, req: data(100, seed=1))
-    pool = FakePool(arrays)
-    shards = [(i % 2, s, n, [[s, 0, n]]) for i, (s, n) in enumerate(cuts)]
-    ctx = GroupCtx(pool, snapshot_id=1, group_no=0, group_key="g", d=3, shards=shards, mem_mb=64)
+    pool, ctx = fake_group(monkeypatch, X, y, cuts)
     return X, y, cuts, pool, ctx
 
 

@@ -55,7 +55,7 @@ def pattern_of(family) -> str:
 
 
 #: the strategies run only when named, and the access patterns they run for
-EXPLICIT_PATTERNS = {"mop": ("sequential",)}
+EXPLICIT_PATTERNS = {"mop": ("sequential", "algebraic")}
 
 
 def check_strategy(pattern: str, strategy: str, model: str) -> None:
@@ -97,7 +97,7 @@ def precheck(family, *, n_train: int, n_val: int, n_pos: int, n_skipped: int, d:
 
 def fit_with_trainer(trainer, family, spec, *, n_train: int, n_val: int, n_skipped: int, d: int,
                      on_epoch=None, interrupt_check=None, pattern: str = "", checkpoint=None, resume=None,
-                     plan: Optional[Dict[str, Any]] = None):
+                     plan: Optional[Dict[str, Any]] = None, requests: Optional[Callable] = None):
     """Run the search of ``spec`` on ``trainer`` (any engine.Trainer); the group's FitResult.
 
     ``plan``: the batch plan (``slots``, ``seconds``; GLMs: :func:`groupml.fitting.plan_group`);
@@ -106,7 +106,7 @@ def fit_with_trainer(trainer, family, spec, *, n_train: int, n_val: int, n_skipp
     if plan is None:
         plan = {"slots": search_slots(spec, family), "seconds": None, "pattern": pattern}
     return search_and_select(trainer, spec, plan, base, on_epoch=on_epoch, interrupt_check=interrupt_check,
-                             checkpoint=checkpoint, resume=resume)
+                             checkpoint=checkpoint, resume=resume, requests=requests)
 
 
 # ------------------------------------------------------------------ codec: a whole-group search
@@ -171,6 +171,7 @@ class GroupCtx:
         self.holders = [list(h) for h in holders] if holders else None
         self.val_holders = [list(h) for h in val_holders] if val_holders else None
         self.progress = progress          # progress(line): where the group's training is, between commits
+        self.stops: Optional[Callable[[], set]] = None   # trial ids other sessions asked to stop (MOP)
 
     def request(self, s: int, **extra) -> str:
         return json.dumps(dict({"snapshot": self.snapshot_id, "group_no": self.group_no,
@@ -182,18 +183,18 @@ class GroupCtx:
                 "n_rows": rows, "trials": list(trials)}
 
 
-def shard_stats(ctx: GroupCtx) -> Dict[str, Any]:
-    """The MLP's standardisation moments of a split group: one ``mlp_stats`` task per shard,
-    merged in shard order (as :func:`groupml.learners.train_sharded` does). On the nodes
-    (``ctx.holders``) a shard's task runs on a live holder of it, and moves to another one
-    when its worker is lost."""
+def shard_stats(ctx: GroupCtx, op: str = "mlp_stats") -> Dict[str, Any]:
+    """The standardisation moments of a split group: one ``op`` task per shard (``mlp_stats``;
+    ``glm_stats``, the same moments without loading torch), merged in shard order (as
+    :func:`groupml.learners.train_sharded` does). On the nodes (``ctx.holders``) a shard's task
+    runs on a live holder of it, and moves to another one when its worker is lost."""
     from .pool import NodeLostError, WorkerLostError
 
     def holders(s: int) -> List[int]:
         return list(ctx.holders[s]) if ctx.holders else [ctx.shards[s][0]]
 
     def submit(s: int, w: int):
-        return ctx.pool.submit(w, ctx.request(s, op="mlp_stats"), b"", ctx.meta(s, "stats", 0, []), fn="task")
+        return ctx.pool.submit(w, ctx.request(s, op=op), b"", ctx.meta(s, "stats", 0, []), fn="task")
 
     futs = []
     for s in range(len(ctx.shards)):

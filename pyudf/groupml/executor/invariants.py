@@ -21,6 +21,8 @@ Entries carry a ``kind`` (missing = ``'pass'``, the GLM data pass above). The ot
 * ``'rank'`` (sampling, one rank of a distributed LightGBM job; ``pass`` = job): the
   ranks of a job tile the group, one per worker (data sharding), one job per config;
 * ``'fit'`` (an unsplit group's whole search on one worker): one task over ``[0, n_train)``;
+* ``'load'`` (a worker that joined a model hopper run loads a partition it holds a copy of):
+  a range of the group's training rows;
 * ``'eval'`` (an MLP state scored on the validation rows, or serialised as a model): no rows;
 * ``'ports'`` (a worker finding free ports for the LightGBM ranks it will run): no rows;
 * ``'block'`` (MTP, MLP: one config's epoch block on one worker; ``pass`` = its first epoch):
@@ -204,6 +206,14 @@ def _mlp_visits(g: str, n: int, tasks, kind: str) -> List[str]:
     return out
 
 
+def _partition_loads(g: str, n: int, tasks, kind: str) -> List[str]:
+    """'load' (a worker joining a model hopper run loads a partition it holds a copy of): each
+    load reads one range of the group's training rows."""
+    return [f"data sharding: worker {t['worker']} loaded rows [{t['row_start']}, {t['row_start'] + t['n_rows']}) "
+            f"outside group {g}'s [0, {n})" for t in tasks
+            if t["row_start"] < 0 or t["n_rows"] < 0 or t["row_start"] + t["n_rows"] > n]
+
+
 def _no_training_rows(g: str, n: int, tasks, kind: str) -> List[str]:
     """'eval' (scoring on validation rows) and 'ports' (finding free ports): nothing to check."""
     return []
@@ -211,7 +221,7 @@ def _no_training_rows(g: str, n: int, tasks, kind: str) -> List[str]:
 
 #: task kind -> its checker ``(group key, training rows, tasks, kind) -> violations``
 KIND_CHECKS = {"fit": _whole_group_fit, "block": _mtp_tasks, "boost": _mtp_tasks, "stats": _shard_stats,
-               "rank": _lgbm_ranks, "visit": _mlp_visits, "eval": _no_training_rows, "ports": _no_training_rows}
+               "rank": _lgbm_ranks, "visit": _mlp_visits, "load": _partition_loads, "eval": _no_training_rows, "ports": _no_training_rows}
 
 
 def _task_kind_violations(entries: List[Mapping[str, Any]], n_train: Mapping[str, int]) -> List[str]:

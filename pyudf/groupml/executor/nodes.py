@@ -84,6 +84,16 @@ def groups_may_spread(session, source: str, group_by: Sequence[str]) -> bool:
     return citus_shard_map(session, source).distribution_column not in group_by
 
 
+def check_node_strategy(pattern: str, strategy: str, source: str) -> None:
+    """On the nodes, strategy 'mop' hops MLP states over the shards; a GLM trains there by
+    partial sums (its SGD hops are for one server's partitions)."""
+    if strategy == "mop" and pattern != "sequential":
+        raise FeatureNotSupportedError(
+            f"The 'strategy' value 'mop' on the distributed table {source} trains MLPs (their states hop between "
+            f"the nodes); got a model of the {pattern} pattern",
+            hint="Omit strategy: on the nodes a GLM group spread over shards trains by partial sums per pass.")
+
+
 def has_foreign_partitions(session, source: str) -> bool:
     """Whether ``source`` is a partitioned table with postgres_fdw foreign partitions."""
     return bool(session.query(

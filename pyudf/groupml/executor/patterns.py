@@ -1,4 +1,4 @@
-"""The sequential (MLP) and sampling (LightGBM) access patterns under the grouped executor.
+"""The sequential (MLP) and sampling (LightGBM) access patterns under the grouped executor (and GLMs under MOP).
 
 Coordinator side (driver threads, no plpy) and the pure search of an unsplit group that
 a worker backend runs:
@@ -12,6 +12,8 @@ a worker backend runs:
   task in flight (config isolation by data dependency), each worker runs one task at a
   time (the pool), and the executed hops are the visit log in ``groupml.run_schedule``
   (``kind = 'visit'``) that :func:`groupml.learners.replay` reproduces bit for bit.
+* **algebraic (GLMs) under ``strategy => 'mop'``**: :class:`ShardedGLMHopTrainer`, the same
+  hopper with mini-batch SGD states of a GLM (``glm_visit`` tasks).
 * **sampling, split group**: :class:`ShardedLGBMTrainer`. A config is trained once, for
   its ``num_boost_round``, by LightGBM's own data-parallel mode: one ``lgbm_rank`` task
   per shard, started together on the workers holding the shards (``machines``: each
@@ -31,7 +33,8 @@ import numpy as np
 
 from ..errors import PrerequisiteStateError
 from ..fitting import plan_group
-from ..learners import HopScheduler, LightGBMModel, replica_holders, extend_margins, lgb_module, make_trainer
+from ..learners import (HopScheduler, LightGBMModel, glmsgd, joining_partitions, replica_holders, extend_margins,
+                        lgb_module, make_trainer)
 from .core import (Aborted, GroupCtx, ScoredTrainer, await_result, fit_with_trainer, load_configs, pack_fit,
                    pattern_of, precheck, register_checkpoint_format, register_trainer, save_configs, shard_stats,
                    trainer_for, unpack_fit, validate_any)
@@ -77,25 +80,31 @@ class ShardedMLPTrainer(ScoredTrainer):
     """
 
     def __init__(self, family, ctx: GroupCtx, X_val, y_val, *, seed: int, metric: Optional[str] = None,
-                 flexible: bool = True, stats: Optional[Dict[str, Any]] = None, policy: Optional[str] = None):
+                 flexible: bool = True, stats: Optional[Dict[str, Any]] = None, policy: Optional[str] = None,
+                 elastic: bool = False):
         self.family = family
         self.ctx = ctx
         self.seed = int(seed)
         self.flexible = bool(flexible)
         self.policy = policy                  # HopScheduler's policy (None: by ``flexible``)
         self.lost_units: List[tuple] = []     # (trial, partition, worker) of units rerun after a lost worker
+        self.elastic = bool(elastic)          # workers added to the pool mid-run join the scheduler
+        self.joined: List[int] = []           # such workers, each sent its partitions' loads once
         self.d = ctx.d
         self._init_scoring(family, X_val, y_val, metric)
         self.passes = 0
         self._cfgs: Dict[int, Dict[str, Any]] = {}
         self._retired: Dict[int, Dict[str, Any]] = {}
         self.interrupt_check: Optional[Callable[[], None]] = None
-        self.stats = stats if stats is not None else shard_stats(ctx)     # given when resumed from a checkpoint
+        # given when resumed from a checkpoint
+        self.stats = stats if stats is not None else shard_stats(ctx, self.STATS_OP)
 
     # epoch checkpoints (groupml.executor.checkpoint): between blocks every config has
     # finished whole epochs, so its state bytes + epoch count are its whole hop position
     _CKPT_KEYS = ("state", "done", "status", "version")
     CKPT_FORMAT = "mlp-hops-1"
+    # the worker ops of a visit, of a partition's moments and of a joining worker's copy of a partition
+    VISIT_OP, STATS_OP, LOAD_OP = "mlp_visit", "mlp_stats", "mlp_load"
 
     def checkpoint_state(self) -> Dict[str, Any]:
         return save_configs(self, self.CKPT_FORMAT, self._CKPT_KEYS)
@@ -112,6 +121,10 @@ class ShardedMLPTrainer(ScoredTrainer):
 
     def _init(self, c) -> Optional[Dict[str, Any]]:
         return None if c["state"] else {"family": self.family.name, "params": c["params"], "stats": self.stats}
+
+    def _epochs(self, c) -> int:
+        """The epochs a config trains for."""
+        return int(c["params"]["epochs"])
 
     def _on_worker(self, c, op: str, workers: Optional[Sequence[int]] = None) -> bytes:
         """Run ``op`` (scoring or serialising a state: no partition rows) on the least loaded
@@ -145,12 +158,13 @@ class ShardedMLPTrainer(ScoredTrainer):
         self._unreachable(sched.unreachable(), None)
         for tid, c in self._cfgs.items():
             if c["status"] == "running":
-                sched.start(tid, c["done"], min(c["done"] + int(iterations), int(c["params"]["epochs"])))
+                sched.start(tid, c["done"], min(c["done"] + int(iterations), self._epochs(c)))
         inflight: Dict[Any, tuple] = {}
         while sched.pending():
+            self._join_workers(sched, homes)
             for tid, epoch, s, w in sched.next_placements(load=ctx.pool.load):
                 c = self._cfgs[tid]
-                fut = ctx.pool.submit(w, ctx.request(s, op="mlp_visit", epoch=epoch, shard=s, init=self._init(c)),
+                fut = ctx.pool.submit(w, ctx.request(s, op=self.VISIT_OP, epoch=epoch, shard=s, init=self._init(c)),
                                       c["state"], ctx.meta(s, "visit", epoch, [tid]), fn="task")
                 inflight[fut] = (tid, w)
             if self.ctx.abort is not None and self.ctx.abort.is_set():
@@ -168,12 +182,33 @@ class ShardedMLPTrainer(ScoredTrainer):
                 if sched.finished(tid):
                     c["done"] += 1
                     self.passes += 1
-                    if c["done"] >= int(c["params"]["epochs"]):
+                    if c["done"] >= self._epochs(c):
                         c["status"] = "max_iter"
+                    elif ctx.stops is not None and tid in ctx.stops():
+                        sched.stop(tid)         # asked to stop: its block ends with this epoch
                     if self.interrupt_check is not None:
                         self.interrupt_check()
                 if ctx.progress is not None:
                     ctx.progress(self._progress(sched))
+
+    def _join_workers(self, sched: HopScheduler, homes: Sequence[int]) -> None:
+        """Elasticity (Cerebro 5.6), between sub-epochs: every live pool worker that is no
+        partition's home -- one added while the run trains, or by an earlier attempt -- holds
+        a copy of every partition (:func:`groupml.learners.joining_partitions`). Its loads are
+        queued first on it (once per worker), so its first unit finds the rows in memory; the
+        randomized scheduler gives it units from now on."""
+        if not self.elastic:
+            return
+        ctx = self.ctx
+        for w in range(ctx.pool.size):
+            if w in homes or not ctx.pool.alive(w):
+                continue
+            if w not in self.joined:
+                self.joined.append(w)
+                for s in range(len(ctx.shards)):
+                    ctx.pool.submit(w, ctx.request(s, op=self.LOAD_OP), b"", ctx.meta(s, "load", 0, []), fn="task")
+            if not any(w in h for h in sched.holders):
+                sched.add_worker(w, joining_partitions(len(ctx.shards), sched.holders))
 
     def score(self, trial_id: int) -> float:
         loss = super().score(trial_id)
@@ -237,6 +272,44 @@ class ShardedMLPTrainer(ScoredTrainer):
 
     def state(self, trial_id: int) -> bytes:
         return self._get(trial_id)["state"]
+
+
+class ShardedGLMHopTrainer(ShardedMLPTrainer):
+    """engine.Trainer for a GLM group under model hopper parallelism (``strategy => 'mop'``).
+
+    The configurations hop as :class:`ShardedMLPTrainer`'s do, under the same scheduler and
+    visit log; a visit (``glm_visit``) is one pass of mini-batch SGD over the partition
+    (:func:`groupml.learners.glmsgd.visit`) and an epoch is one ``max_iter`` iteration. The
+    state is a few numpy arrays, so the coordinator makes the initial states, scores the
+    validation rows and builds the models itself (no worker round trip, no torch anywhere).
+    A configuration whose weights overflowed stops as 'diverged' at the end of its block.
+    """
+
+    CKPT_FORMAT = "glm-sgd-hops-1"
+    VISIT_OP, STATS_OP, LOAD_OP = "glm_visit", "glm_stats", "glm_load"
+
+    def add(self, trial_id: int, params: Mapping[str, Any]) -> None:
+        p = self._admit(trial_id, params)
+        self._cfgs[trial_id] = {"params": p, "state": glmsgd.init_state(self.family, p, self.d, self.stats),
+                                "done": 0, "status": "running", "version": 0}
+
+    def _init(self, c) -> Optional[Dict[str, Any]]:
+        return None
+
+    def _epochs(self, c) -> int:
+        return int(c["params"]["max_iter"])
+
+    def run(self, iterations: int) -> None:
+        super().run(iterations)
+        for c in self._cfgs.values():
+            if c["status"] == "running" and glmsgd.diverged(c["state"]):
+                c["status"] = "diverged"
+
+    def _compute_margins(self, c) -> np.ndarray:
+        return glmsgd.state_margins(c["state"], self.X_val)
+
+    def model(self, trial_id: int):
+        return glmsgd.state_model(self._get(trial_id)["state"])
 
 
 class _ModelBytes:
@@ -401,8 +474,10 @@ def fit_other_group(pool, *, family, spec, opts, model: str, search: dict, fit_o
                     shards: Sequence[tuple], snapshot_id: int, d: int, X_val, y_val, mem_mb: float, abort,
                     on_epoch_raw: Callable, interrupt_check: Callable, lgbm_timeout_s: float = 120.0,
                     flexible: bool = True, checkpoint=None, resume=None, mode: str = "shards", replicas: int = 1,
-                    progress: Optional[Callable[[str], None]] = None, holders=None, val_holders=None):
-    """The FitResult of one MLP / LightGBM group over the worker pool (see the module doc).
+                    progress: Optional[Callable[[str], None]] = None, requests: Optional[Callable] = None,
+                    holders=None, val_holders=None):
+    """The FitResult of one MLP / LightGBM group (or a GLM group under ``'mop'``) over the worker
+    pool (see the module doc).
 
     ``mode`` (:func:`groupml.executor.plan.group_tasks`): ``'shards'`` with one shard is a
     whole-group search on its worker; otherwise the trainer registered for (access pattern,
@@ -412,9 +487,10 @@ def fit_other_group(pool, *, family, spec, opts, model: str, search: dict, fit_o
     A split group calls ``checkpoint(event, state)`` after every block instead of
     ``on_epoch_raw`` when it is given, and continues from ``resume`` (see
     :func:`groupml.fitting.search_and_select`); an unsplit group is one worker task and
-    has neither. ``holders`` / ``val_holders`` (a group spread over nodes,
-    :func:`groupml.executor.nodes.hop_tasks`): the workers holding each shard and each part
-    of the validation rows."""
+    has neither. ``requests`` (model hopper runs): the trial requests of other sessions, applied
+    between epoch blocks (:func:`groupml.search.run_search`). ``holders`` / ``val_holders`` (a
+    group spread over nodes, :func:`groupml.executor.nodes.hop_tasks`): the workers holding each
+    shard and each part of the validation rows."""
     pre = precheck(family, n_train=int(g["n_train"]), n_val=int(g["n_val"]), n_pos=int(g["n_pos"]),
                    n_skipped=int(g["n_skipped"]), d=d, y_val=y_val)
     if pre is not None:
@@ -422,6 +498,8 @@ def fit_other_group(pool, *, family, spec, opts, model: str, search: dict, fit_o
     ctx = GroupCtx(pool, snapshot_id=snapshot_id, group_no=g["group_no"], group_key=g["gkey"], d=d, shards=shards,
                    mem_mb=mem_mb, abort=abort, replicas=replicas if mode == "mop" else 1, progress=progress,
                    holders=holders, val_holders=val_holders)
+    if requests is not None and mode == "mop":
+        ctx.stops = lambda: {int(r["trial_id"]) for r in requests() if r["kind"] == "stop_trial"}
     pattern = pattern_of(family)
     if mode == "shards" and len(shards) == 1:
         return fit_on_worker(ctx, model=model, search=search, fit_options=fit_options, g=g,
@@ -434,7 +512,8 @@ def fit_other_group(pool, *, family, spec, opts, model: str, search: dict, fit_o
                                          flexible=flexible, resume=resume)
     return fit_with_trainer(trainer, family, spec, n_train=int(g["n_train"]), n_val=int(g["n_val"]),
                             n_skipped=int(g["n_skipped"]), d=d, on_epoch=None if checkpoint else on_epoch,
-                            interrupt_check=interrupt_check, pattern=pattern, checkpoint=checkpoint, resume=resume)
+                            interrupt_check=interrupt_check, pattern=pattern, checkpoint=checkpoint, resume=resume,
+                            requests=requests if mode == "mop" else None)
 
 
 # ------------------------------------------------------------------ this module's strategies
@@ -445,10 +524,14 @@ def _hopper_trainer(family, ctx, X_val, y_val, opts, *, lgbm_timeout_s, flexible
 
 
 @register_trainer("sequential", "mop")
+@register_trainer("algebraic", "mop")
 def _mop_trainer(family, ctx, X_val, y_val, opts, *, lgbm_timeout_s, flexible, resume):
-    """Model hopper parallelism over the group's partitions: Cerebro's randomized scheduler."""
-    return ShardedMLPTrainer(family, ctx, X_val, y_val, seed=opts["seed"], metric=opts["metric"], policy="randomized",
-                             stats=None if resume is None else resume["trainer"]["stats"])
+    """Model hopper parallelism over the group's partitions: Cerebro's randomized scheduler
+    (GLMs: SGD states, :class:`ShardedGLMHopTrainer`)."""
+    cls = ShardedGLMHopTrainer if pattern_of(family) == "algebraic" else ShardedMLPTrainer
+    # on the nodes (ctx.holders) a worker reads only its own node's shard: no worker joins
+    return cls(family, ctx, X_val, y_val, seed=opts["seed"], metric=opts["metric"], policy="randomized",
+               stats=None if resume is None else resume["trainer"]["stats"], elastic=not ctx.holders)
 
 
 @register_trainer("sampling", "shards")

@@ -349,6 +349,7 @@ class WorkerPool:
         # bytes of requests sent to and results received from each worker
         self.sent = [0] * len(endpoints)
         self.received = [0] * len(endpoints)
+        self.size = len(endpoints)              # workers with a thread (grows with add_workers)
 
     def start(self) -> None:
         import psycopg
@@ -365,6 +366,9 @@ class WorkerPool:
                     break
                 except psycopg.Error as exc:
                     tried.append((where["node"], exc))
+                except WorkerEndpointError:
+                    self.close()
+                    raise
             else:
                 node, exc = tried[0]
                 if ep.get("optional"):      # a replica: the run goes on without it
@@ -388,9 +392,39 @@ class WorkerPool:
                          "check pg_hba.conf (a password must be given in groupml.worker_endpoints) or use "
                          "workers => 1.") from None
         for i in range(len(self.endpoints)):
-            t = threading.Thread(target=self._loop, args=(i,), name=f"groupml-worker-{i}", daemon=True)
-            t.start()
-            self._threads.append(t)
+            self._start_thread(i)
+
+    def _start_thread(self, i: int) -> None:
+        t = threading.Thread(target=self._loop, args=(i,), name=f"groupml-worker-{i}", daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def add_workers(self, endpoints: List[Dict[str, Any]]) -> List[int]:
+        """Connect ``endpoints`` as new workers of the started pool (elasticity; main thread):
+        their indices. A worker that cannot connect raises WorkerEndpointError and is left
+        out (the pool keeps its other workers); the ones connected before it stay."""
+        import psycopg
+
+        added = []
+        for ep in endpoints:
+            i = len(self.endpoints)
+            self.endpoints.append(ep)
+            self.queues.append(queue.PriorityQueue())
+            for column, empty in ((self.pids, None), (self.addresses, None), (self.conns, None),
+                                  (self._running, None), (self._busy, 0), (self.sent, 0), (self.received, 0)):
+                column.append(empty)
+            self.errors.append(None)
+            try:
+                self.conns[i] = self._connect(i, ep["dsn"], ep)
+            except (psycopg.Error, WorkerEndpointError) as exc:
+                why = exc.message if isinstance(exc, WorkerEndpointError) else redact(str(exc)).strip()
+                self.errors[i] = f"worker {i} ('{ep['name']}') could not connect: {why}"
+                raise WorkerEndpointError(self.errors[i], hint="Check the endpoint (or free connections for "
+                                                               "loopback workers) and file the request again.") from None
+            self._start_thread(i)
+            self.size = i + 1
+            added.append(i)
+        return added
 
     def _connect(self, i: int, dsn: str, ep):
         import psycopg
@@ -423,7 +457,6 @@ class WorkerPool:
             return
         started, db, name, role = conn.execute(_IDENTITY_SQL).fetchone()
         if not ep.get("remote") and (str(started), int(db)) != (self.identity["started"], self.identity["db"]):
-            self.close()
             what = (f"another server (database '{name}')" if str(started) != self.identity["started"]
                     else f"database '{name}'")
             raise WorkerEndpointError(
@@ -432,7 +465,6 @@ class WorkerPool:
                 hint="Workers read this database's snapshot tables: point the endpoint's DSN at this server and "
                      "database (or 'loopback'), or disable it.")
         if str(role) != (ep.get("role") or self.identity["role"]):
-            self.close()
             raise WorkerEndpointError(
                 f"Worker endpoint '{ep['name']}' ({redact(ep['dsn'])}) connects as role '{role}'; workers must "
                 f"connect as the calling role '{self.identity['role']}'",

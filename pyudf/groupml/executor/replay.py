@@ -1,8 +1,8 @@
 """Replay one configuration of a model hopper run from its visit log (runs in the calling backend).
 
-A split MLP group's configurations hop from partition to partition; every visit is one
+A split MLP group's configurations (and a GLM's under ``strategy => 'mop'``) hop from partition to partition; every visit is one
 pass of mini-batch SGD over one partition's rows, a pure function of (state, rows, epoch,
-partition) (:func:`groupml.learners.visit`). The run's schedule keeps, per group, the
+partition) (:func:`groupml.learners.visit`, :func:`groupml.learners.glmsgd.visit`). The run's schedule keeps, per group, the
 partitions' row ranges (``kind = 'stats'``, the standardisation moments merged in partition
 order) and every executed visit (``kind = 'visit'``, in the order the configuration made
 them, failed units left out). Replaying them one after another in one process from the
@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import catalog
 from ..errors import InvalidParameterError, PrerequisiteStateError, UndefinedObjectError
-from ..learners import get_learner_family, merge_stats, mlp, visit
+from ..learners import access_pattern, get_learner_family, glmsgd, merge_stats, mlp, visit
 from .core import pack_stats, unpack_stats
 from .snapshot import pieces_for, snapshot_intact
 from .worker import shard_arrays
@@ -40,10 +40,13 @@ def replay_trial(session, run_id: int, trial_id: int, group_key: Optional[str]) 
     if src is None:
         raise UndefinedObjectError(f"Run {run_id} is not a run of train_groups on worker backends",
                                    hint="Pass a run_id of groupml.grouped_runs (a run with workers or a strategy).")
-    if get_learner_family(src["family"]).name != "mlp":
-        raise PrerequisiteStateError(f"Run {run_id} trained model '{src['family']}'; replay retrains MLP "
+    family = get_learner_family(src["family"])
+    glm = access_pattern(family) == "algebraic"
+    if family.name != "mlp" and not glm:
+        raise PrerequisiteStateError(f"Run {run_id} trained model '{src['family']}'; replay retrains MLP and GLM "
                                      f"configurations that hopped over partitions",
-                                     hint="Replay a run of model 'mlp' with strategy 'mop' (or a split MLP group).")
+                                     hint="Replay a run of model 'mlp', 'logistic', 'linear' or 'svm' with strategy "
+                                          "'mop' (or a split MLP group).")
     gkey = _group_key(session, run_id, trial_id, group_key)
     params = catalog.trial_params(session, run_id, gkey, trial_id)
     if params is None:
@@ -71,12 +74,27 @@ def replay_trial(session, run_id: int, trial_id: int, group_key: Optional[str]) 
     else:
         rows = [_rows(session, sid, group, start, n, d) for start, n in shards]
     stats = merge_stats([unpack_stats(pack_stats(X, y), d) for X, y in rows], d)
-    family = get_learner_family("mlp")
+    if glm:
+        return _replay_glm(session, family, params, d, stats, rows, visits)
     state = mlp.run_to_bytes(mlp.new_run(family.name, family.validate_params(params), d, stats))
     for e in visits:
         s = int(e["shard"])
         state = visit(state, *rows[s], epoch=int(e["pass"]), shard_id=s, interrupt_check=session.check_cancel)
     return mlp.MLPModel.from_run(mlp.run_from_bytes(state)).to_bytes()
+
+
+def _replay_glm(session, family, params, d: int, stats, rows, visits) -> bytes:
+    """The GLM SGD half of :func:`replay_trial`: BLAS on one thread, as in the worker backends
+    (a product's summation order may depend on the thread count)."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        state = glmsgd.init_state(family, params, d, stats)
+        for e in visits:
+            s = int(e["shard"])
+            state = glmsgd.visit(state, *rows[s], epoch=int(e["pass"]), shard_id=s,
+                                 interrupt_check=session.check_cancel)
+    return glmsgd.state_model(state).to_bytes()
 
 
 def _group_key(session, run_id: int, trial_id: int, group_key: Optional[str]) -> str:

@@ -35,6 +35,7 @@ from .plan import group_tasks, make_plan, pass_task_rows, placement_for, resumed
 from .pool import (PartitionUnavailableError, WorkerDataError, WorkerEndpointError, WorkerLockTimeoutError, WorkerLostError, WorkerPool,
                    WorkerStateError,
                    resolve_endpoints, server_identity)
+from .steering import RunRequests, applied_request_ids
 from .snapshot import (DEFAULT_BLOCK_ROWS, build_snapshot, can_build_in_parallel, check_snapshot, delete_snapshot,
                        drop_orphan_snapshots, drop_snapshot, load_validation, snapshot_intact)
 
@@ -161,13 +162,18 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
         pool = None
     events: "queue.Queue" = queue.Queue()
     abort = threading.Event()
+    # a model hopper run is steered from other sessions (groupml.run_requests); the requests
+    # filed before this call apply at its first epoch boundary
+    requests = RunRequests(session, run_id) if plan.chosen == "mop" and holders is None else None
+    if requests is not None:
+        requests.refresh()
     driver = _GroupDriver(pool, plan, sid=sid, d=d, family=family, spec=spec, opts=opts, model=model,
                           search=search, fit_options=fit_options, exec_options=exec_options, events=events,
-                          abort=abort)
+                          abort=abort, requests=None if requests is None else requests.for_search)
     run = _RunContext(run_id=run_id, sid=sid, workers=workers, exec_options=exec_options, store=store, clock=clock,
                       fps=fps, resume_states=resume_states, group_logs=group_logs, n_groups=len(groups),
                       n_done=len(done), before_close=None if holders is None else _node_finish(
-                          session, run_id, keep=exec_options["keep_snapshot"]))
+                          session, run_id, keep=exec_options["keep_snapshot"]), requests=requests)
     all_log = _train_pending(session, run, driver, pending)
     bad = schedule_violations(all_log, {g["gkey"]: int(g["n_train"]) for g in groups},
                               {g["gkey"]: plan.tasks[g["group_no"]]["mode"] for g in groups
@@ -179,6 +185,8 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
         drop_snapshot(session, sid)
         catalog.clear_run_snapshot(session, run_id)
     clock.charge(session, run_id, done=True)
+    if requests is not None:
+        catalog.expire_requests(session, run_id)
     catalog.mark_grouped_done(session, run_id)
     catalog.delete_run_checkpoints(session, run_id)
     session.commit()
@@ -282,8 +290,10 @@ class _GroupDriver:
     with data passes as worker tasks; epoch reports and checkpoints go to ``events``."""
 
     def __init__(self, pool, plan: _RunPlan, *, sid: int, d: int, family, spec, opts, model: str, search: dict,
-                 fit_options: dict, exec_options: dict, events: "queue.Queue", abort: threading.Event):
+                 fit_options: dict, exec_options: dict, events: "queue.Queue", abort: threading.Event,
+                 requests: Optional[Callable] = None):
         self.pool, self.plan, self.sid, self.d = pool, plan, sid, d
+        self.requests = requests                # a model hopper run's trial requests (RunRequests.for_search)
         self.family, self.spec, self.opts = family, spec, opts
         self.model, self.search, self.fit_options, self.exec_options = model, search, fit_options, exec_options
         self.events, self.abort = events, abort
@@ -313,7 +323,7 @@ class _GroupDriver:
         def on_epoch_raw(block, passes, reports):
             events.put((gkey, block, passes, reports, None))
 
-        if self.plan.pattern != "algebraic":
+        if self.plan.pattern != "algebraic" or t["mode"] == "mop":
             return fit_other_group(pool, family=self.family, spec=self.spec, opts=self.opts, model=self.model,
                                    search=self.search, fit_options=self.fit_options, g=g, shards=t["shards"],
                                    snapshot_id=self.sid, d=d, X_val=Xv[:, :d], y_val=Xv[:, d],
@@ -322,7 +332,8 @@ class _GroupDriver:
                                    flexible=ex["flexible_hops"], checkpoint=on_block, resume=resume,
                                    mode=t["mode"], replicas=ex["replicas"], holders=t.get("holders"),
                                    val_holders=t.get("val"),
-                                   progress=lambda line: self.progress.__setitem__(gkey, line))
+                                   progress=lambda line: self.progress.__setitem__(gkey, line),
+                                   requests=self.requests)
         if (t["mode"] == "shards" and len(t["shards"]) == 1 and resume is None
                 and int(g["n_train"]) <= self.plan.whole_max_rows):
             return fit_unsplit_glm(pool, family=self.family, model=self.model, search=self.search,
@@ -352,6 +363,8 @@ class _RunContext:
     n_groups: int
     n_done: int                          # groups stored so far
     before_close: Optional[Callable] = None  # called with the pool after the last group, before it closes
+    requests: Optional[RunRequests] = None   # a model hopper run's requests from other sessions
+    added_workers: int = 0               # workers this call added to the pool (requests applied)
 
 
 def _driver_count(run: _RunContext, driver: "_GroupDriver", n_pending: int) -> int:
@@ -375,6 +388,8 @@ def _train_pending(session, run: _RunContext, driver: "_GroupDriver", pending) -
     try:
         if pool is not None and not pool.started:
             pool.start()
+        if run.requests is not None:
+            _rejoin_workers(session, run, pool)
         last_commit = time.perf_counter()
         while pending or in_flight:
             while pending and len(in_flight) < n_drivers:
@@ -388,7 +403,10 @@ def _train_pending(session, run: _RunContext, driver: "_GroupDriver", pending) -
             if not catalog.lock_run_row(session, run_id):
                 raise _RunDeleted()
             wrote = _flush_events(session, run_id, events, run.group_logs, run.fps,
-                                  {in_flight[f]["gkey"] for f in finished if f.exception() is None})
+                                  {in_flight[f]["gkey"] for f in finished if f.exception() is None}, run.requests)
+            if run.requests is not None and pool is not None:
+                run.requests.refresh()
+                wrote = _apply_worker_requests(session, run, pool) or wrote
             line = driver.take_progress()
             if line is not None:
                 catalog.set_last_event(session, run_id, line)
@@ -401,7 +419,7 @@ def _train_pending(session, run: _RunContext, driver: "_GroupDriver", pending) -
                 run.clock.charge(session, run_id)
                 session.commit()
                 last_commit = time.perf_counter()
-        _flush_events(session, run_id, events, run.group_logs, run.fps)
+        _flush_events(session, run_id, events, run.group_logs, run.fps, requests=run.requests)
     except BaseException as exc:
         _stop_training(session, run, driver, ex, exc)
         raise
@@ -412,6 +430,38 @@ def _train_pending(session, run: _RunContext, driver: "_GroupDriver", pending) -
         if ex is not None:
             ex.shutdown(wait=True)
     return all_log
+
+
+def _rejoin_workers(session, run: _RunContext, pool) -> None:
+    """A resumed model hopper run starts with the workers its applied requests added."""
+    n = catalog.added_workers(session, run.run_id)
+    if n:
+        pool.add_workers(resolve_endpoints(session, run.workers + n)[run.workers:])
+        run.added_workers = n
+        session.notice(f"groupml: run {run.run_id}: {n} worker(s) added by earlier requests rejoin the pool")
+
+
+def _apply_worker_requests(session, run: _RunContext, pool) -> bool:
+    """Connect the workers of pending ``mop_add_workers`` requests (between sub-epochs: the
+    model hopper trainers take them at their next placement) and mark the requests applied,
+    or refused when a worker cannot connect; True when a request was settled."""
+    todo = run.requests.pending_workers()
+    for r in todo:
+        n, have = int(r["n_workers"]), run.workers + run.added_workers
+        try:
+            new = pool.add_workers(resolve_endpoints(session, have + n)[have:])
+        except GroupmlError as exc:
+            # the workers connected before the one that failed stay in the pool for this call
+            run.added_workers = pool.size - run.workers
+            run.requests.settle([r["request_id"]], "refused", exc.message)
+            session.notice(f"groupml: run {run.run_id}: request {r['request_id']} (add {n} workers) refused: "
+                           f"{exc.message}")
+            continue
+        run.added_workers += n
+        run.requests.settle([r["request_id"]], "applied", f"workers {', '.join(map(str, new))} joined the pool")
+        session.notice(f"groupml: run {run.run_id}: worker(s) {', '.join(map(str, new))} joined the pool "
+                       f"(request {r['request_id']})")
+    return bool(todo)
 
 
 def _finish_group(session, run: _RunContext, driver: "_GroupDriver", g, result) -> List[Dict[str, Any]]:
@@ -456,13 +506,15 @@ def _stop_training(session, run: _RunContext, driver: "_GroupDriver", ex, exc: B
             from None
 
 
-def _flush_events(session, run_id: int, events: "queue.Queue", group_logs, fps, finishing=()) -> int:
+def _flush_events(session, run_id: int, events: "queue.Queue", group_logs, fps, finishing=(),
+                  requests: Optional[RunRequests] = None) -> int:
     """Write the epoch blocks queued in ``events`` by the group drivers: run_epochs rows, and
     for checkpointed groups the blocks' run_schedule rows (also kept in ``group_logs``) and the
     group's latest checkpoint (``fps``: fingerprints) -- all in the transaction the caller
     commits, so a committed block always has its checkpoint (``finishing``: groups whose model
     is stored in this transaction; their checkpoint would be deleted). Returns the blocks
-    written."""
+    written. ``requests``: the trial requests a block's search applied are marked applied in
+    the same transaction."""
     n = 0
     last = None
     latest = {}
@@ -474,6 +526,9 @@ def _flush_events(session, run_id: int, events: "queue.Queue", group_logs, fps, 
         if ck is not None:
             state, part = ck
             latest[gkey] = (block, passes, state)
+            if requests is not None:
+                requests.settle(applied_request_ids(state), "applied", f"applied by group {gkey}, committed with "
+                                                                       f"its epoch block {block}")
             if part:
                 group_logs.setdefault(gkey, []).extend(part)
                 catalog.insert_schedule(session, run_id, gkey, part)

@@ -25,7 +25,7 @@ import numpy as np
 from .. import catalog
 from ..errors import InvalidParameterError
 from ..fitting import unpack_rows
-from ..learners import GLMTrainer, free_ports, mlp, train_lightgbm, train_lightgbm_rank_isolated, visit
+from ..learners import GLMTrainer, free_ports, glmsgd, mlp, train_lightgbm, train_lightgbm_rank_isolated, visit
 from ..validation import check_number, shown
 from .baselines import mlp_block, mlp_grad
 from .core import pack_stats
@@ -256,6 +256,8 @@ def gap_task(session, request: Mapping[str, Any], blob: Optional[bytes]) -> byte
     pattern on this backend's shard of a snapshot.
 
     * ``mlp_stats``: the shard's standardisation moments (merged by the coordinator);
+    * ``mlp_load``: load the shard into this backend's cache (a worker joining a model
+      hopper run takes a copy of its partitions), returns its row count;
     * ``mlp_visit``: ``blob`` is a config's MLP training state (empty: a fresh one from
       ``init``); one pass over the shard (:func:`groupml.learners.visit`), returns the new state;
     * ``mlp_eval`` / ``mlp_model``: the state's decision values on the group's validation rows
@@ -269,6 +271,8 @@ def gap_task(session, request: Mapping[str, Any], blob: Optional[bytes]) -> byte
     * ``lgbm_rank``: one rank of LightGBM's data-parallel training over the group's
       shards (``machines``: each rank's worker address and a port it chose), returns the
       model text;
+    * ``glm_stats`` / ``glm_visit`` / ``glm_load``: as ``mlp_stats`` / ``mlp_visit`` / ``mlp_load`` for a GLM trained by SGD under
+      model hopper parallelism (``blob``: its state, :func:`groupml.learners.glmsgd.visit`; no torch);
     * ``mlp_block`` (MTP): epochs of one config over the whole group, returns the packed
       state and validation decision values (:func:`groupml.executor.baselines.mlp_block`);
     * ``lgbm_fit`` (MTP): one config's whole single-node LightGBM run, returns the model text;
@@ -315,9 +319,22 @@ def _op_mlp_stats(session, req, blob, X, y) -> bytes:
     return pack_stats(X, y)
 
 
+def _op_mlp_load(session, req, blob, X, y) -> bytes:
+    """A worker joining a model hopper run loads the partition it holds a copy of (and torch,
+    for ``mlp_load``): its first unit there trains at once. Returns the partition's row count."""
+    return str(int(X.shape[0])).encode("ascii")
+
+
 def _op_mlp_visit(session, req, blob, X, y) -> bytes:
     return visit(_mlp_state(req, blob), X, y, epoch=int(req["epoch"]), shard_id=int(req["shard"]),
                  interrupt_check=_cancel_check(session))
+
+
+def _op_glm_visit(session, req, blob, X, y) -> bytes:
+    if not blob:
+        raise InvalidParameterError("The glm_visit op of _gap_task needs a GLM SGD training state", hint=INTERNAL_HINT)
+    return glmsgd.visit(bytes(blob), X, y, epoch=int(req["epoch"]), shard_id=int(req["shard"]),
+                        interrupt_check=_cancel_check(session))
 
 
 def _op_mlp_block(session, req, blob, X, y) -> bytes:
@@ -394,12 +411,13 @@ def _op_node_drop(session, req, blob) -> bytes:
 #: op -> (handler, whether it reads the shard's training rows): ``handler(session, req, blob)``,
 #: or ``handler(session, req, blob, X, y)`` with the shard's rows (:func:`shard_arrays`)
 TASK_HANDLERS = {
-    "mlp_stats": (_op_mlp_stats, True), "mlp_visit": (_op_mlp_visit, True), "mlp_eval": (_op_mlp_eval, False),
+    "mlp_stats": (_op_mlp_stats, True), "mlp_load": (_op_mlp_load, True), "mlp_visit": (_op_mlp_visit, True), "mlp_eval": (_op_mlp_eval, False),
     "mlp_model": (_op_mlp_model, False), "fit": (_op_fit, True), "lgbm_rank": (_op_lgbm_rank, True),
     "lgbm_ports": (_op_lgbm_ports, False), "mlp_block": (_op_mlp_block, True), "lgbm_fit": (_op_lgbm_fit, True),
     "snapshot_part": (_op_snapshot_part, False), "mlp_grad": (_op_mlp_grad, True),
     "node_snapshot": (_op_node_snapshot, False), "node_validation": (_op_node_validation, False),
-    "node_drop": (_op_node_drop, False), "node_rows": (_op_node_rows, False),
+    "node_drop": (_op_node_drop, False), "glm_stats": (_op_mlp_stats, True), "glm_visit": (_op_glm_visit, True),
+    "glm_load": (_op_mlp_load, True), "node_rows": (_op_node_rows, False),
 }
 #: the ops of _gap_task, in the order its error message lists them
 TASK_OPS = tuple(TASK_HANDLERS)

@@ -32,9 +32,9 @@ CALL groupml.train_groups(source, group_by, features, label, model, search, opti
             at a time, synchronous per pass; MLP: per mini-batch step, the coordinator applies
             the averaged gradient; LightGBM: its own data-parallel mode). Every model runs all
             four; MTP for the MLP is one task per config epoch block, for LightGBM one per config.
-            mop (MLP only, never chosen by auto): model hopper parallelism, every group cut into p
-            partitions, configurations hop between them under Cerebro's randomized scheduler
-            (help('mop')).
+            mop (MLP and GLMs, never chosen by auto): model hopper parallelism, every group cut into
+            p partitions, configurations hop between them under Cerebro's randomized scheduler;
+            GLMs are then trained by mini-batch SGD (help('mop')).
   options   besides validation_fraction/metric/seed: keep_snapshot (false), snapshot (reuse a kept
             snapshot_id), worker_memory_mb (512: shard rows cached per worker; beyond, re-read every
             pass), block_rows (8192), lock_timeout_ms (10000), drivers (groups in flight),

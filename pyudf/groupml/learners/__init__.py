@@ -16,13 +16,14 @@ Public API (everything else in this package is private)::
     MLPTrainer, MLPModel, LightGBMTrainer, LightGBMModel
     train_sharded, replay, visit, run_mop        # sharded sequential training (MOP/GAP)
     HopScheduler, hop_order, HOP_POLICIES           # the hopper's visit decisions (pure; Cerebro's Alg. 1 too)
-    replica_holders, visit_log_violations        # availability maps, checks of an executed visit log
+    replica_holders, joining_partitions, visit_log_violations   # availability maps, checks of a visit log
     TrialAccessors, TrialRecord, find_trial      # converged/status/iterations/params of a trainer
     MODEL_KEY, chosen_families, mentions_model, check_family_choice, choice_param_names, split_params
                                                  # a search over model families
     train_lightgbm_distributed                   # LightGBM data-parallel over shards
     # for the grouped executor
     mlp, dpsgd, mlp_family, partial_stats, merge_stats   # MLP training states and DP steps
+    glmsgd                                       # GLM mini-batch SGD states (model hopper visits)
     check_lgbm_text, extend_margins, free_ports, lgb_module, train_lightgbm_rank_isolated
     pack_container, unpack_container, as_data, validation_loss, validation_metrics
     mask_of_hash, row_hash_and_order
@@ -38,7 +39,8 @@ from ._extfamilies import EXTRA_FAMILIES, LearnerFamily
 from ._factory import LEARNER_FAMILIES, access_pattern, get_learner_family, make_trainer, model_identity
 from ._mlp import MLPModel, MLPTrainer
 from ._lgbm import LightGBMModel, LightGBMTrainer, train_lightgbm, train_lightgbm_distributed
-from ._hopper import POLICIES as HOP_POLICIES, HopScheduler, hop_order, replica_holders, visit_log_violations
+from ._hopper import (POLICIES as HOP_POLICIES, HopScheduler, hop_order, joining_partitions, replica_holders,
+                      visit_log_violations)
 from ._transformed import TransformedModel, wrap as wrap_transformed
 from ._sharded import replay, run_mop, train_sharded, visit
 from ._trials import TrialAccessors, TrialRecord, find_trial
@@ -48,6 +50,7 @@ from ._choice import (MODEL_KEY, check_family_choice, choice_param_names, chosen
 # as namespaces (torch is loaded by their functions, not on import), LightGBM's checks and ranks,
 # the container format, data and metric helpers, the holdout hash
 from . import _dpsgd as dpsgd
+from . import _glmsgd as glmsgd
 from . import _mlp as mlp
 from ._container import pack as pack_container, unpack as unpack_container
 from ._data import as_data
@@ -63,9 +66,9 @@ __all__ = [
     "EXTRA_FAMILIES", "LearnerFamily", "LEARNER_FAMILIES", "access_pattern", "get_learner_family",
     "make_trainer", "model_identity", "MLPModel", "MLPTrainer", "LightGBMModel", "LightGBMTrainer", "train_lightgbm",
     "train_lightgbm_distributed", "replay", "run_mop", "train_sharded", "visit",
-    "HopScheduler", "hop_order", "TransformedModel", "wrap_transformed", "HOP_POLICIES", "replica_holders", "visit_log_violations", "TrialAccessors", "TrialRecord", "find_trial",
+    "HopScheduler", "hop_order", "TransformedModel", "wrap_transformed", "HOP_POLICIES", "joining_partitions", "replica_holders", "visit_log_violations", "TrialAccessors", "TrialRecord", "find_trial",
     "MODEL_KEY", "check_family_choice", "choice_param_names", "chosen_families", "mentions_model", "split_params",
-    "dpsgd", "mlp", "pack_container", "unpack_container", "as_data", "mask_of_hash", "row_hash_and_order", "merge_standardization",
+    "dpsgd", "glmsgd", "mlp", "pack_container", "unpack_container", "as_data", "mask_of_hash", "row_hash_and_order", "merge_standardization",
     "check_lgbm_text", "extend_margins", "free_ports", "lgb_module", "train_lightgbm_rank_isolated",
     "validation_loss", "validation_metrics", "mlp_family", "merge_stats", "partial_stats",
 ]

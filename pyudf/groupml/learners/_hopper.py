@@ -61,6 +61,15 @@ def replica_holders(shard_workers: Sequence[Hashable], replicas: int) -> List[Li
     return out
 
 
+def joining_partitions(n_shards: int, holders: Sequence[Sequence[Hashable]]) -> List[int]:
+    """The partitions a worker that joins a running model hopper holds a copy of: every one.
+    A joining worker then can take any unit, so it relieves the busiest holders at once
+    whatever the replica layout; its copies cost one more replica of the group's rows (it
+    reads them from the run's snapshot, nothing moves between workers). ``holders`` (the
+    availability map) is the input a narrower choice would weigh."""
+    return list(range(int(n_shards)))
+
+
 class HopScheduler:
     """Visit decisions for configurations hopping over partitions held by workers.
 
@@ -105,6 +114,15 @@ class HopScheduler:
             self._left[tid] = hop_order(self.seed, tid, int(done), len(self.shard_workers))
         else:
             self._left.pop(tid, None)
+
+    def stop(self, trial_id: int) -> None:
+        """End ``trial_id``'s hopping at the end of the epoch it finished last (called between
+        its units: when :meth:`finished` returned True); its queue of units empties."""
+        tid = int(trial_id)
+        if tid in self._running:
+            raise ValueError(f"config {tid} has a visit in flight")
+        self._target[tid] = self._epoch.get(tid, 0)
+        self._left.pop(tid, None)
 
     def pending(self) -> bool:
         """True while a started configuration has epochs or a visit in flight left."""

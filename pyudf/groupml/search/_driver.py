@@ -24,6 +24,8 @@ class EpochEvent:
     active: List[int]                # trials still in the trainer after this block
     trials: Dict[int, Trial]         # every trial so far (live objects; do not mutate)
     procedure: SearchProcedure       # e.g. to save ``procedure.state_dict()``
+    requests: List[int] = field(default_factory=list)   # ids of the outside requests applied so far
+    added: List[int] = field(default_factory=list)      # trials added by those requests
 
 
 @dataclass
@@ -62,7 +64,8 @@ def search_state(event: EpochEvent) -> Dict[str, Any]:
               for _, t in sorted(event.trials.items())]
     return json.loads(json.dumps({"procedure": event.procedure.state_dict(), "trials": trials,
                                   "active": list(event.active), "blocks": event.block,
-                                  "passes": event.passes}))
+                                  "passes": event.passes, "requests": list(event.requests),
+                                  "added": list(event.added)}))
 
 
 #: Why a trainer finished a configuration (its ``status``), as trial_info reports it
@@ -82,10 +85,51 @@ def _finished(trainer, trial_id: int):
     return status, FINISH_REASONS.get(status, status)
 
 
+class _Outside:
+    """Trials added and stopped from outside the procedure (a session steering the run),
+    applied between blocks: ``requests()`` lists every request so far as mappings with
+    ``request_id``, ``kind`` ('add_trial' | 'stop_trial'), ``trial_id`` and ``params``; each
+    is applied once (its id is kept in the search state). An added trial is the driver's, not
+    the procedure's: it takes no slot of the procedure, is never reported to it and runs
+    until the trainer finishes it (or a stop request, or ``max_epochs``)."""
+
+    def __init__(self, requests, resume):
+        self.requests = requests
+        self.applied: List[int] = [int(i) for i in (resume or {}).get("requests", [])]
+        self.added: List[int] = [int(t) for t in (resume or {}).get("added", [])]
+
+    def apply(self, procedure, trainer, trials, active, shown) -> None:
+        if self.requests is None:
+            return
+        done = set(self.applied)
+        for r in self.requests():
+            rid = int(r["request_id"])
+            if rid in done:
+                continue
+            tid = int(r["trial_id"])
+            if r["kind"] == "add_trial" and tid not in trials:
+                trials[tid] = Trial(tid, dict(r["params"]))
+                trainer.add(tid, trials[tid].params)
+                active.append(tid)
+                self.added.append(tid)
+            elif r["kind"] == "stop_trial" and tid in active:
+                trial = trials[tid]
+                why = f"stopped by request {rid} (groupml.mop_stop_trial) after {trial.epochs} epoch blocks"
+                if tid not in self.added:
+                    procedure.stopped(tid, trial.epochs, trial.scores[-1] if trial.scores else None, why)
+                trial.status, trial.stop_reason = "stopped", why
+                trainer.remove(tid)
+                active.remove(tid)
+                shown.append((tid, trial.epochs, trial.scores[-1] if trial.scores else None, "STOP"))
+            self.applied.append(rid)
+            done.add(rid)
+
+
 def run_search(procedure: SearchProcedure, trainer: Trainer, *, slots: int, epoch_iters: int,
                max_epochs: Optional[int] = None,
                on_epoch: Optional[Callable[[EpochEvent], None]] = None,
-               resume: Optional[Dict[str, Any]] = None) -> SearchResult:
+               resume: Optional[Dict[str, Any]] = None,
+               requests: Optional[Callable[[], List[Dict[str, Any]]]] = None) -> SearchResult:
     """Run ``procedure`` on ``trainer`` until it is finished and no trial is active.
 
     ``slots`` bounds the configs trained together (the batch size k); ``epoch_iters`` is
@@ -93,6 +137,8 @@ def run_search(procedure: SearchProcedure, trainer: Trainer, *, slots: int, epoc
     on top of the procedure's own budgets. ``on_epoch`` runs after every block;
     anything it raises propagates (cancellation, commit failures). ``resume`` is a
     :func:`search_state` to continue from (procedure and trainer restored to the same block).
+    ``requests`` (optional): trials added and stopped from outside, applied before every
+    block (see :class:`_Outside`); the ids applied are in every :class:`EpochEvent`.
     """
     slots = check_number(slots, "slots", "search", ge=1, integer=True)
     epoch_iters = check_number(epoch_iters, "epoch_iters", "search", ge=1, integer=True)
@@ -109,8 +155,11 @@ def run_search(procedure: SearchProcedure, trainer: Trainer, *, slots: int, epoc
         active = [int(tid) for tid in resume["active"]]
         blocks = int(resume["blocks"])
         start_passes = trainer.passes - int(resume["passes"])
+    outside = _Outside(requests, resume)
+    stopped_outside: List[Tuple[int, int, Optional[float], str]] = []
     while True:
-        free = slots - len(active)
+        outside.apply(procedure, trainer, trials, active, stopped_outside)
+        free = slots - len([t for t in active if t not in outside.added])
         if free > 0:
             for trial in procedure.ask(free):
                 trials[trial.trial_id] = trial
@@ -118,6 +167,11 @@ def run_search(procedure: SearchProcedure, trainer: Trainer, *, slots: int, epoc
                 active.append(trial.trial_id)
         if not active:
             if procedure.finished():
+                if on_epoch is not None and blocks and stopped_outside:
+                    # the last trials were stopped from outside: no block follows, so the
+                    # requests applied go out with the last block's state once more
+                    on_epoch(EpochEvent(blocks, trainer.passes - start_passes, [], [], trials, procedure,
+                                        list(outside.applied), list(outside.added)))
                 break
             raise PrerequisiteStateError(
                 "The search procedure proposed no trial while none was running",
@@ -126,14 +180,15 @@ def run_search(procedure: SearchProcedure, trainer: Trainer, *, slots: int, epoc
         blocks += 1
         reports = []
         converged = set()
-        shown = []
+        shown, stopped_outside = stopped_outside, []
         for tid in sorted(active):
             trial = trials[tid]
             score = float(trainer.score(tid))
             trial.epochs += 1
             if not math.isfinite(score):      # diverged: never rank it, never store NaN
                 why = f"diverged (validation loss {score}) after {trial.epochs} epochs"
-                procedure.stopped(tid, trial.epochs, None, why)
+                if tid not in outside.added:
+                    procedure.stopped(tid, trial.epochs, None, why)
                 trial.status, trial.stop_reason = "failed", why
                 trainer.remove(tid)
                 active.remove(tid)
@@ -143,17 +198,19 @@ def run_search(procedure: SearchProcedure, trainer: Trainer, *, slots: int, epoc
             if trainer.converged(tid):
                 converged.add(tid)
             reports.append(Report(tid, trial.epochs, score, tid in converged))
-        decisions = procedure.tell_block(reports) if reports else {}
+        theirs = [r for r in reports if r.trial_id not in outside.added]
+        decisions = procedure.tell_block(theirs) if theirs else {}
         for r in reports:
             trial = trials[r.trial_id]
-            decision = decisions.get(r.trial_id, Decision.STOP)
+            decision = Decision.CONTINUE if r.trial_id in outside.added else decisions.get(r.trial_id, Decision.STOP)
             if r.trial_id in converged:
                 trial.status, trial.stop_reason = _finished(trainer, r.trial_id)
             elif decision is Decision.STOP:
                 trial.status = "stopped"
                 trial.stop_reason = procedure.reason(r.trial_id) or "stopped by the search procedure"
             elif max_epochs is not None and trial.epochs >= max_epochs:
-                procedure.stopped(r.trial_id, trial.epochs, r.score, "max_epochs")
+                if r.trial_id not in outside.added:
+                    procedure.stopped(r.trial_id, trial.epochs, r.score, "max_epochs")
                 trial.status, trial.stop_reason = "stopped", "max_epochs"
             if trial.status != "running":
                 trainer.remove(r.trial_id)
@@ -163,9 +220,9 @@ def run_search(procedure: SearchProcedure, trainer: Trainer, *, slots: int, epoc
                           ("CONTINUE" if trial.status == "running" else "STOP")))
         if on_epoch is not None:
             on_epoch(EpochEvent(blocks, trainer.passes - start_passes, shown, sorted(active), trials,
-                                procedure))
+                                procedure, list(outside.applied), list(outside.added)))
     for trial in trials.values():   # reasons can gain detail later (e.g. "retrained as trial 12")
-        if trial.status == "stopped":
+        if trial.status == "stopped" and trial.trial_id not in outside.added:
             trial.stop_reason = procedure.reason(trial.trial_id) or trial.stop_reason
     ordered = [trials[t] for t in sorted(trials)]
     return SearchResult(ordered, best_trial(ordered), trainer.passes - start_passes, blocks,

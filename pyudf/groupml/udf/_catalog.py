@@ -21,7 +21,11 @@ _EXECUTOR = [("grouped_runs", "SELECT"), ("grouped_runs", "INSERT"), ("grouped_r
              ("snapshot_blocks", "INSERT"), ("trials", "SELECT"), ("trials", "DELETE"), ("run_epochs", "SELECT"),
              ("run_epochs", "INSERT"), ("run_epochs", "DELETE"), ("run_schedule", "SELECT"), ("run_schedule", "INSERT"),
              ("run_schedule", "DELETE"), ("run_checkpoints", "SELECT"), ("run_checkpoints", "INSERT"),
-             ("run_checkpoints", "UPDATE"), ("run_checkpoints", "DELETE"), ("worker_endpoints", "SELECT")]
+             ("run_checkpoints", "UPDATE"), ("run_checkpoints", "DELETE"), ("worker_endpoints", "SELECT"),
+             ("run_requests", "SELECT"), ("run_requests", "UPDATE")]
+#: what a request steering a model hopper run reads and writes
+_STEER = [("runs", "SELECT"), ("grouped_runs", "SELECT"), ("run_epochs", "SELECT"), ("run_requests", "SELECT"),
+          ("run_requests", "INSERT"), ("worker_endpoints", "SELECT")]
 
 #: entry point -> (table, privilege) pairs it needs on groupml's catalog
 NEEDS: Dict[str, List[Tuple[str, str]]] = {
@@ -36,6 +40,9 @@ NEEDS: Dict[str, List[Tuple[str, str]]] = {
     "grant_model_set": [("model_sets", "UPDATE")],
     "replay": [("runs", "SELECT"), ("grouped_runs", "SELECT"), ("trials", "SELECT"), ("run_schedule", "SELECT"),
                ("snapshots", "SELECT"), ("snapshot_groups", "SELECT"), ("snapshot_blocks", "SELECT")],
+    "mop_add_trial": _STEER,
+    "mop_stop_trial": _STEER,
+    "mop_add_workers": _STEER,
     "_gap_task": [("snapshot_blocks", "SELECT")],
     "_gap_partial": [("snapshot_blocks", "SELECT")],
 }
@@ -43,7 +50,8 @@ NEEDS: Dict[str, List[Tuple[str, str]]] = {
 #: the sequence of each catalog table whose rows take a serial id
 SEQUENCES: Dict[str, str] = {"runs": "runs_run_id_seq", "models": "models_model_id_seq",
                              "cost_runs": "cost_runs_run_id_seq", "snapshots": "snapshots_snapshot_id_seq",
-                             "model_set_versions": "model_set_versions_version_id_seq"}
+                             "model_set_versions": "model_set_versions_version_id_seq",
+                             "run_requests": "run_requests_request_id_seq"}
 
 _WRITES = "it writes groupml's catalog"
 _VIEWS = "groupml.best_models, groupml.progress, groupml.run_trial_info"

@@ -1,4 +1,5 @@
-"""SQL entry points of model hopper parallelism (train_groups with strategy => 'mop')."""
+"""SQL entry points of model hopper parallelism (train_groups with strategy => 'mop'): replay a
+trial, and steer a running run from another session (groupml.executor.steering)."""
 
 from __future__ import annotations
 
@@ -21,3 +22,36 @@ def replay(run_id, trial_id, group_key) -> bytes:
     session = backend_session()
     check_catalog_privileges(session, "replay")
     return replay_trial(session, int(rid), int(tid), group_key)
+
+
+def _steer(what: str, fn, *args):
+    session = backend_session()
+    check_catalog_privileges(session, what)
+    return fn(session, *args)
+
+
+@sql_entry
+@pinned
+def mop_add_trial(run_id, params) -> int:
+    """``groupml.mop_add_trial(run_id, params)``: the id of the trial the run will add."""
+    from ..executor.steering import file_add_trial
+
+    return _steer("mop_add_trial", file_add_trial, run_id, params)
+
+
+@sql_entry
+@pinned
+def mop_stop_trial(run_id, trial_id) -> int:
+    """``groupml.mop_stop_trial(run_id, trial_id)``: the request's id."""
+    from ..executor.steering import file_stop_trial
+
+    return _steer("mop_stop_trial", file_stop_trial, run_id, trial_id)
+
+
+@sql_entry
+@pinned
+def mop_add_workers(run_id, n) -> int:
+    """``groupml.mop_add_workers(run_id, n)``: the request's id."""
+    from ..executor.steering import file_add_workers
+
+    return _steer("mop_add_workers", file_add_workers, run_id, n)

@@ -62,6 +62,17 @@ def _validate(session, oid, group_by, features, label, model, search, options):
     return source, search_obj, options_obj, cols, group_by, features, raw
 
 
+def _mop_search(model, search_obj, strategy: str):
+    """The search a run trains: under strategy 'mop' a GLM's says solver 'sgd' (model hopper
+    parallelism trains GLMs by mini-batch SGD, :func:`groupml.learners.glmsgd.mop_search`),
+    and one SGD cannot honour is refused; any other search is unchanged."""
+    from ..learners import FAMILIES, glmsgd
+
+    if strategy != "mop" or not isinstance(model, str) or model not in FAMILIES:
+        return search_obj
+    return glmsgd.mop_search(model, search_obj)
+
+
 def _check_workers(workers, strategy):
     from ..executor.plan import STRATEGY_CHOICES
     from ..validation import check_choice, check_number
@@ -176,8 +187,8 @@ def _check_executor_request(session, source, group_by, features, label, model, s
     """The checks of a train_groups run on worker backends (workers > 1 or a strategy), shared
     with explain_train_groups so the plan is refused exactly when the run would be: the model and
     search for the family's access pattern, the strategy, and -- ``on_workers`` -- a source the
-    workers can see (not a temporary table), no sgd for GLMs, and a named snapshot that matches
-    the arguments. Returns (fit_options, exec_options, family, spec, opts, pattern)."""
+    workers can see (not a temporary table), no sgd for GLMs but under strategy 'mop', and a named
+    snapshot that matches the arguments. Returns (fit_options, exec_options, family, spec, opts, pattern)."""
     from ..executor.glm import uses_sgd
     from ..executor.core import check_strategy, pattern_of
     from ..executor.pool import check_source_visible
@@ -197,10 +208,11 @@ def _check_executor_request(session, source, group_by, features, label, model, s
     if not on_workers:
         return fit_options, exec_options, family, spec, opts, pattern
     check_source_visible(session, source)
-    if pattern == "algebraic" and uses_sgd(search_obj):
+    if pattern == "algebraic" and strategy != "mop" and uses_sgd(search_obj):
         raise FeatureNotSupportedError(
             "solver 'sgd' needs a group's rows in one process; train_groups with workers runs full-batch "
-            "solvers (lbfgs, gd)", hint="Use solver 'lbfgs' or 'gd', or workers => 1.")
+            "solvers (lbfgs, gd), or SGD over partitions under strategy 'mop'",
+            hint="Use solver 'lbfgs' or 'gd', strategy => 'mop', or workers => 1.")
     if exec_options["snapshot"] is not None:         # before the run exists: a bad one writes nothing
         from ..executor.snapshot import check_snapshot
         check_snapshot(session, exec_options["snapshot"], source, group_by, features, label, opts["seed"],
@@ -244,6 +256,7 @@ def _train_groups(session, oid, group_by, features, label, model, search, option
                              else "train_groups with workers or a strategy")
     source, search_obj, options_obj, cols, group_by, features, raw = _validate(session, oid, group_by, features,
                                                                                label, model, search, options)
+    search_obj = _mop_search(model, search_obj, strategy)
     if needs_transform(raw, cols, features):
         check_no_kept_snapshot(options_obj)
     holders = _holders_of(session, source, strategy)
@@ -263,7 +276,8 @@ def _train_groups(session, oid, group_by, features, label, model, search, option
     processes, options_obj, (fit_options, exec_options, family, spec, opts, pattern) = _check_options(
         session, source, group_by, features, label, model, search_obj, options_obj, workers, strategy)
     if holders is not None:
-        from ..executor.nodes import check_grouping
+        from ..executor.nodes import check_grouping, check_node_strategy
+        check_node_strategy(pattern, strategy, source)
         check_grouping(pattern, group_by, _key_columns(session, source, holders), source)
     backend = executor and holders is None and _may_run_in_backend(strategy, options_obj, run_id)
     inputs = _plan_inputs(session, source, group_by, features, label, model, search_obj, exec_options, family, spec,
@@ -781,6 +795,7 @@ def _explain_train_groups(session, oid, group_by, features, label, model, search
 
     source, search_obj, options_obj, cols, group_by, features, raw = _validate(session, oid, group_by, features,
                                                                                label, model, search, options)
+    search_obj = _mop_search(model, search_obj, strategy)
     _, _, (fit_options, exec_options, family, spec, opts, pattern) = _check_options(
         session, source, group_by, features, label, model, search_obj, options_obj, workers, strategy)
     holders = _holders_of(session, source, strategy)
@@ -788,6 +803,9 @@ def _explain_train_groups(session, oid, group_by, features, label, model, search
     inputs = _plan_inputs(session, source, group_by, features, label, model, search_obj, exec_options, family, spec,
                           opts, pattern, owner="explain_train_groups", imputed=needs_transform(raw, cols, features),
                           calibrate=backend_ok)
+    if holders is not None:
+        from ..executor.nodes import check_node_strategy
+        check_node_strategy(pattern, strategy, source)
     if holders is not None and holders[0].server is None:
         from ..executor.nodes import check_grouping, explain_on_nodes
         check_grouping(pattern, group_by, _key_columns(session, source, holders), source)
