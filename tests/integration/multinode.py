@@ -13,6 +13,7 @@ with ``CI=true`` they fail instead, since CI builds Citus first.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from dataclasses import dataclass, field
@@ -162,6 +163,77 @@ def fdw_shards(cluster):
         yield FdwShards(coordinator, shards, names)
     finally:
         _stop_all(nodes)
+
+
+@contextlib.contextmanager
+def node_halted_when(cluster, node: TempCluster, query: str, args=(), tries: int = 6000, pause: float = 0.01):
+    """While the block runs, a thread stops ``node`` (:meth:`TempCluster.halt`) once ``query`` on
+    the coordinator of ``cluster`` returns a true first column; yields an event set on the halt.
+    On leaving, the thread is joined and a halted node started again."""
+    import threading
+    import time
+
+    halted = threading.Event()
+
+    def watch():
+        with cluster.connect() as w:
+            for _ in range(tries):
+                r = w.execute(query, list(args)).fetchone()
+                if r and r[0]:
+                    node.halt()
+                    halted.set()
+                    return
+                time.sleep(pause)
+
+    t = threading.Thread(target=watch)
+    t.start()
+    try:
+        yield halted
+    finally:
+        t.join()
+        if halted.is_set():
+            node.resume()
+
+
+def log_connections(nodes) -> None:
+    """Every node logs its connections (``user=... application_name=...``) in its logfile."""
+    for node in nodes:
+        with psycopg.connect(node.dsn(DB), autocommit=True) as c:
+            c.execute("ALTER SYSTEM SET log_connections = on")
+            c.execute("SELECT pg_reload_conf()")
+
+
+def create_segmented(conn, table: str, data) -> None:
+    """``table`` (dropped first) with ``data`` (:func:`groupml.datagen.create_table`) and a
+    column ``segment`` (id % 2) that no distribution follows."""
+    from groupml.datagen import create_table
+
+    conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
+    create_table(conn, table, data)
+    conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN segment int").format(sql.Identifier(table)))
+    conn.execute(sql.SQL("UPDATE {} SET segment = id % 2").format(sql.Identifier(table)))
+
+
+def partition_over_servers(fdw: "FdwShards", conn, table: str, data, parts, segmented: bool = False) -> None:
+    """``table`` on the coordinator partitioned by LIST (country) over the shard servers:
+    server i holds the rows of the countries ``parts[i]`` in its own ``table`` (with a
+    ``segment`` column when ``segmented``). ``<table>_local`` must exist (its columns)."""
+    from groupml.datagen import create_table
+
+    conn.execute(sql.SQL("CREATE TABLE {} (LIKE {}) PARTITION BY LIST (country)").format(
+        sql.Identifier(table), sql.Identifier(f"{table}_local")))
+    for i, (shard, server, mine) in enumerate(zip(fdw.shards, fdw.servers, parts), 1):
+        rows = {k: v[[str(g) in mine for g in data["grp"]]] for k, v in data.items()}
+        with psycopg.connect(shard.dsn(), autocommit=True) as remote:
+            if segmented:
+                create_segmented(remote, table, rows)
+            else:
+                remote.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
+                create_table(remote, table, rows)
+        conn.execute(sql.SQL("CREATE FOREIGN TABLE {} PARTITION OF {} FOR VALUES IN ({}) SERVER {} "
+                             "OPTIONS (table_name {})").format(
+            sql.Identifier(f"{table}_{i}"), sql.Identifier(table), sql.SQL(", ").join(sql.Literal(k) for k in mine),
+            sql.Identifier(server), sql.Literal(table)))
 
 
 FIT_QUERY = ("SELECT (f).params, (f).score, (f).n_train, (f).n_validation, (f).model, s.* "

@@ -8,8 +8,9 @@ import numpy as np
 import psycopg
 import pytest
 
-from groupml.datagen import create_table, grouped_classification
+from groupml.datagen import grouped_classification
 from groupml.learners import load_model
+from multinode import create_segmented, node_halted_when, log_connections
 from pg_helpers import sql_error
 
 pytestmark = [pytest.mark.integration, pytest.mark.citus]
@@ -25,10 +26,7 @@ def events(citus_cluster):
     data = grouped_classification(3000, 6, 4, seed=11, exponent=0.6)
     with citus_cluster.connect() as conn:
         for table in ("events", "events_local"):
-            conn.execute(f"DROP TABLE IF EXISTS {table}")
-            create_table(conn, table, data)
-            conn.execute(f"ALTER TABLE {table} ADD COLUMN segment int")
-            conn.execute(f"UPDATE {table} SET segment = id % 2")
+            create_segmented(conn, table, data)
         conn.execute("SELECT create_distributed_table('events', 'country', shard_count := 4)")
     return data
 
@@ -200,10 +198,7 @@ def trainer(citus_cluster, events):
         admin.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA groupml TO {ROLE}")
         admin.execute(f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA groupml TO {ROLE}")
         admin.execute(f"GRANT SELECT ON events TO {ROLE}")
-        for worker in citus_cluster.workers:
-            with psycopg.connect(worker.dsn(), autocommit=True) as node:
-                node.execute("ALTER SYSTEM SET log_connections = on")
-                node.execute("SELECT pg_reload_conf()")
+        log_connections(citus_cluster.workers)
         try:
             yield ROLE
         finally:
@@ -225,46 +220,16 @@ def grant_on_nodes(citus_cluster, role):
             node.execute(f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA groupml TO {role}")
 
 
-def test_an_mlp_grouped_across_shards_is_refused_before_the_run(citus_cluster, events):
-    with citus_cluster.connect() as conn:
-        runs = conn.execute("SELECT count(*) FROM groupml.runs").fetchone()[0]
-        state, msg, hint = sql_error(
-            conn, f"CALL groupml.train_groups('events', ARRAY['segment'], {FEATS}, 'clicked', 'mlp', "
-                  f"'{{}}'::jsonb, '{{}}'::jsonb, NULL)")
-        assert state == "0A000" and "'country'" in msg and "segment" in msg and "GLM" in hint, msg
-        assert conn.execute("SELECT count(*) FROM groupml.runs").fetchone()[0] == runs
-
-
 def test_a_node_lost_mid_run_keeps_what_was_committed_and_resumes(citus_cluster, events):
     """The node stops after the run's first committed group; the run fails naming a node,
     keeps its groups, and resumes with its run_id once the node is back."""
-    import threading
-
     down = citus_cluster.workers[0]
     spec = '{"l2": [0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30]}'
     with citus_cluster.connect() as conn:
         start = conn.execute("SELECT coalesce(max(run_id), 0) FROM groupml.runs").fetchone()[0]
-        halted = threading.Event()
-
-        def halt_after_first_group():
-            with citus_cluster.connect() as watch:
-                for _ in range(3000):
-                    r = watch.execute("SELECT groups_done FROM groupml.runs WHERE run_id > %s", [start]).fetchone()
-                    if r and r[0] >= 1:
-                        down.halt()
-                        halted.set()
-                        return
-                    time.sleep(0.01)
-
-        t = threading.Thread(target=halt_after_first_group)
-        t.start()
-        try:
-            with pytest.raises(psycopg.Error) as info:
-                train(conn, "events", spec=spec)
-        finally:
-            t.join()
-            if halted.is_set():
-                down.resume()
+        with node_halted_when(citus_cluster, down, "SELECT groups_done >= 1 FROM groupml.runs WHERE run_id > %s",
+                              [start], tries=3000) as halted, pytest.raises(psycopg.Error) as info:
+            train(conn, "events", spec=spec)
         assert halted.is_set()
         err = info.value
         assert err.sqlstate[:2] in ("08", "XX", "57"), (err.sqlstate, err.diag.message_primary)

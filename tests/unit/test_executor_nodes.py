@@ -6,8 +6,9 @@ import json
 import pytest
 
 from groupml.errors import FeatureNotSupportedError
-from groupml.executor.nodes import (NO_FILE, Holder, check_grouping, check_pattern, holder_endpoints, node_groups,
-                                    node_tasks, split_groups, stale_node_snapshots)
+from groupml.executor.nodes import (NO_FILE, Holder, check_grouping, check_pattern, holder_endpoints, hop_plan_text,
+                                    hop_tasks, node_groups, node_plan_facts, node_tasks, replica_endpoints,
+                                    split_groups, stale_node_snapshots)
 from groupml.executor.pool import for_holder
 
 
@@ -31,11 +32,13 @@ def test_groups_take_the_placement_their_rows_have():
     assert split_groups(tasks) == [1]
 
 
-def test_only_glm_groups_may_span_holders():
+def test_only_glm_and_mlp_groups_may_span_holders():
     check_pattern("algebraic", [1], {1: '{"g": 1}'})
-    check_pattern("sequential", [], {})
+    check_pattern("sequential", [1, 3], {1: '{"g": 1}'})       # MLP: model hopping between the nodes
+    check_pattern("sampling", [], {})
+    check_grouping("sequential", ["segment"], "country", "events")
     with pytest.raises(FeatureNotSupportedError) as info:
-        check_pattern("sequential", [1, 3], {1: '{"g": 1}'})
+        check_pattern("sampling", [1, 3], {1: '{"g": 1}'})
     assert info.value.sqlstate == "0A000" and '{"g": 1}' in info.value.message and "2 groups" in info.value.message
     check_grouping("algebraic", ["segment"], "country", "events")
     check_grouping("sampling", ["country", "segment"], "country", "events")
@@ -108,3 +111,56 @@ def test_a_foreign_server_is_reached_with_the_callers_user_mapping_only():
     assert info.value.sqlstate == "28000" and "shard1" in info.value.message and "s3cret" not in info.value.message
     dsn, role = fdw_conninfo(Mappings(None), h, superuser=True)     # a superuser without options: as itself
     assert conninfo_to_dict(dsn)["user"] == "ana" and "password" not in conninfo_to_dict(dsn)
+
+
+def test_spread_mlp_groups_hop_over_their_holders_and_replicas():
+    parts = [part({0: (10, 2, 4, 0, [10]), 1: (5, 0, 2, 1, [5])}),
+             part({1: (7, 2, 3, 0, [4, 3])}),
+             part({1: (4, 1, 3, 0, [4])})]
+    groups = node_groups(parts)
+    tasks = hop_tasks(node_tasks(groups), groups, {0: [3], 2: [4]})
+    assert tasks[0] == {"mode": "shards", "shards": [(0, 0, 10, [[0, 0, 10]])]}     # whole on its node
+    assert tasks[1]["mode"] == "mop"
+    # shard s may be visited by its holder and the replicas of that holder
+    assert tasks[1]["holders"] == [[0, 3], [1], [2, 4]]
+    # validation parts in the order the coordinator gathered them (holders with validation rows)
+    assert tasks[1]["val"] == [[1], [2, 4]]
+    eps = [{"node": f"n{i}:5432"} for i in range(5)]
+    text = hop_plan_text(tasks, eps)
+    assert "group_no 1: partitions 0 on n0:5432/n3:5432, 1 on n1:5432, 2 on n2:5432/n4:5432" in text
+    assert "randomized" in text
+
+
+def test_a_replicated_shard_gets_an_optional_endpoint_per_other_placement():
+    h = Holder("n1:5432 public.t_1", "n1", 5432, '"public"."t_1"', 1, (("n2", 5433),))
+    eps = holder_endpoints(Catalog(True), [h, Holder("n2:5433 public.t_2", "n2", 5433, '"public"."t_2"', 2)])
+    reps = replica_endpoints(eps)
+    assert len(reps) == 1
+    r = reps[0]
+    assert (r["node"], r["table"], r["replica_of"], r["optional"]) == ("n2:5433", '"public"."t_1"', 0, True)
+    assert r["name"] == "n2:5433 public.t_1" and "port=5433" in r["dsn"]
+    # the plan names every endpoint's snapshot with its worker (replay reads the rows there)
+    eps[0]["snapshot"], r["snapshot"] = 5, 6
+    facts = node_plan_facts([h], {}, [eps[0], r])
+    assert [(s["worker"], s["node"], s["replica_of"]) for s in facts["snapshots"]] == [(0, "n1:5432", None),
+                                                                                    (1, "n2:5433", 0)]
+
+
+def test_a_node_lost_error_keeps_its_sqlstate_when_a_run_stops_on_it():
+    from groupml.executor.pool import NodeLostError
+    from groupml.executor.run import _stopped
+
+    exc = NodeLostError.of("partition(s) 1", "{}", "worker 1 ('127.0.0.1:9702 public.t_2') failed: terminated")
+    assert exc.sqlstate == "08001" and "127.0.0.1:9702" in exc.message and "replication" in exc.hint
+    out = _stopped(exc, f"run 5 stopped: {exc.message}", "Call train_groups again with run_id => 5.")
+    assert type(out) is NodeLostError and out.sqlstate == "08001" and "run_id => 5" in out.hint
+
+
+def test_mop_on_the_nodes_is_for_mlps():
+    from groupml.executor.nodes import check_node_strategy
+
+    check_node_strategy("sequential", "mop", "events")
+    check_node_strategy("algebraic", "auto", "events")
+    with pytest.raises(FeatureNotSupportedError) as info:
+        check_node_strategy("algebraic", "mop", "events")
+    assert "'strategy'" in info.value.message and "partial sums" in info.value.hint

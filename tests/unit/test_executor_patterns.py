@@ -180,3 +180,69 @@ def test_hyperband_drives_the_hopper_for_a_regressor(sharded, monkeypatch):
     for t in res.trials:
         n_visits = sum(1 for e in pool.log if e["kind"] == "visit" and e["trials"] == [t["trial_id"]])
         assert n_visits == 3 * t["iterations"]
+
+
+class NodePool(FakePool):
+    """A FakePool whose workers are holders on nodes: each reads its own node snapshot (the
+    request's snapshot id becomes 100 + worker, as ``for_holder`` does), ``dead`` ones fail."""
+
+    def __init__(self, arrays, dead=()):
+        super().__init__(arrays)
+        self.dead = set(dead)
+        self.errors = [None] * 8
+
+    def alive(self, w):
+        return w not in self.dead
+
+    def submit_gang(self, items, fn="task"):
+        from groupml.executor.pool import WorkerLostError
+
+        out = []
+        for w, request, blob, meta in items:
+            if w in self.dead:
+                f = Future()
+                f.set_exception(WorkerLostError(f"worker {w} ('n{w}:5432 t') failed: node stopped"))
+                out.append(f)
+                continue
+            req = dict(json.loads(request), snapshot=100 + w)
+            out.extend(super().submit_gang([(w, json.dumps(req), blob, meta)], fn))
+        return out
+
+
+def test_a_group_spread_over_nodes_scores_each_validation_part_where_it_lives(sharded, monkeypatch):
+    from groupml.executor.pool import NodeLostError
+
+    X, y, cuts, pool, ctx = sharded
+    Xv, yv = data(100, seed=1)
+    # node snapshots: worker 0 and its replica 2 hold validation rows 0..59, worker 1 rows 60..99
+    parts = {100: (Xv[:60], yv[:60]), 102: (Xv[:60], yv[:60]), 101: (Xv[60:], yv[60:])}
+    monkeypatch.setattr(worker, "validation_arrays", lambda session, req: parts[req["snapshot"]])
+    fam, _, _ = validate_any("mlp", {}, {})
+    params = {"layers": [4], "epochs": 2, "seed": 1}
+    shards = [(0, 0, 150, [[0, 0, 150]]), (1, 150, 130, [[150, 0, 130]]), (3, 280, 120, [[280, 0, 120]])]
+
+    def trained(dead=()):
+        node_ctx = GroupCtx(NodePool(pool.arrays, dead), snapshot_id=1, group_no=0, group_key="g", d=3, shards=shards,
+                            mem_mb=64, holders=[[0, 2], [1], [3]], val_holders=[[0, 2], [1]])
+        tr = ShardedMLPTrainer(fam, node_ctx, Xv, yv, seed=3, flexible=False)
+        tr.add(7, params)
+        tr.run(2)
+        return tr, node_ctx.pool
+
+    monkeypatch.setattr(worker, "validation_arrays",
+                        lambda session, req: parts[req["snapshot"]] if req["snapshot"] >= 100 else (Xv, yv))
+    whole = ShardedMLPTrainer(fam, GroupCtx(FakePool(pool.arrays), snapshot_id=1, group_no=0, group_key="g", d=3,
+                                            shards=shards, mem_mb=64), Xv, yv, seed=3, flexible=False)
+    whole.add(7, params)
+    whole.run(2)
+    tr, _ = trained()
+    # the parts scored where they live, concatenated in the gathered order == the whole set scored at once
+    assert np.array_equal(tr._margins(7), whole._margins(7)) and tr.score(7) == whole.score(7)
+    # the holder of part 0 is gone: its replica trains its shard and scores its rows
+    tr, node_pool = trained(dead={0})
+    assert np.array_equal(tr._margins(7), whole._margins(7))
+    assert {e["worker"] for e in node_pool.log if e["kind"] == "visit" and e["shard"] == 0} == {2}
+    # worker 1 was the only holder of shard 1: no live node, 08001
+    with pytest.raises(NodeLostError) as info:
+        trained(dead={1})
+    assert info.value.sqlstate == "08001" and "no live node" in info.value.message and "n1:5432" in info.value.message

@@ -160,10 +160,16 @@ class GroupCtx:
     """What every task of one group carries: pool, snapshot, group, shards."""
 
     def __init__(self, pool, *, snapshot_id: int, group_no: int, group_key: str, d: int, shards: Sequence[tuple],
-                 mem_mb: float, abort=None, replicas: int = 1, progress: Optional[Callable[[str], None]] = None):
+                 mem_mb: float, abort=None, replicas: int = 1, progress: Optional[Callable[[str], None]] = None,
+                 holders: Optional[Sequence[Sequence[int]]] = None,
+                 val_holders: Optional[Sequence[Sequence[int]]] = None):
         self.pool, self.snapshot_id, self.group_no, self.group_key = pool, snapshot_id, group_no, group_key
         self.d, self.shards, self.mem_mb, self.abort = d, list(shards), mem_mb, abort
         self.replicas = int(replicas)     # workers holding a copy of each shard (model hopper parallelism)
+        # a group spread over nodes: the workers holding each shard (its placements), and each
+        # part of the validation rows (scored where they live); None: any worker reads any shard
+        self.holders = [list(h) for h in holders] if holders else None
+        self.val_holders = [list(h) for h in val_holders] if val_holders else None
         self.progress = progress          # progress(line): where the group's training is, between commits
         self.stops: Optional[Callable[[], set]] = None   # trial ids other sessions asked to stop (MOP)
 
@@ -180,10 +186,36 @@ class GroupCtx:
 def shard_stats(ctx: GroupCtx, op: str = "mlp_stats") -> Dict[str, Any]:
     """The standardisation moments of a split group: one ``op`` task per shard (``mlp_stats``;
     ``glm_stats``, the same moments without loading torch), merged in shard order (as
-    :func:`groupml.learners.train_sharded` does)."""
-    futs = [ctx.pool.submit(w, ctx.request(s, op=op), b"", ctx.meta(s, "stats", 0, []), fn="task")
-            for s, (w, *_rest) in enumerate(ctx.shards)]
-    parts = [unpack_stats(await_result(f, ctx.abort), ctx.d) for f in futs]
+    :func:`groupml.learners.train_sharded` does). On the nodes (``ctx.holders``) a shard's task
+    runs on a live holder of it, and moves to another one when its worker is lost."""
+    from .pool import NodeLostError, WorkerLostError
+
+    def holders(s: int) -> List[int]:
+        return list(ctx.holders[s]) if ctx.holders else [ctx.shards[s][0]]
+
+    def submit(s: int, w: int):
+        return ctx.pool.submit(w, ctx.request(s, op=op), b"", ctx.meta(s, "stats", 0, []), fn="task")
+
+    futs = []
+    for s in range(len(ctx.shards)):
+        w = next((x for x in holders(s) if ctx.pool.alive(x)), holders(s)[0])
+        futs.append((s, [w], submit(s, w)))
+    parts = []
+    for s, tried, fut in futs:
+        while True:
+            try:
+                parts.append(unpack_stats(await_result(fut, ctx.abort), ctx.d))
+                break
+            except WorkerLostError as exc:
+                left = [x for x in holders(s) if x not in tried and ctx.pool.alive(x)]
+                if type(exc) is not WorkerLostError or ctx.pool.alive(tried[-1]):
+                    raise
+                if not left and ctx.holders:
+                    raise NodeLostError.of(f"partition(s) {s}", ctx.group_key, exc.message) from None
+                if not left:
+                    raise
+                tried.append(left[0])
+                fut = submit(s, left[0])
     return merge_stats(parts, ctx.d)
 
 

@@ -60,16 +60,38 @@ def is_distributed(session, source: str) -> bool:
                               "WHERE logicalrelid = pg_catalog.to_regclass($1)", [source], ["text"]))
 
 
+#: access patterns whose groups may span holders: GLM partial sums, MLP model hopping
+SPREAD_PATTERNS = ("algebraic", "sequential")
+
+
 def check_grouping(pattern: str, group_by: Sequence[str], distribution_column: Optional[str], source: str) -> None:
-    """MLP and LightGBM groups must each lie in one shard: the grouping must include the
-    distribution column (GLM groups may span shards)."""
-    if pattern != "algebraic" and distribution_column not in group_by:
+    """LightGBM groups must each lie in one shard: the grouping must include the
+    distribution column (GLM groups train by partial sums, MLP groups by model hopping)."""
+    if pattern not in SPREAD_PATTERNS and distribution_column not in group_by:
         raise FeatureNotSupportedError(
             f"On the distributed table {source}, group_by must include its distribution column "
             f"{distribution_column!r} for this model (its groups train whole on one node); got "
             f"{', '.join(group_by) or 'no columns'}",
             hint="Add the distribution column to group_by, distribute the table by the group column, or train a "
                  "GLM (logistic, linear, svm), whose groups may span nodes.")
+
+
+def groups_may_spread(session, source: str, group_by: Sequence[str]) -> bool:
+    """Whether a group of a Citus table may lie on several shards: the grouping leaves out
+    the distribution column (replica endpoints serve only such groups)."""
+    from ..shards import citus_shard_map
+
+    return citus_shard_map(session, source).distribution_column not in group_by
+
+
+def check_node_strategy(pattern: str, strategy: str, source: str) -> None:
+    """On the nodes, strategy 'mop' hops MLP states over the shards; a GLM trains there by
+    partial sums (its SGD hops are for one server's partitions)."""
+    if strategy == "mop" and pattern != "sequential":
+        raise FeatureNotSupportedError(
+            f"The 'strategy' value 'mop' on the distributed table {source} trains MLPs (their states hop between "
+            f"the nodes); got a model of the {pattern} pattern",
+            hint="Omit strategy: on the nodes a GLM group spread over shards trains by partial sums per pass.")
 
 
 def has_foreign_partitions(session, source: str) -> bool:
@@ -193,6 +215,26 @@ def holder_endpoints(session, holders: Sequence[Holder]) -> List[Dict[str, Any]]
     return out
 
 
+def replay_endpoints(session, snapshots: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
+    """Pool endpoints of the kept node snapshots a run recorded (``nodes.snapshots`` of its
+    plan), as the calling role: a Citus node directly, a postgres_fdw server through the
+    caller's user mapping."""
+    su = _is_superuser(session)
+    out = []
+    for s in snapshots:
+        host, port = str(s["node"]).rsplit(":", 1)
+        ep = {"name": f"{s['node']} {s['table']}", "node": s["node"], "table": s["table"], "remote": True,
+              "caller_only": not su, "snapshot": int(s["snapshot"])}
+        if s.get("server"):
+            h = Holder(name=ep["name"], host=host, port=int(port), table=s["table"], shard_id=0, server=s["server"],
+                       dbname=s.get("dbname"))
+            ep["dsn"], ep["role"] = fdw_conninfo(session, h, su)
+        else:
+            ep["dsn"] = node_conninfo(session, host, int(port))
+        out.append(ep)
+    return out
+
+
 def _is_superuser(session) -> bool:
     return bool(session.query("SELECT rolsuper AS su FROM pg_catalog.pg_roles WHERE rolname = current_user")[0]["su"])
 
@@ -227,14 +269,64 @@ def node_tasks(groups: Mapping[int, Mapping[str, Any]]) -> Dict[int, Dict[str, A
     return out
 
 
+def hop_tasks(tasks: Mapping[int, Mapping[str, Any]], groups: Mapping[int, Mapping[str, Any]],
+              replicas: Mapping[int, Sequence[int]]) -> Dict[int, Dict[str, Any]]:
+    """The tasks of an MLP run on the nodes: a group spread over holders trains by model
+    hopping (mode 'mop', Cerebro's randomized scheduler). ``holders[s]``: the workers that
+    may visit its shard s (the shard's holder, then its replicas: endpoints reading another
+    placement of the same shard table); ``val``: per holder with validation rows, in the
+    order the coordinator gathered them, the workers that may score on them. ``replicas``:
+    holder -> its replica endpoints."""
+    out = {}
+    for gno, t in tasks.items():
+        if len(t["shards"]) < 2:
+            out[gno] = dict(t)
+            continue
+        out[gno] = dict(t, mode="mop",
+                        holders=[[sh[0], *replicas.get(sh[0], ())] for sh in t["shards"]],
+                        val=[[w, *replicas.get(w, ())] for w, _, _, n_val in groups[gno]["holders"] if n_val])
+    return out
+
+
+def replica_endpoints(endpoints: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
+    """An endpoint per other placement of every holder's shard (Citus replication): it reads
+    the same shard table on that node and builds the same snapshot there (the rows are
+    ordered by their hash, not by the heap), so a configuration may visit the shard on
+    either node. ``optional``: a node that cannot be reached leaves the replica out."""
+    out = []
+    for w, ep in enumerate(endpoints):
+        for alt in ep.get("alternates") or ():
+            out.append({"name": f"{alt['node']} {ep['name'].split(' ', 1)[1]}", "node": alt["node"],
+                        "dsn": alt["dsn"], "table": ep["table"], "remote": True, "caller_only": ep["caller_only"],
+                        "alternates": [], "replica_of": w, "optional": True})
+    return out
+
+
+def hop_plan_text(tasks: Mapping[int, Mapping[str, Any]], endpoints: Sequence[Mapping[str, Any]],
+                  most: int = 3) -> str:
+    """The hop plan of the spread MLP groups, in words: each partition's nodes (holder first,
+    then its replicas)."""
+    hops = sorted(g for g, t in tasks.items() if t.get("mode") == "mop")
+    if not hops:
+        return "MLP model hopping between nodes"
+    shown = []
+    for g in hops[:most]:
+        parts = ", ".join(f"{s} on {'/'.join(endpoints[w]['node'] for w in ws)}"
+                          for s, ws in enumerate(tasks[g]["holders"]))
+        shown.append(f"group_no {g}: partitions {parts}")
+    more = f"; +{len(hops) - most} more" if len(hops) > most else ""
+    return ("MLP model hopping: configurations' states hop between the nodes, each visiting every partition "
+            "once per epoch (Cerebro's randomized scheduler); " + "; ".join(shown) + more)
+
+
 def split_groups(tasks: Mapping[int, Mapping[str, Any]]) -> List[int]:
     return sorted(g for g, t in tasks.items() if len(t["shards"]) > 1)
 
 
 def check_pattern(pattern: str, split: Sequence[int], keys: Mapping[int, str]) -> None:
-    """Groups spread over several holders train by GLM partial sums; the other patterns need
-    a group's rows on one node."""
-    if pattern != "algebraic" and split:
+    """Groups spread over several holders train by GLM partial sums or MLP model hopping;
+    LightGBM needs a group's rows on one node."""
+    if pattern not in SPREAD_PATTERNS and split:
         raise FeatureNotSupportedError(
             f"Group {keys.get(split[0], split[0])} has rows on several shards; on a distributed table only GLM "
             f"groups (logistic, linear, svm) may span shards ({len(split)} groups do)",
@@ -249,11 +341,14 @@ def moved_bytes(n_rows_by_holder: Sequence[int], d: int) -> int:
 # ---------------------------------------------------------------- coordinator side (catalog I/O)
 def build_node_snapshots(session, pool, *, run_id: int, source: str, group_by, features, label: str, seed: int,
                          fraction: float, block_rows: int, cancel_check,
-                         stale=()) -> Tuple[int, Dict[int, Dict[str, Any]]]:
+                         stale=(), hop: bool = False) -> Tuple[int, Dict[int, Dict[str, Any]]]:
     """Every holder snapshots its own table on its node; the coordinator's snapshot gets the
     groups' counts and the validation rows of the groups spread over holders. Returns (the
     coordinator's snapshot id, node_tasks). The group list comes from a count through the
-    distributed table (the nodes count; only keys and counts reach the coordinator)."""
+    distributed table (the nodes count; only keys and counts reach the coordinator).
+    Replica endpoints (:func:`replica_endpoints`, after the holders) snapshot their
+    placement too; ``hop``: spread groups train by model hopping (:func:`hop_tasks`)."""
+    import json
 
     from .. import catalog
     from ..catalog import KEY_SETTINGS
@@ -277,11 +372,25 @@ def build_node_snapshots(session, pool, *, run_id: int, source: str, group_by, f
             "settings": {n: shown_as[n] for n in KEY_SETTINGS}, "group_by": list(group_by),
             "features": list(features), "label": label, "seed": seed, "fraction": fraction,
             "block_rows": block_rows, "group_nos": {k: i for i, k in enumerate(keys)}}
-    parts = _run_on_every_holder(pool, [dict(base, source=ep["table"]) for ep in pool.endpoints], cancel_check)
-    for ep, part in zip(pool.endpoints, parts):
-        ep["snapshot"] = int(part["snapshot"])
-    groups = node_groups(parts)
+    primary = [w for w, ep in enumerate(pool.endpoints) if ep.get("replica_of") is None]
+    live = [w for w in range(len(pool.endpoints)) if w in primary or pool.alive(w)]
+    parts = _run_on_holders(pool, [(w, dict(base, source=pool.endpoints[w]["table"])) for w in live], cancel_check,
+                            optional={w for w in live if w not in primary})
+    found = {}
+    for w, raw in zip(live, parts):
+        if raw is not None:
+            found[w] = json.loads(raw)
+            pool.endpoints[w]["snapshot"] = int(found[w]["snapshot"])
+    groups = node_groups([found[w] for w in primary])
+    replicas: Dict[int, List[int]] = {}
+    for w in sorted(found):
+        of = pool.endpoints[w].get("replica_of")
+        # a replica whose snapshot differs from its holder's (the placements diverged) is left out
+        if of is not None and found[w]["groups"] == found[of]["groups"]:
+            replicas.setdefault(of, []).append(w)
     tasks = node_tasks(groups)
+    if hop:
+        tasks = hop_tasks(tasks, groups, replicas)
     d = len(features)
     split = set(split_groups(tasks))
     sid = catalog.insert_snapshot(session, source=source, group_by=group_by, features=features, label=label,
@@ -347,15 +456,10 @@ def drop_node_snapshots(pool) -> None:
             pass
 
 
-def _run_on_every_holder(pool, requests, cancel_check) -> List[Dict[str, Any]]:
-    import json
-
-    return [json.loads(r) for r in _run_on_holders(pool, list(enumerate(requests)), cancel_check)]
-
-
-def _run_on_holders(pool, asks, cancel_check, raw: bool = False) -> List[bytes]:
+def _run_on_holders(pool, asks, cancel_check, raw: bool = False, optional=frozenset()) -> List[Optional[bytes]]:
     """Run ``[(worker, request), ...]`` and wait for all, checking for cancel; the first
-    failure is raised (a lost node as the pool reports it)."""
+    failure is raised (a lost node as the pool reports it), except that of an ``optional``
+    worker (a replica), whose result is None."""
     import json
     from concurrent.futures import wait
 
@@ -365,22 +469,31 @@ def _run_on_holders(pool, asks, cancel_check, raw: bool = False) -> List[bytes]:
     while not all(f.done() for f in futs):
         wait(futs, timeout=0.25)
         cancel_check()
-    for f in futs:
+    for (w, _), f in zip(asks, futs):
         exc = f.exception()
-        if exc is not None:
+        if exc is not None and w not in optional:
             raise exc if isinstance(exc, (WorkerLostError, WorkerDataError)) else WorkerLostError(str(exc))
-    return [f.result() for f in futs]
+    return [None if f.exception() is not None else f.result() for f in futs]
 
 
 def node_plan_facts(holders: Sequence[Holder], tasks: Mapping[int, Mapping[str, Any]],
                     endpoints: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
     """What the run's recorded plan says about the nodes: holders, per group the holders and
     rows of its shards, and the node snapshots (dropped by a later attempt if this one fails)."""
-    return {"snapshots": [{"node": ep["node"], "table": ep["table"], "snapshot": ep.get("snapshot")}
-                          for ep in endpoints if ep.get("snapshot") is not None],
+    return {"snapshots": [{"node": ep["node"], "table": ep["table"], "snapshot": ep.get("snapshot"), "worker": w,
+                           "server": h.server if ep.get("replica_of") is None else None,
+                           "dbname": h.dbname, "replica_of": ep.get("replica_of")}
+                          for w, (ep, h) in enumerate(zip(endpoints, _holder_of_endpoints(holders, endpoints)))
+                          if ep.get("snapshot") is not None],
             "holders": [{"name": h.name, "node": h.node(), "table": h.table, "shard_id": h.shard_id,
                          "alternates": [f"{a}:{p}" for a, p in h.alternates]} for h in holders],
             "groups": {str(g): [[s[0], s[2]] for s in t["shards"]] for g, t in sorted(tasks.items())}}
+
+
+def _holder_of_endpoints(holders: Sequence[Holder], endpoints: Sequence[Mapping[str, Any]]) -> List[Holder]:
+    """The holder each endpoint reads (a replica endpoint reads its holder's shard table)."""
+    return [holders[w] if ep.get("replica_of") is None else holders[ep["replica_of"]]
+            for w, ep in enumerate(endpoints)]
 
 
 # ---------------------------------------------------------------- explain_train_groups on the nodes
@@ -431,9 +544,21 @@ def explain_on_nodes(session, source: str, group_by, features, holders: Sequence
     split = {k for k, ws in where.items() if len(ws) > 1}
     n_rows = sum(n for c in counts.values() for n in c.values())
     model_bytes = len(where) * (row_bytes + 512)             # one model (+ its trials) per group
-    gap = sum(len(where[k]) * epochs * 2 * row_bytes * k_conf for k in split)    # theta out, sums back, per pass
+    hop = pattern == "sequential"
+    # GLM: theta out, sums back, per pass; MLP: every config visits every partition once per epoch
+    gap = 0 if hop else sum(len(where[k]) * epochs * 2 * row_bytes * k_conf for k in split)
+    visits = sum(len(where[k]) * epochs * k_conf for k in split) if hop else 0
     val = sum(int(round(n * validation_fraction)) for c in counts.values() for k, n in c.items() if k in split)
     nodes_bytes = model_bytes + gap + val * row_bytes
+    if hop:
+        spread_how = (f"MLP model hopping: {visits} visits, each configuration's state hopping between the nodes "
+                      f"and visiting every partition of its group once per epoch (Cerebro's randomized scheduler)"
+                      + "".join(f"; hop plan of group {k}: partitions on "
+                                + ", ".join(holders[w].node() for w in where[k]) for k in sorted(split)[:3]))
+        moved_how = f"models {model_bytes}, model states of {visits} visits"
+    else:
+        spread_how = "GLM partial sums per pass"
+        moved_how = f"models {model_bytes}, partial sums {gap}"
     gather_bytes = n_rows * row_bytes
     out = []
     for w, h in enumerate(holders):
@@ -450,8 +575,8 @@ def explain_on_nodes(session, source: str, group_by, features, holders: Sequence
                               f'{h.shard_id}, "groups": [{groups}]}}',
                     "explanation": f"nodes: each node trains from its own shard tables ({len(holders)} shards on "
                                    f"{len({x.node() for x in holders})} nodes; {len(where) - len(split)} groups whole "
-                                   f"on one node, {len(split)} spread over nodes with GLM partial sums per pass); "
-                                   f"moves about {nodes_bytes} bytes (models {model_bytes}, partial sums {gap}, "
+                                   f"on one node, {len(split)} spread over nodes with {spread_how}); "
+                                   f"moves about {nodes_bytes} bytes ({moved_how}, "
                                    f"validation rows of spread groups {val * row_bytes}), no training rows"})
     out.append({"strategy": "gather", "chosen": False, "worker": 0, "estimated_seconds": None, "shards": None,
                 "explanation": f"gather: every row to the coordinator ({n_rows} rows x {d + 1} values) moves "

@@ -38,7 +38,7 @@ from ..learners import (HopScheduler, LightGBMModel, check_fork, glmsgd, joining
 from .core import (Aborted, GroupCtx, ScoredTrainer, await_result, fit_with_trainer, load_configs, pack_fit,
                    pattern_of, precheck, register_checkpoint_format, register_trainer, save_configs, shard_stats,
                    trainer_for, unpack_fit, validate_any)
-from .pool import PartitionUnavailableError, WorkerLostError, rank_hosts
+from .pool import NodeLostError, PartitionUnavailableError, WorkerLostError, rank_hosts
 
 
 # ------------------------------------------------------------------ unsplit group: one worker
@@ -137,29 +137,36 @@ class ShardedMLPTrainer(ScoredTrainer):
         """The epochs a config trains for."""
         return int(c["params"]["epochs"])
 
-    def _on_worker(self, c, op: str, kind: str = "eval", **extra) -> bytes:
+    def _on_worker(self, c, op: str, kind: str = "eval", workers: Optional[Sequence[int]] = None, **extra) -> bytes:
         """Run ``op`` (scoring, serialising or forking a state: no partition rows) on the least
-        loaded live worker of the group; a worker lost meanwhile hands it to another one."""
+        loaded live worker of ``workers`` (default: the group's shards' workers); a worker lost
+        meanwhile hands it to another one."""
         ctx = self.ctx
+        workers = list(workers) if workers is not None else [sh[0] for sh in ctx.shards]
         while True:
-            live = [i for i in range(len(ctx.shards)) if ctx.pool.alive(ctx.shards[i][0])] or [0]
-            s = min(live, key=lambda i: (ctx.pool.load(ctx.shards[i][0]), i))
-            fut = ctx.pool.submit(ctx.shards[s][0], ctx.request(s, op=op, init=self._init(c), **extra), c["state"],
+            live = [w for w in workers if ctx.pool.alive(w)] or workers[:1]
+            w = min(live, key=lambda x: (ctx.pool.load(x), workers.index(x)))
+            s = next((i for i, sh in enumerate(ctx.shards) if sh[0] == w), 0)
+            fut = ctx.pool.submit(w, ctx.request(s, op=op, init=self._init(c), **extra), c["state"],
                                   ctx.meta(s, kind, c["done"], []), fn="task")
             try:
                 return await_result(fut, ctx.abort)
             except WorkerLostError as exc:
-                if type(exc) is not WorkerLostError or ctx.pool.alive(ctx.shards[s][0]) or len(live) < 2:
+                if type(exc) is not WorkerLostError or ctx.pool.alive(w):
+                    raise
+                if len(live) < 2:
+                    self._unreachable([], exc, rows=True)
                     raise
 
     def run(self, iterations: int) -> None:
         ctx = self.ctx
         homes = [sh[0] for sh in ctx.shards]
         sched = HopScheduler(homes, seed=self.seed, flexible=self.flexible, policy=self.policy,
-                             holders=replica_holders(homes, ctx.replicas))
+                             holders=ctx.holders or replica_holders(homes, ctx.replicas))
         for w in {w for h in sched.holders for w in h}:
             if not ctx.pool.alive(w):
                 sched.lose_worker(w)
+        self._unreachable(sched.unreachable(), None)
         for tid, c in self._cfgs.items():
             if c["status"] == "running":
                 sched.start(tid, c["done"], min(c["done"] + int(iterations), self._epochs(c)))
@@ -244,16 +251,31 @@ class ShardedMLPTrainer(ScoredTrainer):
         _, s = sched.failed(tid)
         sched.lose_worker(w)
         self.lost_units.append((tid, s, w))
-        gone = sched.unreachable()
+        self._unreachable(sched.unreachable(), exc)
+
+    def _unreachable(self, gone: List[int], exc: Optional["WorkerLostError"], rows: bool = False) -> None:
+        """Stop with a resumable error when partitions ``gone`` have no live holder left (on
+        the nodes, ``rows``: or the validation rows being scored); ``exc``: the loss that did
+        it (else the first lost worker's error)."""
+        ctx = self.ctx
+        if not gone and not (rows and ctx.holders):
+            return
+        why = exc.message if exc is not None else next((e for e in ctx.pool.errors if e), "a worker was lost")
+        what = f"partition(s) {', '.join(map(str, gone))}" if gone else "validation rows"
+        if ctx.holders:
+            raise NodeLostError.of(what, ctx.group_key, why)
         if gone:
             raise PartitionUnavailableError(
-                f"partition(s) {', '.join(map(str, gone))} of group {self.ctx.group_key} have no live holder: "
-                f"{exc.message}",
+                f"partition(s) {', '.join(map(str, gone))} of group {ctx.group_key} have no live holder: {why}",
                 hint="Every worker holding a copy of the partition is gone; options.replicas >= 2 lets another worker "
                      "take its units over.")
 
     def _compute_margins(self, c) -> np.ndarray:
-        return np.frombuffer(self._on_worker(c, "mlp_eval"), dtype="<f8").astype(np.float64)
+        # a group spread over nodes: each part of its validation rows is scored where it lives,
+        # in the order the coordinator gathered them
+        parts = self.ctx.val_holders or [None]
+        return np.concatenate([np.frombuffer(self._on_worker(c, "mlp_eval", workers=ws), dtype="<f8") for ws in parts]
+                              ).astype(np.float64)
 
     def model(self, trial_id: int):
         c = self._get(trial_id)
@@ -463,7 +485,8 @@ def fit_other_group(pool, *, family, spec, opts, model: str, search: dict, fit_o
                     shards: Sequence[tuple], snapshot_id: int, d: int, X_val, y_val, mem_mb: float, abort,
                     on_epoch_raw: Callable, interrupt_check: Callable, lgbm_timeout_s: float = 120.0,
                     flexible: bool = True, checkpoint=None, resume=None, mode: str = "shards", replicas: int = 1,
-                    progress: Optional[Callable[[str], None]] = None, requests: Optional[Callable] = None):
+                    progress: Optional[Callable[[str], None]] = None, requests: Optional[Callable] = None,
+                    holders=None, val_holders=None):
     """The FitResult of one MLP / LightGBM group (or a GLM group under ``'mop'``) over the worker
     pool (see the module doc).
 
@@ -476,13 +499,16 @@ def fit_other_group(pool, *, family, spec, opts, model: str, search: dict, fit_o
     ``on_epoch_raw`` when it is given, and continues from ``resume`` (see
     :func:`groupml.fitting.search_and_select`); an unsplit group is one worker task and
     has neither. ``requests`` (model hopper runs): the trial requests of other sessions, applied
-    between epoch blocks (:func:`groupml.search.run_search`)."""
+    between epoch blocks (:func:`groupml.search.run_search`). ``holders`` / ``val_holders`` (a
+    group spread over nodes, :func:`groupml.executor.nodes.hop_tasks`): the workers holding each
+    shard and each part of the validation rows."""
     pre = precheck(family, n_train=int(g["n_train"]), n_val=int(g["n_val"]), n_pos=int(g["n_pos"]),
                    n_skipped=int(g["n_skipped"]), d=d, y_val=y_val)
     if pre is not None:
         return pre
     ctx = GroupCtx(pool, snapshot_id=snapshot_id, group_no=g["group_no"], group_key=g["gkey"], d=d, shards=shards,
-                   mem_mb=mem_mb, abort=abort, replicas=replicas if mode == "mop" else 1, progress=progress)
+                   mem_mb=mem_mb, abort=abort, replicas=replicas if mode == "mop" else 1, progress=progress,
+                   holders=holders, val_holders=val_holders)
     if requests is not None and mode == "mop":
         ctx.stops = lambda: {int(r["trial_id"]) for r in requests() if r["kind"] == "stop_trial"}
     pattern = pattern_of(family)
@@ -514,8 +540,9 @@ def _mop_trainer(family, ctx, X_val, y_val, opts, *, lgbm_timeout_s, flexible, r
     """Model hopper parallelism over the group's partitions: Cerebro's randomized scheduler
     (GLMs: SGD states, :class:`ShardedGLMHopTrainer`)."""
     cls = ShardedGLMHopTrainer if pattern_of(family) == "algebraic" else ShardedMLPTrainer
+    # on the nodes (ctx.holders) a worker reads only its own node's shard: no worker joins
     return cls(family, ctx, X_val, y_val, seed=opts["seed"], metric=opts["metric"], policy="randomized",
-               stats=None if resume is None else resume["trainer"]["stats"], elastic=True)
+               stats=None if resume is None else resume["trainer"]["stats"], elastic=not ctx.holders)
 
 
 @register_trainer("sampling", "shards")

@@ -71,6 +71,19 @@ class PartitionUnavailableError(WorkerLostError):
     sqlstate = "08006"  # connection_failure
 
 
+class NodeLostError(PartitionUnavailableError):
+    """Every node holding a copy of a partition of a run on the nodes went away mid-run."""
+
+    sqlstate = "08001"  # sqlclient_unable_to_establish_sqlconnection, as for a node down at the start
+
+    @classmethod
+    def of(cls, what: str, group_key: str, why: str) -> "NodeLostError":
+        """The error for ``what`` (partitions, validation rows) of a group left without a live node."""
+        return cls(f"{what} of group {group_key} have no live node: {why}",
+                   hint="Every node holding a copy of the partition is gone: bring the node back. Shards replicated "
+                        "on two or more nodes (citus.shard_replication_factor) let another node take its units over.")
+
+
 class WorkerDataError(DataError):
     """A worker's task failed on the data (SQLSTATE class 22, e.g. features out of a
     learner's range): not a lost worker -- resuming would fail the same way -- so it keeps
@@ -357,8 +370,12 @@ class WorkerPool:
                     self.close()
                     raise
             else:
-                self.close()
                 node, exc = tried[0]
+                if ep.get("optional"):      # a replica: the run goes on without it
+                    self.errors[i] = f"node {node} is unreachable: {redact(str(exc)).strip()}"
+                    self.failovers.append((ep["name"], node, None))
+                    continue
+                self.close()
                 if ep.get("remote"):
                     raise WorkerEndpointError(
                         f"Cannot connect to node {node} for {ep.get('table')} ('{ep['name']}'): "

@@ -10,11 +10,18 @@ same initial state gives the state the run ended with, byte for byte on the same
 from it the model bytes the run stored. A trial forked by population based training
 (groupml.trials.parent_trial_id) replays its ancestors' visits up to each fork, the fork
 itself (:func:`groupml.learners.mlp.fork_state`), then its own visits.
+
+A run on the nodes of a distributed source (Citus shards, postgres_fdw partitions) kept
+its partitions' rows in the nodes' snapshots (``keep_snapshot``): the replay reads each
+partition's training rows from the snapshot of the node that held it, as the calling role
+(the rows travel to the coordinator for the replay only), and retrains here.
 """
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+import json
+from concurrent.futures import wait
+from typing import Any, Dict, List, Mapping, Tuple, Optional
 
 import numpy as np
 
@@ -62,7 +69,12 @@ def replay_trial(session, run_id: int, trial_id: int, group_key: Optional[str]) 
                                      hint="Replay a trial of a run with strategy => 'mop' (or a split MLP group).")
     group = next(g for g in catalog.snapshot_groups(session, sid) if g["gkey"] == gkey)
     d = len(src["features"])
-    rows = [_rows(session, sid, group, start, n, d) for start, n in shards]
+    plan = catalog.recorded_plan(session, run_id)
+    on_nodes = json.loads(plan["plan"] or "{}").get("nodes") if plan else None
+    if on_nodes:
+        rows = _node_rows(session, run_id, on_nodes, log, group["group_no"], d)
+    else:
+        rows = [_rows(session, sid, group, start, n, d) for start, n in shards]
     stats = merge_stats([unpack_stats(pack_stats(X, y), d) for X, y in rows], d)
     if glm:
         return _replay_glm(session, family, params, d, stats, rows, visits)
@@ -147,3 +159,42 @@ def _rows(session, sid: int, group, start: int, n: int, d: int) -> Tuple[np.ndar
     req = {"snapshot": sid, "group_no": group["group_no"], "pieces": pieces_for(group["train_rows"], start, n),
            "d": d, "mem_mb": 0}
     return shard_arrays(session, req)
+
+
+def _node_rows(session, run_id: int, nodes: Mapping[str, Any], log, group_no: int,
+               d: int) -> List[Tuple[np.ndarray, np.ndarray]]:
+    """(X, y) of every partition of a group of a run on the nodes, in partition order, each
+    read from the kept snapshot of the node whose worker computed the partition's moments
+    (``kind = 'stats'``), over a connection as the calling role."""
+    from .nodes import replay_endpoints
+    from .pool import WorkerPool, server_identity
+
+    # one per partition (a resumed group's attempts each logged them: the last one's)
+    stats = sorted({int(e["shard"]): (int(e["shard"]), int(e["worker"]), int(e["row_start"]), int(e["n_rows"]))
+                    for e in sorted(log, key=lambda e: e["started"]) if e.get("kind") == "stats"}.values())
+    snaps = {int(s["worker"]): s for s in nodes.get("snapshots", []) if "worker" in s}
+    missing = sorted({w for _, w, _, _ in stats if w not in snaps})
+    if missing:
+        raise PrerequisiteStateError(f"The node snapshots of run {run_id} are gone; replay reads the partitions' rows "
+                                     f"from them", hint="Train with options => '{\"keep_snapshot\": true}' to "
+                                                        "replay a run later.")
+    workers = sorted({w for _, w, _, _ in stats})
+    pool = WorkerPool(replay_endpoints(session, [snaps[w] for w in workers]), run_id=run_id,
+                      identity=server_identity(session))
+    try:
+        pool.start()
+        # a partition is all of its holder's training rows of the group (row_start is its place
+        # in the group's row order, not in the holder's)
+        futs = [pool.submit(workers.index(w), json.dumps({"op": "node_rows", "snapshot": 1, "group_no": group_no,
+                                                          "row_start": 0, "n_rows": n, "d": d}),
+                            b"", {"kind": "replay", "group_key": None}, fn="task") for _, w, _, n in stats]
+        while not all(f.done() for f in futs):
+            wait(futs, timeout=0.25)
+            session.check_cancel()
+        out = []
+        for f, (_, _, _, n) in zip(futs, stats):
+            M = np.frombuffer(f.result(), dtype="<f8")
+            out.append((M[:n * d].reshape(n, d).copy(), M[n * d:].copy()))
+        return out
+    finally:
+        pool.close()

@@ -137,7 +137,7 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
         sid, pool, plan = _node_snapshot_and_plan(session, run_id, holders, source=source, group_by=group_by,
                                                   features=features, label=label, seed=seed, fraction=fraction,
                                                   exec_options=exec_options, model=model, family=family, spec=spec,
-                                                  clock=clock, since=since)
+                                                  clock=clock, since=since, strategy=strategy)
         groups = catalog.snapshot_groups(session, sid)
     else:
         sid, pool = _snapshot_for_run(session, run_id, source, group_by, features, label, cols, seed, fraction,
@@ -172,8 +172,8 @@ def run_grouped(session, *, run_id: int, source: str, group_by, features, label,
                           abort=abort, requests=None if requests is None else requests.for_search)
     run = _RunContext(run_id=run_id, sid=sid, workers=workers, exec_options=exec_options, store=store, clock=clock,
                       fps=fps, resume_states=resume_states, group_logs=group_logs, n_groups=len(groups),
-                      n_done=len(done), before_close=_node_finish(session, run_id) if holders is not None else None,
-                      requests=requests)
+                      n_done=len(done), before_close=None if holders is None else _node_finish(
+                          session, run_id, keep=exec_options["keep_snapshot"]), requests=requests)
     all_log = _train_pending(session, run, driver, pending)
     bad = schedule_violations(all_log, {g["gkey"]: int(g["n_train"]) for g in groups},
                               {g["gkey"]: plan.tasks[g["group_no"]]["mode"] for g in groups
@@ -330,7 +330,8 @@ class _GroupDriver:
                                    mem_mb=ex["worker_memory_mb"], abort=self.abort, on_epoch_raw=on_epoch_raw,
                                    interrupt_check=self.check_abort, lgbm_timeout_s=ex["network_timeout_s"],
                                    flexible=ex["flexible_hops"], checkpoint=on_block, resume=resume,
-                                   mode=t["mode"], replicas=ex["replicas"],
+                                   mode=t["mode"], replicas=ex["replicas"], holders=t.get("holders"),
+                                   val_holders=t.get("val"),
                                    progress=lambda line: self.progress.__setitem__(gkey, line),
                                    requests=self.requests)
         if (t["mode"] == "shards" and len(t["shards"]) == 1 and resume is None
@@ -558,13 +559,21 @@ def _store_finished_group(session, run_id: int, gkey: str, result, log, store, p
 
 
 def _node_snapshot_and_plan(session, run_id: int, holders, *, source: str, group_by, features, label: str,
-                            seed: int, fraction: float, exec_options, model: str, family, spec, clock, since):
+                            seed: int, fraction: float, exec_options, model: str, family, spec, clock, since,
+                            strategy: str = "grouped"):
     """A run on the nodes of a distributed source: the holders' pool (started), their
-    snapshots and the coordinator's, and the plan whose placement is where the rows are."""
-    from .nodes import (build_node_snapshots, check_pattern, drop_node_snapshots, holder_endpoints, node_plan_facts,
-                        split_groups, stale_node_snapshots)
+    snapshots and the coordinator's, and the plan whose placement is where the rows are.
+    An MLP run adds an endpoint per other placement of a replicated shard (the model
+    hopper's replicas); its groups spread over nodes train by model hopping."""
+    from .nodes import (build_node_snapshots, check_pattern, drop_node_snapshots, groups_may_spread, holder_endpoints,
+                        hop_plan_text, node_plan_facts, replica_endpoints, split_groups, stale_node_snapshots)
 
-    pool = WorkerPool(holder_endpoints(session, holders), run_id=run_id, lock_timeout_ms=exec_options["lock_timeout_ms"],
+    pattern = pattern_of(family)
+    hop = pattern == "sequential"
+    endpoints = holder_endpoints(session, holders)
+    if hop and any(ep["alternates"] for ep in endpoints) and groups_may_spread(session, source, group_by):
+        endpoints += replica_endpoints(endpoints)
+    pool = WorkerPool(endpoints, run_id=run_id, lock_timeout_ms=exec_options["lock_timeout_ms"],
                       clock_start=since, identity=server_identity(session))
     t0 = time.perf_counter()
     prev = catalog.recorded_plan(session, run_id)
@@ -572,19 +581,19 @@ def _node_snapshot_and_plan(session, run_id: int, holders, *, source: str, group
     try:
         pool.start()
         for name, down, used in pool.failovers:
-            session.notice(f"groupml: run {run_id}: node {down} is unreachable; {name} is read from its placement on "
-                           f"{used}")
+            session.notice(f"groupml: run {run_id}: node {down} is unreachable; "
+                           + (f"{name} is read from its placement on {used}" if used is not None
+                              else f"the replica {name} is left out"))
         sid, tasks = build_node_snapshots(session, pool, run_id=run_id, source=source, group_by=group_by,
                                           features=features, label=label, seed=seed, fraction=fraction,
                                           block_rows=exec_options["block_rows"], cancel_check=session.check_cancel,
-                                          stale=stale)
+                                          stale=stale, hop=hop)
     except BaseException as exc:
         pool.close()
         if isinstance(exc, WorkerLostError):
             raise _snapshot_failed(session, run_id, exc, "while the nodes built their snapshots",
                                    "once the node is back; it resumes from the committed groups.") from None
         raise
-    pattern = pattern_of(family)
     groups = catalog.snapshot_groups(session, sid)
     split = split_groups(tasks)
     try:
@@ -595,25 +604,28 @@ def _node_snapshot_and_plan(session, run_id: int, holders, *, source: str, group
         raise
     wl = workload_of(spec, family)
     nodes = sorted({ep["node"] for ep in pool.endpoints})
+    how = (hop_plan_text(tasks, pool.endpoints) if hop else "GLM partial sums per pass")
     explanation = (f"on the nodes holding the rows: {len(holders)} shard(s) on {len(nodes)} node(s) "
                    f"({', '.join(nodes)}); {len(tasks) - len(split)} group(s) whole on their node, {len(split)} "
-                   f"spread over nodes (GLM partial sums per pass); snapshots built on the nodes in "
+                   f"spread over nodes ({how}); snapshots built on the nodes in "
                    f"{time.perf_counter() - t0:.2f} s")
     # every attempt plans again: the placement is where the rows are, the same while they stay;
     # committed with the snapshots, so the plan always names the node snapshots that exist
     clock.charge(session, run_id)
     catalog.set_run_estimate(session, run_id, len(groups), None)
-    catalog.record_plan(session, run_id, "grouped", {"explanation": explanation, "pattern": pattern,
+    chosen = "mop" if strategy == "mop" else "grouped"
+    catalog.record_plan(session, run_id, chosen, {"explanation": explanation, "pattern": pattern,
                                                      "workload": wl, "nodes": node_plan_facts(holders, tasks, pool.endpoints)})
     session.notice(f"groupml: run {run_id}: {explanation}")
     session.commit()
-    return sid, pool, _RunPlan("grouped", pattern, tasks, pass_task_rows(exec_options, len(features),
+    return sid, pool, _RunPlan(chosen, pattern, tasks, pass_task_rows(exec_options, len(features),
                                                                          wl["n_configs"], wl["epochs"]))
 
 
-def _node_finish(session, run_id: int):
-    """After the last group of a node run: the holders drop their snapshots; the bytes sent
-    to and received from each node go into the run's plan (``moved``) and a NOTICE."""
+def _node_finish(session, run_id: int, keep: bool = False):
+    """After the last group of a node run: the holders drop their snapshots (``keep``: they
+    stay, for :func:`groupml.executor.replay.replay_trial`); the bytes sent to and received
+    from each node go into the run's plan (``moved``) and a NOTICE."""
     def finish(pool) -> None:
         from .nodes import drop_node_snapshots
 
@@ -622,7 +634,8 @@ def _node_finish(session, run_id: int):
             m = moved.setdefault(ep["node"], {"sent": 0, "received": 0, "tasks": 0})
             m["sent"] += pool.sent[i]
             m["received"] += pool.received[i]
-        drop_node_snapshots(pool)
+        if not keep:
+            drop_node_snapshots(pool)
         catalog.add_plan_facts(session, run_id, {"moved": moved})
         total = sum(m["sent"] + m["received"] for m in moved.values())
         session.notice(f"groupml: run {run_id}: {total} bytes moved between the coordinator and the nodes "

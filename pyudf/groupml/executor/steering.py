@@ -17,7 +17,7 @@ import json
 from typing import Any, Dict, List, Mapping, Optional
 
 from .. import catalog
-from ..errors import InvalidParameterError, PrerequisiteStateError, UndefinedObjectError
+from ..errors import FeatureNotSupportedError, InvalidParameterError, PrerequisiteStateError, UndefinedObjectError
 from ..learners import get_learner_family, glmsgd
 from ..validation import check_number
 from .core import pattern_of
@@ -45,6 +45,12 @@ def _run(session, run_id, owner: str) -> Dict[str, Any]:
         raise PrerequisiteStateError(
             f"Run {rid} {what}; {owner} steers model hopper runs (strategy 'mop') only",
             hint="Start the run with train_groups(..., workers => p, strategy => 'mop').")
+    plan = catalog.recorded_plan(session, int(rid))
+    if plan and "nodes" in json.loads(plan["plan"] or "{}"):
+        raise FeatureNotSupportedError(
+            f"Run {rid} trains on the nodes of a distributed table; {owner} steers model hopper runs on one "
+            f"server's worker backends only", hint="On the nodes the workers are the shards' holders: start a new "
+                                                   "run with the configurations you want.")
     if run["status"] == "done":
         raise PrerequisiteStateError(
             f"Run {rid} is done; {owner} needs a run that is training or can resume (status running, failed or "

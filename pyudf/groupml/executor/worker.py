@@ -67,7 +67,7 @@ def load_shard(session, snapshot_id: int, group_no: int, pieces, d: int) -> np.n
 
 INTERNAL_HINT = "_gap_partial and _gap_task are internal to train_groups; call train_groups instead."
 _REQUEST_INTS = {"snapshot": 1, "group_no": 0, "d": 1, "k": 1, "epoch": 0, "shard": 0, "rank": 0,
-                 "rounds": 1, "timeout_minutes": 1}
+                 "rounds": 1, "timeout_minutes": 1, "row_start": 0, "n_rows": 0}
 
 
 class _Request(dict):
@@ -391,6 +391,24 @@ def _op_node_validation(session, req, blob) -> bytes:
     return catalog.validation_bytes(session, int(req["snapshot"]), int(req["group_no"]), (int(req["d"]) + 1) * 8)
 
 
+def _op_node_rows(session, req, blob) -> bytes:
+    """Training rows ``[row_start, row_start + n_rows)`` of a group in this holder's kept
+    snapshot, as float8 X then y (what :func:`groupml.executor.replay.replay_trial` retrains
+    a run on the nodes from)."""
+    from ..errors import PrerequisiteStateError
+    from .snapshot import pieces_for
+
+    sid, gno = int(req["snapshot"]), int(req["group_no"])
+    group = next((g for g in catalog.snapshot_groups(session, sid) if int(g["group_no"]) == gno), None)
+    if group is None or sum(group["train_rows"]) < int(req["row_start"]) + int(req["n_rows"]):
+        raise PrerequisiteStateError(f"Snapshot {sid} of this node has no training rows of group_no {gno} to replay",
+                                     hint="The run's node snapshots are kept with options => "
+                                          "'{\"keep_snapshot\": true}' until dropped on the node.")
+    pieces = pieces_for(group["train_rows"], int(req["row_start"]), int(req["n_rows"]))
+    X, y = shard_arrays(session, dict(req, pieces=pieces, mem_mb=0))
+    return X.astype("<f8").tobytes() + y.astype("<f8").tobytes()
+
+
 def _op_node_drop(session, req, blob) -> bytes:
     catalog.delete_snapshot(session, int(req["snapshot"]))
     return b"{}"
@@ -406,7 +424,7 @@ TASK_HANDLERS = {
     "snapshot_part": (_op_snapshot_part, False), "mlp_grad": (_op_mlp_grad, True),
     "node_snapshot": (_op_node_snapshot, False), "node_validation": (_op_node_validation, False),
     "node_drop": (_op_node_drop, False), "glm_stats": (_op_mlp_stats, True), "glm_visit": (_op_glm_visit, True),
-    "glm_load": (_op_mlp_load, True),
+    "glm_load": (_op_mlp_load, True), "node_rows": (_op_node_rows, False),
 }
 #: the ops of _gap_task, in the order its error message lists them
 TASK_OPS = tuple(TASK_HANDLERS)

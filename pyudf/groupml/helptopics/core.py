@@ -69,9 +69,11 @@ learn_over_groups where the rows live: Citus and postgres_fdw shards  (docs/scal
   (host/port from pg_dist_node; a non-superuser never uses the server's password file). Each
   shard's rows are snapshotted and trained there; a group held by one shard trains whole on its
   node, a GLM group spread over shards trains by partial sums per pass (its validation rows go to
-  the coordinator). MLP/LightGBM: group_by must include the distribution column. strategy 'auto'
-  or 'grouped' only; workers is the shard count. explain_train_groups shows a 'nodes' row per
-  shard (node, table, groups, rows, bytes moved) and a 'gather' row. A node down: ERROR 08001
+  the coordinator), an MLP group spread over shards by model hopping (its configurations' states
+  hop between the nodes; help('mop')). LightGBM: group_by must include the distribution column.
+  strategy 'auto', 'grouped' or (MLP) 'mop'; workers is the shard count. explain_train_groups
+  shows a 'nodes' row per shard (node, table, groups, rows, bytes moved, the hop plan) and a
+  'gather' row. A node down: ERROR 08001
   naming it; resume with run_id once it is back; a replicated shard is read from another
   placement. The same on a table partitioned over postgres_fdw servers (each server trains its
   partitions; connections with the calling role's user mapping, which must give a password for

@@ -17,6 +17,10 @@ CALL groupml.train_groups(source, group_by, features, label, model, search, opti
   random unit of an idle configuration whose partition it holds. group_by => '{}' tunes one model
   over the whole table; with a grouping, MOP runs inside every group. Grid, random, TPE, Hyperband,
   ASHA and population based training (help('pbt')) drive it epoch by epoch like any other strategy.
+  On a Citus distributed table or a table of postgres_fdw partitions the partitions are the shards
+  on their nodes (workers is ignored): the rows stay on their node, the states hop between nodes,
+  and the other placements of replicated Citus shards are replicas (options.replicas does not
+  apply there). A node lost mid-run without a replica: SQLSTATE 08001 naming it; resume with run_id.
 
   GLMs      strategy 'mop' trains a GLM by mini-batch SGD: the search's solver is 'sgd' (an absent or
             'auto' solver means 'sgd'; 'lbfgs' or 'gd' is refused with 22023). Parameters: lr (0.1,
@@ -114,6 +118,8 @@ groupml.replay(run_id bigint, trial_id integer, group_key jsonb DEFAULT NULL) ->
   training snapshot, and return the model bytes. On the same host they equal the run's model of
   that trial byte for byte (groupml.models.fit.model for the best trial). Needs the snapshot:
   train with options.keep_snapshot => true. group_key may be NULL when the trial is in one group.
+  A run on the nodes of a distributed table: the partitions' rows are read from the nodes' kept
+  snapshots (as the calling role) and the trial is retrained here.
   Errors: 42704 (no such run or trial), 55000 (snapshot gone, not an MLP or GLM run, no visit log),
   22023 (bad argument; a trial in several groups without group_key).
 

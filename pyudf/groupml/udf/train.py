@@ -266,12 +266,18 @@ def _train_groups(session, oid, group_by, features, label, model, search, option
                 f"train_groups on the distributed table {source} takes numeric and boolean features only; "
                 "a raw-column transform is not built on the nodes",
                 hint="Encode the columns in a view on each node, or train from a local copy of the rows.")
-        workers, strategy = len(holders), "grouped"
+        if "replicas" in options_obj:
+            raise InvalidParameterError(
+                f"The 'replicas' option of train_groups does not apply to the distributed table {source}: the copies "
+                f"of its shards are their placements on the nodes", hint="Drop 'replicas'; a Citus table created "
+                "with citus.shard_replication_factor = 2 gives every shard a second placement the run may use.")
+        workers, strategy = len(holders), "mop" if strategy == "mop" else "grouped"
     executor = workers != 1 or strategy != "auto"
     processes, options_obj, (fit_options, exec_options, family, spec, opts, pattern) = _check_options(
         session, source, group_by, features, label, model, search_obj, options_obj, workers, strategy)
     if holders is not None:
-        from ..executor.nodes import check_grouping
+        from ..executor.nodes import check_grouping, check_node_strategy
+        check_node_strategy(pattern, strategy, source)
         check_grouping(pattern, group_by, _key_columns(session, source, holders), source)
     backend = executor and holders is None and _may_run_in_backend(strategy, options_obj, run_id)
     inputs = _plan_inputs(session, source, group_by, features, label, model, search_obj, exec_options, family, spec,
@@ -318,18 +324,19 @@ def _train_groups(session, oid, group_by, features, label, model, search, option
 def _holders_of(session, source: str, strategy: str):
     """The holders of a Citus distributed source (its shards on their nodes), else None. Such
     a run trains where the rows are: the strategy is the data's placement ('auto' or
-    'grouped'), the workers are its shards."""
+    'grouped'), or model hopping over the shards ('mop'); the workers are its shards."""
     from ..executor.nodes import citus_holders, fdw_holders, has_foreign_partitions, is_distributed
 
     citus = is_distributed(session, source)
     if not citus and not has_foreign_partitions(session, source):
         return None
-    if strategy not in ("auto", "grouped"):
+    if strategy not in ("auto", "grouped", "mop"):
         raise FeatureNotSupportedError(
-            f"The 'strategy' value of train_groups on the distributed table {source} must be 'auto' or 'grouped'; "
-            f"got '{strategy}'",
-            hint="A distributed table trains where its shards are (each group on the nodes holding its rows); "
-                 "omit strategy, or copy the rows into a local table to compare strategies.")
+            f"The 'strategy' value of train_groups on the distributed table {source} must be 'auto', 'grouped' or "
+            f"'mop'; got '{strategy}'",
+            hint="A distributed table trains where its shards are (each group on the nodes holding its rows; 'mop': "
+                 "MLP states hop between the shards); omit strategy, or copy the rows into a local table to compare "
+                 "strategies.")
     return citus_holders(session, source) if citus else fdw_holders(session, source)
 
 
@@ -796,6 +803,9 @@ def _explain_train_groups(session, oid, group_by, features, label, model, search
     inputs = _plan_inputs(session, source, group_by, features, label, model, search_obj, exec_options, family, spec,
                           opts, pattern, owner="explain_train_groups", imputed=needs_transform(raw, cols, features),
                           calibrate=backend_ok)
+    if holders is not None:
+        from ..executor.nodes import check_node_strategy
+        check_node_strategy(pattern, strategy, source)
     if holders is not None and holders[0].server is None:
         from ..executor.nodes import check_grouping, explain_on_nodes
         check_grouping(pattern, group_by, _key_columns(session, source, holders), source)
