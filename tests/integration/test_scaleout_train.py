@@ -160,10 +160,6 @@ def test_other_strategies_are_refused_on_a_distributed_table(citus_cluster, even
             conn, f"CALL groupml.train_groups('events', ARRAY['country'], {FEATS}, 'clicked', 'logistic', "
                   f"'{{}}'::jsonb, '{{}}'::jsonb, NULL, workers => 2, strategy => 'mtp')")
         assert state == "0A000" and "'mtp'" in msg and "distributed table" in msg and hint
-        state, msg, hint = sql_error(
-            conn, f"SELECT * FROM groupml.explain_train_groups('events', ARRAY['segment'], {FEATS}, 'clicked', "
-                  f"'lightgbm', '{{}}'::jsonb)")
-        assert state == "0A000" and "'country'" in msg and hint
 
 
 def test_a_node_down_names_it_and_the_run_resumes_when_it_is_back(citus_cluster, events):

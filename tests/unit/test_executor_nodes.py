@@ -31,16 +31,18 @@ def test_groups_take_the_placement_their_rows_have():
     assert split_groups(tasks) == [1]
 
 
-def test_only_glm_groups_may_span_holders():
+def test_only_glm_and_lightgbm_groups_may_span_holders():
     check_pattern("algebraic", [1], {1: '{"g": 1}'})
+    check_pattern("sampling", [1], {1: '{"g": 1}'})
     check_pattern("sequential", [], {})
     with pytest.raises(FeatureNotSupportedError) as info:
         check_pattern("sequential", [1, 3], {1: '{"g": 1}'})
     assert info.value.sqlstate == "0A000" and '{"g": 1}' in info.value.message and "2 groups" in info.value.message
     check_grouping("algebraic", ["segment"], "country", "events")
-    check_grouping("sampling", ["country", "segment"], "country", "events")
+    check_grouping("sampling", ["segment"], "country", "events")
+    check_grouping("sequential", ["country", "segment"], "country", "events")
     with pytest.raises(FeatureNotSupportedError) as info:
-        check_grouping("sampling", ["segment"], "country", "events")
+        check_grouping("sequential", ["segment"], "country", "events")
     assert "'country'" in info.value.message and info.value.hint
 
 

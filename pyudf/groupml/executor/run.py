@@ -448,10 +448,11 @@ def _stop_training(session, run: _RunContext, driver: "_GroupDriver", ex, exc: B
         run.clock.charge(session, run_id)
         mark_run_failed(session, run_id)
         session.commit()
-        raise _stopped(exc, f"run {run_id} stopped: {exc.message}; {run.n_done} of {run.n_groups} groups are "
-                            f"committed",
-                       f"Call train_groups again with run_id => {run_id} to resume from the committed groups.") \
-            from None
+        node = _lost_node(driver.pool, exc)
+        what = exc.message if node is None else f"node {node} was lost ({exc.message})"
+        raise _stopped(exc, f"run {run_id} stopped: {what}; {run.n_done} of {run.n_groups} groups are committed",
+                       f"Call train_groups again with run_id => {run_id} to resume from the committed groups.",
+                       node=node) from None
 
 
 def _flush_events(session, run_id: int, events: "queue.Queue", group_logs, fps, finishing=()) -> int:
@@ -505,8 +506,8 @@ def _node_snapshot_and_plan(session, run_id: int, holders, *, source: str, group
                             seed: int, fraction: float, exec_options, model: str, family, spec, clock, since):
     """A run on the nodes of a distributed source: the holders' pool (started), their
     snapshots and the coordinator's, and the plan whose placement is where the rows are."""
-    from .nodes import (build_node_snapshots, check_pattern, drop_node_snapshots, holder_endpoints, node_plan_facts,
-                        split_groups, stale_node_snapshots)
+    from .nodes import (SPREAD_HOW, build_node_snapshots, check_pattern, drop_node_snapshots, holder_endpoints,
+                        node_plan_facts, split_groups, stale_node_snapshots)
 
     pool = WorkerPool(holder_endpoints(session, holders), run_id=run_id, lock_timeout_ms=exec_options["lock_timeout_ms"],
                       clock_start=since, identity=server_identity(session))
@@ -526,7 +527,8 @@ def _node_snapshot_and_plan(session, run_id: int, holders, *, source: str, group
         pool.close()
         if isinstance(exc, WorkerLostError):
             raise _snapshot_failed(session, run_id, exc, "while the nodes built their snapshots",
-                                   "once the node is back; it resumes from the committed groups.") from None
+                                   "once the node is back; it resumes from the committed groups.",
+                                   node=_lost_node(pool, exc)) from None
         raise
     pattern = pattern_of(family)
     groups = catalog.snapshot_groups(session, sid)
@@ -541,7 +543,7 @@ def _node_snapshot_and_plan(session, run_id: int, holders, *, source: str, group
     nodes = sorted({ep["node"] for ep in pool.endpoints})
     explanation = (f"on the nodes holding the rows: {len(holders)} shard(s) on {len(nodes)} node(s) "
                    f"({', '.join(nodes)}); {len(tasks) - len(split)} group(s) whole on their node, {len(split)} "
-                   f"spread over nodes (GLM partial sums per pass); snapshots built on the nodes in "
+                   f"spread over nodes ({SPREAD_HOW.get(pattern, pattern)}); snapshots built on the nodes in "
                    f"{time.perf_counter() - t0:.2f} s")
     # every attempt plans again: the placement is where the rows are, the same while they stay;
     # committed with the snapshots, so the plan always names the node snapshots that exist
@@ -627,20 +629,35 @@ def _snapshot_for_run(session, run_id: int, source: str, group_by, features, lab
     return sid, pool
 
 
-def _snapshot_failed(session, run_id: int, exc: GroupmlError, when: str, then: str) -> GroupmlError:
+def _snapshot_failed(session, run_id: int, exc: GroupmlError, when: str, then: str,
+                     node: Optional[str] = None) -> GroupmlError:
     """A worker failed while the run's snapshot was built: the run is marked failed (committed)
-    and the error says how many groups are kept and how to resume."""
+    and the error says how many groups are kept and how to resume (naming the lost ``node``)."""
     mark_run_failed(session, run_id)
     session.commit()
     n_done = catalog.count_models(session, run_id)
-    return _stopped(exc, f"run {run_id} stopped {when}: {exc.message}; {n_done} groups are committed",
-                    f"Call train_groups again with run_id => {run_id} {then}")
+    what = exc.message if node is None else f"node {node} was lost ({exc.message})"
+    return _stopped(exc, f"run {run_id} stopped {when}: {what}; {n_done} groups are committed",
+                    f"Call train_groups again with run_id => {run_id} {then}", node=node)
 
 
-def _stopped(exc: GroupmlError, message: str, hint: str) -> GroupmlError:
+def _lost_node(pool, exc: GroupmlError) -> Optional[str]:
+    """The node (host:port) a lost worker was on when the workers are the nodes of a
+    distributed source (:func:`groupml.executor.nodes.lost_node`), else None."""
+    from .nodes import lost_node
+
+    return lost_node(pool, exc) if type(exc) is WorkerLostError else None
+
+
+def _stopped(exc: GroupmlError, message: str, hint: str, node: Optional[str] = None) -> GroupmlError:
     """The error that ends a run whose worker failed: XX000 with how to resume, or, when the
     worker gave up waiting for a lock, its endpoint could not be used or its task raised an
-    error of its own SQLSTATE (42501, 53200, ...), that SQLSTATE with the error's hint first."""
+    error of its own SQLSTATE (42501, 53200, ...), that SQLSTATE with the error's hint first;
+    a lost ``node`` of a distributed source is 08001."""
+    from .nodes import NodeUnavailableError
+
+    if node is not None:
+        return NodeUnavailableError(message, hint=f"Bring node {node} back, then: {hint}")
     if isinstance(exc, WorkerStateError):
         return WorkerStateError(exc.sqlstate, message, hint=f"{exc.hint} {hint}")
     if isinstance(exc, (WorkerLockTimeoutError, WorkerEndpointError, PartitionUnavailableError)):

@@ -782,7 +782,7 @@ def _explain_train_groups(session, oid, group_by, features, label, model, search
     inputs = _plan_inputs(session, source, group_by, features, label, model, search_obj, exec_options, family, spec,
                           opts, pattern, owner="explain_train_groups", imputed=needs_transform(raw, cols, features),
                           calibrate=backend_ok)
-    if holders is not None and holders[0].server is None:
+    if holders is not None:
         from ..executor.nodes import check_grouping, explain_on_nodes
         check_grouping(pattern, group_by, _key_columns(session, source, holders), source)
         return explain_on_nodes(session, source, group_by, features, holders, inputs, pattern,

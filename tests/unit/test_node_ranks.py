@@ -1,0 +1,57 @@
+"""LightGBM groups spread over nodes: one rank per node, its address, the rows it reads."""
+
+import numpy as np
+import pytest
+
+from groupml.errors import FeatureNotSupportedError, InvalidParameterError
+from groupml.executor import worker
+from groupml.executor.nodes import node_rank_hosts, node_ranks
+from groupml.learners import row_hash_and_order
+
+
+def ep(node, name="h", dbname=None, role=None):
+    return {"node": node, "name": name, "dbname": dbname, "role": role, "remote": True}
+
+
+def test_one_rank_per_node_on_its_largest_holder():
+    eps = [ep("10.0.0.1:5432"), ep("10.0.0.2:5432"), ep("10.0.0.1:5432"), ep("10.0.0.2:5432")]
+    # (worker, row_start, n_rows, pieces): shards round-robin over two nodes, as Citus places them
+    shards = [(0, 0, 5, []), (1, 5, 9, []), (2, 14, 8, []), (3, 22, 9, [])]
+    assert node_ranks(shards, eps) == [(2, [0, 2]), (1, [1, 3])]     # a tie goes to the first holder
+    # the same host and port but another database (or remote role) is another node
+    eps[2] = ep("10.0.0.1:5432", dbname="other")
+    assert node_ranks(shards, eps) == [(0, [0]), (1, [1, 3]), (2, [2])]
+
+
+def test_a_rank_listens_on_its_nodes_address():
+    eps = [ep("127.0.0.1:9701"), ep("localhost:9702"), ep("/var/run/postgresql:5432")]
+    assert node_rank_hosts(eps, [0, 1, 2]) == ["127.0.0.1"] * 3
+    assert node_rank_hosts([ep("10.1.2.3:5432"), ep("10.1.2.4:5432")], [1, 0]) == ["10.1.2.4", "10.1.2.3"]
+    with pytest.raises(FeatureNotSupportedError) as info:
+        node_rank_hosts([ep("127.0.0.1:9701"), ep("10.1.2.4:5432")], [0, 1])
+    assert info.value.sqlstate == "0A000" and "127.0.0.1:9701" in info.value.message and info.value.hint
+    with pytest.raises(FeatureNotSupportedError) as info:
+        node_rank_hosts([ep("no-such-host.invalid:5432", name="s1")], [0])
+    assert "no-such-host.invalid:5432" in info.value.message and "IPv4" in info.value.message
+
+
+def test_a_node_rank_reads_its_shards_in_the_snapshots_row_order(monkeypatch):
+    rng = np.random.default_rng(3)
+    X, y = rng.normal(size=(40, 3)), (rng.random(40) > 0.5).astype(float)
+    order = row_hash_and_order(X, y, 7)[1]
+    X, y = X[order], y[order]                       # a group's rows as one snapshot orders them
+    take = rng.random(40) < 0.5                    # which of them one shard table holds
+    parts = {11: (X[take], y[take]), 12: (X[~take], y[~take])}
+    real = worker.shard_arrays
+    monkeypatch.setattr(worker, "shard_arrays",
+                        lambda session, req: parts[req["snapshot"]] if not req.get("parts") else real(session, req))
+    req = worker.parse_request({"op": "lgbm_rank", "snapshot": 1, "group_no": 0, "d": 3, "seed": 7,
+                                "parts": [{"snapshot": 12, "pieces": [[0, 0, 1]]},
+                                          {"snapshot": 11, "pieces": [[0, 1, 2]]}]}, "_gap_task")
+    Xn, yn = worker.node_arrays(None, req)
+    assert np.array_equal(Xn, X) and np.array_equal(yn, y)
+    with pytest.raises(InvalidParameterError):
+        worker.parse_request({"op": "lgbm_rank", "seed": 7, "parts": [{"snapshot": 0, "pieces": []}]}, "_gap_task")
+    with pytest.raises(InvalidParameterError):
+        worker.parse_request({"op": "lgbm_rank", "seed": 7, "parts": [{"snapshot": 2, "pieces": [[1, 2]]}]},
+                             "_gap_task")
