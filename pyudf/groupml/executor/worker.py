@@ -301,7 +301,8 @@ def gap_task(session, request: Mapping[str, Any], blob: Optional[bytes]) -> byte
       ports of the LightGBM ranks this worker will run);
     * ``lgbm_rank``: one rank of LightGBM's data-parallel training over the group's
       shards (``machines``: each rank's worker address and a port it chose), returns the
-      model text;
+      model text (with ``digest``: its :func:`groupml.executor.patterns.rank_digest`); a
+      node's rank reads every holder snapshot in ``parts`` (:func:`node_arrays`);
     * ``mlp_block`` (MTP): epochs of one config over the whole group, returns the packed
       state and validation decision values (:func:`groupml.executor.baselines.mlp_block`);
     * ``lgbm_fit`` (MTP): one config's whole single-node LightGBM run, returns the model text;
