@@ -13,8 +13,11 @@ with ``CI=true`` they fail instead, since CI builds Citus first.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import List
 
@@ -162,6 +165,53 @@ def fdw_shards(cluster):
         yield FdwShards(coordinator, shards, names)
     finally:
         _stop_all(nodes)
+
+
+@contextlib.contextmanager
+def halted_after_first_group(cluster, down: TempCluster):
+    """Within the block, ``down`` stops once the next run has committed its first group (a
+    watcher thread); it starts again when the block ends. Yields the Event set on the halt."""
+    with cluster.connect() as conn:
+        start = conn.execute("SELECT coalesce(max(run_id), 0) FROM groupml.runs").fetchone()[0]
+    halted = threading.Event()
+
+    def watch():
+        with cluster.connect() as conn:
+            for _ in range(6000):
+                r = conn.execute("SELECT groups_done FROM groupml.runs WHERE run_id > %s", [start]).fetchone()
+                if r and r[0] >= 1:
+                    down.halt()
+                    halted.set()
+                    return
+                time.sleep(0.01)
+
+    t = threading.Thread(target=watch)
+    t.start()
+    try:
+        yield halted
+    finally:
+        t.join()
+        if halted.is_set():
+            down.resume()
+
+
+def partition_over_servers(conn, fdw: FdwShards, table: str, data: dict, parts, prepare=None) -> None:
+    """``table`` (created by the caller, PARTITION BY LIST (country)) gets one foreign partition
+    ``<table>_<i>`` per server: server i holds the rows of ``data`` whose country is in
+    ``parts[i]`` in its own ``table`` (``prepare(remote_conn)`` runs after it is filled)."""
+    from groupml.datagen import create_table
+
+    for i, (shard, server, mine) in enumerate(zip(fdw.shards, fdw.servers, parts), 1):
+        rows = {k: v[[str(g) in mine for g in data["grp"]]] for k, v in data.items()}
+        with psycopg.connect(shard.dsn(), autocommit=True) as remote:
+            remote.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
+            create_table(remote, table, rows)
+            if prepare is not None:
+                prepare(remote)
+        conn.execute(sql.SQL("CREATE FOREIGN TABLE {} PARTITION OF {} FOR VALUES IN ({}) SERVER {} "
+                             "OPTIONS (table_name {})").format(
+            sql.Identifier(f"{table}_{i}"), sql.Identifier(table), sql.SQL(", ").join(sql.Literal(k) for k in mine),
+            sql.Identifier(server), sql.Literal(table)))
 
 
 FIT_QUERY = ("SELECT (f).params, (f).score, (f).n_train, (f).n_validation, (f).model, s.* "

@@ -4,19 +4,17 @@ on that partitioning."""
 
 import json
 import multiprocessing
-import threading
-import time
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import psycopg
 import pytest
-from psycopg import sql
 
 from groupml.datagen import create_table, grouped_classification
 from groupml.learners import free_ports, load_model, mask_of_hash, row_hash_and_order
 from groupml.learners._lgbm import train_lightgbm_rank
-from test_scaleout_train import settled_reads, shard_reads
+from multinode import halted_after_first_group, partition_over_servers
+from test_scaleout_train import reads_before, settled_reads
 
 pytestmark = [pytest.mark.integration, pytest.mark.citus]
 
@@ -57,17 +55,8 @@ def sales(fdw_shards):
         create_table(conn, "lgbm_sales_src", data)
         add_parts(conn, "lgbm_sales_src")
         conn.execute("CREATE TABLE lgbm_sales (LIKE lgbm_sales_src) PARTITION BY LIST (country)")
-        for i, (shard, server, mine) in enumerate(zip(fdw_shards.shards, fdw_shards.servers, parts), 1):
-            rows = {k: v[[str(g) in mine for g in data["grp"]]] for k, v in data.items()}
-            with psycopg.connect(shard.dsn(), autocommit=True) as remote:
-                remote.execute("DROP TABLE IF EXISTS lgbm_sales")
-                create_table(remote, "lgbm_sales", rows)
-                add_parts(remote, "lgbm_sales")
-                remote.execute("ANALYZE lgbm_sales")
-            conn.execute(sql.SQL("CREATE FOREIGN TABLE {} PARTITION OF lgbm_sales FOR VALUES IN ({}) SERVER {} "
-                                 "OPTIONS (table_name 'lgbm_sales')").format(
-                sql.Identifier(f"lgbm_sales_{i}"), sql.SQL(", ").join(sql.Literal(k) for k in mine),
-                sql.Identifier(server)))
+        partition_over_servers(conn, fdw_shards, "lgbm_sales", data, parts,
+                               prepare=lambda remote: add_parts(remote, "lgbm_sales"))
     return parts
 
 
@@ -140,12 +129,7 @@ def citus_node_rows(conn, table, key, group, port):
 def test_a_group_spread_over_citus_nodes_trains_one_rank_per_node(citus_cluster, clicks):
     ports = [w.port for w in citus_cluster.workers]
     with citus_cluster.connect() as conn:
-        rows_on = dict(conn.execute(
-            "SELECT nodeport, sum(n)::bigint FROM (SELECT get_shard_id_for_distribution_column('lgbm_clicks', country) "
-            "AS shardid, count(*) AS n FROM lgbm_clicks GROUP BY country) g JOIN citus_shards s USING (shardid) "
-            "GROUP BY nodeport").fetchall())
-        before = shard_reads(citus_cluster, conn, "lgbm_clicks")
-        coordinator_reads = conn.execute("SELECT pg_stat_get_tuples_returned('lgbm_clicks'::regclass)").fetchone()[0]
+        rows_on, before, coordinator_reads = reads_before(citus_cluster, conn, "lgbm_clicks")
         run = train(conn, "lgbm_clicks", "part")
         assert conn.execute("SELECT status FROM groupml.runs WHERE run_id = %s", [run]).fetchone()[0] == "done"
         after = settled_reads(citus_cluster, conn, "lgbm_clicks", before, rows_on)
@@ -242,28 +226,9 @@ def test_a_node_lost_mid_run_names_it_and_the_run_resumes(citus_cluster, clicks)
     spec = json.dumps({"method": "grid", "epoch_iters": 5,
                        "space": {"num_leaves": [3, 5, 7], "num_boost_round": [5], "min_data_in_leaf": [10]}})
     with citus_cluster.connect() as conn:
-        start = conn.execute("SELECT coalesce(max(run_id), 0) FROM groupml.runs").fetchone()[0]
-        halted = threading.Event()
-
-        def halt_after_first_group():
-            with citus_cluster.connect() as watch:
-                for _ in range(6000):
-                    r = watch.execute("SELECT groups_done FROM groupml.runs WHERE run_id > %s", [start]).fetchone()
-                    if r and r[0] >= 1:
-                        down.halt()
-                        halted.set()
-                        return
-                    time.sleep(0.01)
-
-        t = threading.Thread(target=halt_after_first_group)
-        t.start()
-        try:
+        with halted_after_first_group(citus_cluster, down) as halted:
             with pytest.raises(psycopg.Error) as info:
                 train(conn, "lgbm_clicks", "part8", spec=spec)
-        finally:
-            t.join()
-            if halted.is_set():
-                down.resume()
         assert halted.is_set()
         err = info.value
         assert err.sqlstate == "08001", (err.sqlstate, err.diag.message_primary)

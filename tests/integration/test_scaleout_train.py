@@ -10,6 +10,7 @@ import pytest
 
 from groupml.datagen import create_table, grouped_classification
 from groupml.learners import load_model
+from multinode import halted_after_first_group
 from pg_helpers import sql_error
 
 pytestmark = [pytest.mark.integration, pytest.mark.citus]
@@ -80,14 +81,20 @@ def settled_reads(citus_cluster, conn, table, before, at_least):
     return after
 
 
+def reads_before(citus_cluster, conn, table):
+    """Before a run on ``table`` (distributed by country): ({worker port: its rows}, the
+    workers' shard reads, the coordinator's reads of its shell table)."""
+    rows_on = dict(conn.execute(
+        "SELECT nodeport, sum(n)::bigint FROM (SELECT get_shard_id_for_distribution_column(%s, country) "
+        f"AS shardid, count(*) AS n FROM {table} GROUP BY country) g JOIN citus_shards s USING (shardid) "
+        "GROUP BY nodeport", [table]).fetchall())
+    coordinator = conn.execute("SELECT pg_stat_get_tuples_returned(%s::regclass)", [table]).fetchone()[0]
+    return rows_on, shard_reads(citus_cluster, conn, table), coordinator
+
+
 def test_groups_train_on_the_nodes_holding_their_shard_and_equal_one_server(citus_cluster, events):
     with citus_cluster.connect() as conn:
-        rows_on = dict(conn.execute(
-            "SELECT nodeport, sum(n)::bigint FROM (SELECT get_shard_id_for_distribution_column('events', country) "
-            "AS shardid, count(*) AS n FROM events GROUP BY country) g JOIN citus_shards s USING (shardid) "
-            "GROUP BY nodeport").fetchall())
-        before = shard_reads(citus_cluster, conn, "events")
-        coordinator_reads = conn.execute("SELECT pg_stat_get_tuples_returned('events'::regclass)").fetchone()[0]
+        rows_on, before, coordinator_reads = reads_before(citus_cluster, conn, "events")
         run = train(conn, "events")
         after = settled_reads(citus_cluster, conn, "events", before, rows_on)
         conn.execute("SELECT pg_stat_clear_snapshot()")
@@ -234,33 +241,12 @@ def test_an_mlp_grouped_across_shards_is_refused_before_the_run(citus_cluster, e
 def test_a_node_lost_mid_run_keeps_what_was_committed_and_resumes(citus_cluster, events):
     """The node stops after the run's first committed group; the run fails naming a node,
     keeps its groups, and resumes with its run_id once the node is back."""
-    import threading
-
     down = citus_cluster.workers[0]
     spec = '{"l2": [0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30]}'
     with citus_cluster.connect() as conn:
-        start = conn.execute("SELECT coalesce(max(run_id), 0) FROM groupml.runs").fetchone()[0]
-        halted = threading.Event()
-
-        def halt_after_first_group():
-            with citus_cluster.connect() as watch:
-                for _ in range(3000):
-                    r = watch.execute("SELECT groups_done FROM groupml.runs WHERE run_id > %s", [start]).fetchone()
-                    if r and r[0] >= 1:
-                        down.halt()
-                        halted.set()
-                        return
-                    time.sleep(0.01)
-
-        t = threading.Thread(target=halt_after_first_group)
-        t.start()
-        try:
+        with halted_after_first_group(citus_cluster, down) as halted:
             with pytest.raises(psycopg.Error) as info:
                 train(conn, "events", spec=spec)
-        finally:
-            t.join()
-            if halted.is_set():
-                down.resume()
         assert halted.is_set()
         err = info.value
         assert err.sqlstate[:2] in ("08", "XX", "57"), (err.sqlstate, err.diag.message_primary)

@@ -4,9 +4,9 @@ import json
 
 import psycopg
 import pytest
-from psycopg import sql
 
 from groupml.datagen import create_table, grouped_classification
+from multinode import partition_over_servers
 from pg_helpers import sql_error
 from test_scaleout_train import FEATS, GRID, assert_same, models, train
 
@@ -24,15 +24,7 @@ def sales(fdw_shards):
         conn.execute("DROP TABLE IF EXISTS sales, sales_local CASCADE")
         create_table(conn, "sales_local", data)
         conn.execute("CREATE TABLE sales (LIKE sales_local) PARTITION BY LIST (country)")
-        for i, (shard, server, mine) in enumerate(zip(fdw_shards.shards, fdw_shards.servers, parts), 1):
-            rows = {k: v[[str(g) in mine for g in data["grp"]]] for k, v in data.items()}
-            with psycopg.connect(shard.dsn(), autocommit=True) as remote:
-                remote.execute("DROP TABLE IF EXISTS sales")
-                create_table(remote, "sales", rows)
-            conn.execute(sql.SQL("CREATE FOREIGN TABLE {} PARTITION OF sales FOR VALUES IN ({}) SERVER {} "
-                                 "OPTIONS (table_name 'sales')").format(
-                sql.Identifier(f"sales_{i}"), sql.SQL(", ").join(sql.Literal(k) for k in mine),
-                sql.Identifier(server)))
+        partition_over_servers(conn, fdw_shards, "sales", data, parts)
     return parts
 
 
