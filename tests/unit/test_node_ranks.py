@@ -55,3 +55,39 @@ def test_a_node_rank_reads_its_shards_in_the_snapshots_row_order(monkeypatch):
     with pytest.raises(InvalidParameterError):
         worker.parse_request({"op": "lgbm_rank", "seed": 7, "parts": [{"snapshot": 2, "pieces": [[1, 2]]}]},
                              "_gap_task")
+
+
+def test_a_failed_job_names_the_lost_worker_not_a_peer_whose_network_broke():
+    import threading
+    from concurrent.futures import Future
+
+    from groupml.errors import PrerequisiteStateError
+    from groupml.executor.nodes import lost_node
+    from groupml.executor.patterns import ShardedLGBMTrainer
+    from groupml.executor.pool import WorkerLostError
+
+    class Ctx:
+        abort = threading.Event()
+
+    trainer = ShardedLGBMTrainer.__new__(ShardedLGBMTrainer)
+    trainer.ctx = Ctx()
+    peer, lost = Future(), Future()
+    peer.set_exception(PrerequisiteStateError("Distributed LightGBM failed: socket error"))
+    threading.Timer(0.3, lambda: lost.set_exception(
+        WorkerLostError("worker 1 ('10.0.0.2:5432 public.t_2', backend pid 7) failed: terminating connection"))).start()
+    with pytest.raises(WorkerLostError) as info:
+        trainer._gang_results([peer, lost])
+    ok = [Future(), Future()]
+    for f in ok:
+        f.set_result(b"text")
+    assert trainer._gang_results(ok) == [b"text", b"text"]
+
+    class Pool:
+        endpoints = [ep("10.0.0.1:5432", name="10.0.0.1:5432 public.t_1"),
+                     ep("10.0.0.2:5432", name="10.0.0.2:5432 public.t_2")]
+        errors = [None, "gone"]
+
+    assert lost_node(Pool(), info.value) == "10.0.0.2:5432"
+    assert lost_node(Pool(), WorkerLostError("the worker pool is closed")) == "10.0.0.2:5432"   # the one that failed
+    Pool.endpoints = [dict(e, remote=False) for e in Pool.endpoints]
+    assert lost_node(Pool(), info.value) is None                     # one server's workers: no node
