@@ -219,33 +219,41 @@ def test_explain_of_a_spread_lightgbm_group_on_citus(citus_cluster, clicks):
         assert "4 shards on 2 nodes" in text and "3 spread over nodes with LightGBM data-parallel" in text, text
 
 
-def test_a_node_lost_mid_run_names_it_and_the_run_resumes(citus_cluster, clicks):
-    """A worker stops after the run's first committed group: the run fails naming that node,
-    keeps its groups, and resumes with its run_id to the models of an uninterrupted run."""
-    down = citus_cluster.workers[1]
+def lose_a_node_mid_run(cluster, nodes, down, source):
+    """``down`` stops after the run's first committed group: the run fails with 08001 naming
+    that node, keeps its groups, and resumes with its run_id to the models of an uninterrupted
+    run; no node snapshot is left behind (``nodes``: every node's cluster)."""
     spec = json.dumps({"method": "grid", "epoch_iters": 5,
                        "space": {"num_leaves": [3, 5, 7], "num_boost_round": [5], "min_data_in_leaf": [10]}})
-    with citus_cluster.connect() as conn:
-        with halted_after_first_group(citus_cluster, down) as halted:
+    with cluster.connect() as conn:
+        with halted_after_first_group(cluster, down) as halted:
             with pytest.raises(psycopg.Error) as info:
-                train(conn, "lgbm_clicks", "part8", spec=spec)
+                train(conn, source, "part8", spec=spec)
         assert halted.is_set()
         err = info.value
         assert err.sqlstate == "08001", (err.sqlstate, err.diag.message_primary)
-        assert f"127.0.0.1:{down.port}" in err.diag.message_primary, err.diag.message_primary
+        assert f"node 127.0.0.1:{down.port} was lost" in err.diag.message_primary, err.diag.message_primary
         assert "run_id" in (err.diag.message_hint or "")
         run = conn.execute("SELECT max(run_id) FROM groupml.runs").fetchone()[0]
         assert conn.execute("SELECT status FROM groupml.runs WHERE run_id = %s", [run]).fetchone()[0] == "failed"
         kept = conn.execute("SELECT count(*) FROM groupml.models WHERE run_id = %s", [run]).fetchone()[0]
         assert 1 <= kept < 8
-        assert train(conn, "lgbm_clicks", "part8", run_id=run, spec=spec) == run
+        assert train(conn, source, "part8", run_id=run, spec=spec) == run
         assert conn.execute("SELECT status, groups_done FROM groupml.runs WHERE run_id = %s",
                             [run]).fetchone() == ("done", 8)
-        again = stored_models(conn, train(conn, "lgbm_clicks", "part8", spec=spec), "part8")
+        again = stored_models(conn, train(conn, source, "part8", spec=spec), "part8")
         resumed = stored_models(conn, run, "part8")
         assert set(resumed) == set(again) and len(again) == 8
         for g in again:
             assert resumed[g].params == again[g].params and trees(resumed[g].model_text) == trees(again[g].model_text)
-        for worker in citus_cluster.workers:     # no node snapshot is left behind
-            with psycopg.connect(worker.dsn(), autocommit=True) as node:
-                assert node.execute("SELECT count(*) FROM groupml.snapshots").fetchone()[0] == 0
+    for node in nodes:
+        with psycopg.connect(node.dsn(), autocommit=True) as c:
+            assert c.execute("SELECT count(*) FROM groupml.snapshots").fetchone()[0] == 0
+
+
+def test_a_citus_node_lost_mid_run_is_named_and_the_run_resumes(citus_cluster, clicks):
+    lose_a_node_mid_run(citus_cluster, citus_cluster.workers, citus_cluster.workers[1], "lgbm_clicks")
+
+
+def test_an_fdw_server_lost_mid_run_is_named_and_the_run_resumes(fdw_shards, sales):
+    lose_a_node_mid_run(fdw_shards, fdw_shards.shards, fdw_shards.shards[2], "lgbm_sales")
