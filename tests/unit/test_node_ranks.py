@@ -82,12 +82,40 @@ def test_a_failed_job_names_the_lost_worker_not_a_peer_whose_network_broke():
         f.set_result(b"text")
     assert trainer._gang_results(ok) == [b"text", b"text"]
 
+    class Conn:
+        def __init__(self, broken):
+            self.broken = broken
+
     class Pool:
         endpoints = [ep("10.0.0.1:5432", name="10.0.0.1:5432 public.t_1"),
                      ep("10.0.0.2:5432", name="10.0.0.2:5432 public.t_2")]
         errors = [None, "gone"]
+        conns = [Conn(False), Conn(False)]
 
-    assert lost_node(Pool(), info.value) == "10.0.0.2:5432"
-    assert lost_node(Pool(), WorkerLostError("the worker pool is closed")) == "10.0.0.2:5432"   # the one that failed
+    # no connection broke: a task failed on a node still there, no node is named
+    assert lost_node(Pool(), info.value, wait_s=0) is None
+    assert lost_node(Pool(), peer.exception(), wait_s=0) is None     # not a lost worker's error
+    # the broken connection wins over a message naming a peer whose network broke with it
+    Pool.conns = [Conn(True), Conn(False)]
+    assert lost_node(Pool(), info.value) == "10.0.0.1:5432"
     Pool.endpoints = [dict(e, remote=False) for e in Pool.endpoints]
     assert lost_node(Pool(), info.value) is None                     # one server's workers: no node
+
+
+def test_two_ranks_on_one_host_never_get_the_same_port():
+    from groupml.errors import PrerequisiteStateError
+    from groupml.executor.patterns import _PortClaims
+
+    class Pool:
+        pass
+
+    claims, pool = _PortClaims(), Pool()
+    a = claims.claim(pool, "127.0.0.1", iter([5001, 5002]))
+    b = claims.claim(pool, "127.0.0.1", iter([5001, 5003]))        # another worker found 5001 free too
+    assert (a, b) == (5001, 5003)
+    assert claims.claim(pool, "10.0.0.2", iter([5001])) == 5001     # another host: its own ports
+    assert claims.claim(Pool(), "127.0.0.1", iter([5001])) == 5001  # another run's pool
+    with pytest.raises(PrerequisiteStateError):
+        claims.claim(pool, "127.0.0.1", iter([5001, 5003]))
+    claims.release(pool, [("127.0.0.1", 5001)])
+    assert claims.claim(pool, "127.0.0.1", iter([5001])) == 5001

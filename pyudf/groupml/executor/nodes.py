@@ -305,18 +305,30 @@ def node_rank_hosts(endpoints: Sequence[Mapping[str, Any]], workers: Sequence[in
     return hosts
 
 
-def lost_node(pool, exc) -> Optional[str]:
-    """The node (host:port) a lost worker's error is about when the pool's workers are the
-    holders of a distributed source: the holder its message names, else the first holder whose
-    connection failed; None for other pools."""
+def lost_node(pool, exc, wait_s: float = 5.0) -> Optional[str]:
+    """The node (host:port) a run lost, when the pool's workers are the holders of a
+    distributed source and ``exc`` is a lost worker's error (None otherwise): the holder whose
+    connection broke (a rank's peers fail with it, and other groups' tasks on a failed worker
+    report the peer's error: neither names the node that went away). For a plain lost-worker
+    error this waits up to ``wait_s`` seconds for a connection to break; a task that failed
+    on a node still connected names no node. Call it before the pool closes."""
+    import time
+
+    from .pool import WorkerLostError
+
     eps = getattr(pool, "endpoints", None) or []
-    if not eps or not all(ep.get("remote") for ep in eps):
+    if not isinstance(exc, WorkerLostError) or not eps or not all(ep.get("remote") for ep in eps):
         return None
-    text = str(getattr(exc, "message", exc))
-    named = [ep for ep in eps if f"'{ep['name']}'" in text]
-    failed = [ep for i, ep in enumerate(eps) if pool.errors[i] is not None]
-    hit = named or failed
-    return hit[0]["node"] if hit else None
+    plain = type(exc) is WorkerLostError
+    deadline = time.monotonic() + (wait_s if plain else 0.0)
+    while True:
+        broken = [ep for ep, c in zip(eps, pool.conns) if c is not None and c.broken]
+        if broken:
+            return broken[0]["node"]
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.1)
+    return None
 
 
 def moved_bytes(n_rows_by_holder: Sequence[int], d: int) -> int:

@@ -232,6 +232,38 @@ class _ModelBytes:
 
 
 # ------------------------------------------------------------------ sampling: LightGBM data-parallel
+class _PortClaims:
+    """The host:port pairs given to the ranks of the LightGBM jobs in flight, per worker pool.
+    Each worker finds its ports free on its own host, independently: two workers on one host
+    (loopback nodes, or two groups' ranks on one node) could be handed the same port; a port
+    claimed here is not given to another rank until its job is over."""
+
+    def __init__(self):
+        import threading
+        import weakref
+
+        self._lock = threading.Lock()
+        self._by_pool: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+    def claim(self, pool, host: str, ports) -> int:
+        with self._lock:
+            held = self._by_pool.setdefault(pool, set())
+            for port in ports:
+                if (host, port) not in held:
+                    held.add((host, port))
+                    return int(port)
+        raise PrerequisiteStateError(
+            f"The workers found too few distinct free ports on {host} for the ranks of distributed LightGBM",
+            hint="Retry the call (with run_id to resume); fewer configurations or groups at once need fewer ports.")
+
+    def release(self, pool, pairs) -> None:
+        with self._lock:
+            self._by_pool.get(pool, set()).difference_update(pairs)
+
+
+_PORTS = _PortClaims()
+
+
 def rank_digest(text: bytes) -> bytes:
     """What every rank of a distributed LightGBM job agrees on: the SHA-256 of its model text
     up to the trees' end (the parameter section after it names each rank's own port); a
@@ -310,15 +342,31 @@ class ShardedLGBMTrainer(ScoredTrainer):
         asks = {}
         for w, ids in ranks:
             if w not in asks:
-                req = json.dumps({"op": "lgbm_ports", "n": workers.count(w) * len(tids)})
+                n = workers.count(w) * len(tids)      # and spares for ports another job of ours holds
+                req = json.dumps({"op": "lgbm_ports", "n": max(n, min(1024, 2 * n))})
                 asks[w] = ctx.pool.submit(w, req, b"", ctx.meta(ids[0], "ports", self.jobs, tids), fn="task")
         free = {w: iter(json.loads(await_result(f, ctx.abort))) for w, f in asks.items()}
         minutes = max(1, math.ceil(self.timeout_s / 60.0))
         starts = np.cumsum([0] + [sum(int(ctx.shards[s][2]) for s in ids) for _, ids in ranks]).tolist()
+        claimed: List[tuple] = []
+        try:
+            self._run_jobs(tids, ranks, hosts, free, minutes, starts, on_nodes, claimed)
+        finally:
+            _PORTS.release(ctx.pool, claimed)
+
+    def _run_jobs(self, tids, ranks, hosts, free, minutes, starts, on_nodes, claimed) -> None:
+        """Start one gang per config (each rank on a port claimed for it, added to ``claimed``)
+        and take the models."""
+        ctx = self.ctx
+        workers = [w for w, _ in ranks]
         gangs = []
         for j, tid in enumerate(tids):
             p = self._cfgs[tid]["params"]
-            machines = [f"{hosts[r]}:{next(free[w])}" for r, w in enumerate(workers)]
+            machines = []
+            for r, w in enumerate(workers):
+                port = _PORTS.claim(ctx.pool, hosts[r], free[w])
+                claimed.append((hosts[r], port))
+                machines.append(f"{hosts[r]}:{port}")
             items = []
             for r, (w, ids) in enumerate(ranks):
                 request, meta = self._rank_task(on_nodes, r, ids, int(starts[r]), tid, op="lgbm_rank",

@@ -432,6 +432,7 @@ def _stop_training(session, run: _RunContext, driver: "_GroupDriver", ex, exc: B
     kept) and raises 42704, a lost worker or a broken invariant marks the run failed and
     raises how to resume. Any other ``exc`` is re-raised by the caller."""
     run_id = run.run_id
+    node = _lost_node(driver.pool, exc)         # before the pool closes its connections
     driver.abort.set()
     if driver.pool is not None:
         driver.pool.close()
@@ -448,7 +449,6 @@ def _stop_training(session, run: _RunContext, driver: "_GroupDriver", ex, exc: B
         run.clock.charge(session, run_id)
         mark_run_failed(session, run_id)
         session.commit()
-        node = _lost_node(driver.pool, exc)
         what = exc.message if node is None else f"node {node} was lost ({exc.message})"
         raise _stopped(exc, f"run {run_id} stopped: {what}; {run.n_done} of {run.n_groups} groups are committed",
                        f"Call train_groups again with run_id => {run_id} to resume from the committed groups.",
@@ -524,11 +524,12 @@ def _node_snapshot_and_plan(session, run_id: int, holders, *, source: str, group
                                           block_rows=exec_options["block_rows"], cancel_check=session.check_cancel,
                                           stale=stale)
     except BaseException as exc:
+        node = _lost_node(pool, exc)            # before the pool closes its connections
         pool.close()
         if isinstance(exc, WorkerLostError):
             raise _snapshot_failed(session, run_id, exc, "while the nodes built their snapshots",
                                    "once the node is back; it resumes from the committed groups.",
-                                   node=_lost_node(pool, exc)) from None
+                                   node=node) from None
         raise
     pattern = pattern_of(family)
     groups = catalog.snapshot_groups(session, sid)
@@ -646,7 +647,7 @@ def _lost_node(pool, exc: GroupmlError) -> Optional[str]:
     distributed source (:func:`groupml.executor.nodes.lost_node`), else None."""
     from .nodes import lost_node
 
-    return lost_node(pool, exc) if type(exc) is WorkerLostError else None
+    return lost_node(pool, exc) if pool is not None else None
 
 
 def _stopped(exc: GroupmlError, message: str, hint: str, node: Optional[str] = None) -> GroupmlError:
