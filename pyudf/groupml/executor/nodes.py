@@ -15,7 +15,9 @@ database, ``user`` always the calling role. A non-superuser's connection takes n
 or client certificate from the server's environment (``.pgpass``, ``PGPASSWORD``,
 ``~/.postgresql``): those are the server's credentials, not the caller's.
 
-Everything here but :func:`citus_holders` and :func:`node_conninfo` is pure data.
+The placement functions (:func:`node_groups`, :func:`node_tasks`, :func:`node_ranks`,
+:func:`check_pattern`, ...) are pure data; the others read the catalog, resolve a node's
+address or look at the pool's connections.
 """
 
 from __future__ import annotations
