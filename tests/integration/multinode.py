@@ -16,6 +16,8 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import List
 
@@ -170,9 +172,6 @@ def node_halted_when(cluster, node: TempCluster, query: str, args=(), tries: int
     """While the block runs, a thread stops ``node`` (:meth:`TempCluster.halt`) once ``query`` on
     the coordinator of ``cluster`` returns a true first column; yields an event set on the halt.
     On leaving, the thread is joined and a halted node started again."""
-    import threading
-    import time
-
     halted = threading.Event()
 
     def watch():
@@ -195,6 +194,13 @@ def node_halted_when(cluster, node: TempCluster, query: str, args=(), tries: int
             node.resume()
 
 
+def halted_after_first_group(cluster, node: TempCluster):
+    """:func:`node_halted_when` the next run of ``cluster`` has committed its first group."""
+    with cluster.connect() as conn:
+        start = conn.execute("SELECT coalesce(max(run_id), 0) FROM groupml.runs").fetchone()[0]
+    return node_halted_when(cluster, node, "SELECT groups_done >= 1 FROM groupml.runs WHERE run_id > %s", [start])
+
+
 def log_connections(nodes) -> None:
     """Every node logs its connections (``user=... application_name=...``) in its logfile."""
     for node in nodes:
@@ -214,10 +220,12 @@ def create_segmented(conn, table: str, data) -> None:
     conn.execute(sql.SQL("UPDATE {} SET segment = id % 2").format(sql.Identifier(table)))
 
 
-def partition_over_servers(fdw: "FdwShards", conn, table: str, data, parts, segmented: bool = False) -> None:
+def partition_over_servers(fdw: "FdwShards", conn, table: str, data, parts, segmented: bool = False,
+                           prepare=None) -> None:
     """``table`` on the coordinator partitioned by LIST (country) over the shard servers:
     server i holds the rows of the countries ``parts[i]`` in its own ``table`` (with a
-    ``segment`` column when ``segmented``). ``<table>_local`` must exist (its columns)."""
+    ``segment`` column when ``segmented``; ``prepare(remote_conn)`` runs after it is filled).
+    ``<table>_local`` must exist (its columns)."""
     from groupml.datagen import create_table
 
     conn.execute(sql.SQL("CREATE TABLE {} (LIKE {}) PARTITION BY LIST (country)").format(
@@ -230,6 +238,8 @@ def partition_over_servers(fdw: "FdwShards", conn, table: str, data, parts, segm
             else:
                 remote.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
                 create_table(remote, table, rows)
+            if prepare is not None:
+                prepare(remote)
         conn.execute(sql.SQL("CREATE FOREIGN TABLE {} PARTITION OF {} FOR VALUES IN ({}) SERVER {} "
                              "OPTIONS (table_name {})").format(
             sql.Identifier(f"{table}_{i}"), sql.Identifier(table), sql.SQL(", ").join(sql.Literal(k) for k in mine),

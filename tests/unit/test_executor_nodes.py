@@ -32,18 +32,17 @@ def test_groups_take_the_placement_their_rows_have():
     assert split_groups(tasks) == [1]
 
 
-def test_only_glm_and_mlp_groups_may_span_holders():
-    check_pattern("algebraic", [1], {1: '{"g": 1}'})
-    check_pattern("sequential", [1, 3], {1: '{"g": 1}'})       # MLP: model hopping between the nodes
-    check_pattern("sampling", [], {})
-    check_grouping("sequential", ["segment"], "country", "events")
+def test_glm_mlp_and_lightgbm_groups_may_span_holders_and_other_patterns_may_not():
+    for pattern in ("algebraic", "sequential", "sampling"):    # partial sums, model hopping, one rank per node
+        check_pattern(pattern, [1, 3], {1: '{"g": 1}'})
+        check_grouping(pattern, ["segment"], "country", "events")
+    check_pattern("other", [], {})
     with pytest.raises(FeatureNotSupportedError) as info:
-        check_pattern("sampling", [1, 3], {1: '{"g": 1}'})
+        check_pattern("other", [1, 3], {1: '{"g": 1}'})
     assert info.value.sqlstate == "0A000" and '{"g": 1}' in info.value.message and "2 groups" in info.value.message
-    check_grouping("algebraic", ["segment"], "country", "events")
-    check_grouping("sampling", ["country", "segment"], "country", "events")
+    check_grouping("other", ["country", "segment"], "country", "events")
     with pytest.raises(FeatureNotSupportedError) as info:
-        check_grouping("sampling", ["segment"], "country", "events")
+        check_grouping("other", ["segment"], "country", "events")
     assert "'country'" in info.value.message and info.value.hint
 
 

@@ -7,18 +7,22 @@ the training rows never leave the node; the coordinator keeps, in its own snapsh
 group's counts and -- for a group whose rows are on several holders -- the validation rows
 it scores the GAP passes on. A group held by one holder trains whole there (one ``fit``
 task); a group spread over holders runs the GLM partial sums of
-:mod:`groupml.executor.glm`, one shard per holder.
+:mod:`groupml.executor.glm`, one shard per holder, or LightGBM's data-parallel mode with one
+rank per node (:func:`node_ranks`: the rank reads every shard of the group its node holds).
 
 Connections: host and port from the shard map (``pg_dist_node``), ``dbname`` the current
 database, ``user`` always the calling role. A non-superuser's connection takes no password
 or client certificate from the server's environment (``.pgpass``, ``PGPASSWORD``,
 ``~/.postgresql``): those are the server's credentials, not the caller's.
 
-Everything here but :func:`citus_holders` and :func:`node_conninfo` is pure data.
+The placement functions (:func:`node_groups`, :func:`node_tasks`, :func:`node_ranks`,
+:func:`check_pattern`, ...) are pure data; the others read the catalog, resolve a node's
+address or look at the pool's connections.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -60,20 +64,25 @@ def is_distributed(session, source: str) -> bool:
                               "WHERE logicalrelid = pg_catalog.to_regclass($1)", [source], ["text"]))
 
 
-#: access patterns whose groups may span holders: GLM partial sums, MLP model hopping
-SPREAD_PATTERNS = ("algebraic", "sequential")
+#: access patterns whose groups may span nodes: GLM partial sums, MLP model hopping, LightGBM
+#: ranks (one per node)
+SPREAD_PATTERNS = ("algebraic", "sequential", "sampling")
+#: how a group spread over nodes trains, per access pattern (plans and explain_train_groups)
+SPREAD_HOW = {"algebraic": "GLM partial sums per pass", "sequential": "MLP model hopping",
+              "sampling": "LightGBM data-parallel, one rank per node"}
 
 
 def check_grouping(pattern: str, group_by: Sequence[str], distribution_column: Optional[str], source: str) -> None:
-    """LightGBM groups must each lie in one shard: the grouping must include the
-    distribution column (GLM groups train by partial sums, MLP groups by model hopping)."""
+    """A group of a pattern with no way to train across nodes must lie in one shard: the
+    grouping must include the distribution column (GLM groups train by partial sums, MLP
+    groups by model hopping, LightGBM groups by one rank per node)."""
     if pattern not in SPREAD_PATTERNS and distribution_column not in group_by:
         raise FeatureNotSupportedError(
             f"On the distributed table {source}, group_by must include its distribution column "
             f"{distribution_column!r} for this model (its groups train whole on one node); got "
             f"{', '.join(group_by) or 'no columns'}",
             hint="Add the distribution column to group_by, distribute the table by the group column, or train a "
-                 "GLM (logistic, linear, svm), whose groups may span nodes.")
+                 "GLM (logistic, linear, svm), an MLP or LightGBM, whose groups may span nodes.")
 
 
 def groups_may_spread(session, source: str, group_by: Sequence[str]) -> bool:
@@ -206,6 +215,7 @@ def holder_endpoints(session, holders: Sequence[Holder]) -> List[Dict[str, Any]]
     out = []
     for h in holders:
         ep = {"name": h.name, "node": h.node(), "table": h.table, "remote": True, "caller_only": not su,
+              "dbname": h.dbname,
               "alternates": [{"node": f"{a}:{p}", "dsn": node_conninfo(session, a, p)} for a, p in h.alternates]}
         if h.server is not None:
             ep["dsn"], ep["role"] = fdw_conninfo(session, h, su)
@@ -324,13 +334,94 @@ def split_groups(tasks: Mapping[int, Mapping[str, Any]]) -> List[int]:
 
 
 def check_pattern(pattern: str, split: Sequence[int], keys: Mapping[int, str]) -> None:
-    """Groups spread over several holders train by GLM partial sums or MLP model hopping;
-    LightGBM needs a group's rows on one node."""
+    """Groups spread over several holders train by GLM partial sums, MLP model hopping or
+    LightGBM ranks; any other pattern needs a group's rows on one node."""
     if pattern not in SPREAD_PATTERNS and split:
         raise FeatureNotSupportedError(
             f"Group {keys.get(split[0], split[0])} has rows on several shards; on a distributed table only GLM "
-            f"groups (logistic, linear, svm) may span shards ({len(split)} groups do)",
-            hint="Distribute the table by the group-by column (or a column the group determines), or train a GLM.")
+            f"(logistic, linear, svm), MLP and LightGBM groups may span shards ({len(split)} groups do)",
+            hint="Distribute the table by the group-by column (or a column the group determines), or train a GLM, "
+                 "an MLP or LightGBM.")
+
+
+def node_ranks(shards: Sequence[tuple], endpoints: Sequence[Mapping[str, Any]]) -> List[Tuple[int, List[int]]]:
+    """The ranks of a distributed LightGBM job over a spread group, one per node: ``[(worker
+    that runs the rank, [indices of the group's shards it reads])]``, in the order of each
+    node's first shard. A node is an endpoint's ``node`` (host:port), database and role: every
+    holder snapshot there is in that node's one catalog, so one backend reads them all. The
+    rank runs on the node's holder with the most of the group's training rows (the first on
+    a tie)."""
+    nodes: Dict[tuple, List[int]] = {}
+    for s, shard in enumerate(shards):
+        ep = endpoints[shard[0]]
+        nodes.setdefault((ep["node"], ep.get("dbname"), ep.get("role")), []).append(s)
+    out = []
+    for ids in nodes.values():
+        best = max(ids, key=lambda s: (int(shards[s][2]), -s))
+        out.append((int(shards[best][0]), ids))
+    return out
+
+
+def node_rank_hosts(endpoints: Sequence[Mapping[str, Any]], workers: Sequence[int]) -> List[str]:
+    """The IPv4 address each node's rank listens on (``workers``: the pool index of each
+    rank's holder): the node's host as the shard map gives it (a Citus node's name, a foreign
+    server's host), resolved here; a unix-socket directory or a loopback address is this host
+    (127.0.0.1). A node without an IPv4 address, or loopback ranks mixed with ranks on other
+    hosts (which could not reach them), is refused."""
+    import socket
+
+    hosts = []
+    for w in workers:
+        ep = endpoints[w]
+        host = str(ep["node"]).rpartition(":")[0]
+        if not host or host.startswith("/"):
+            hosts.append("127.0.0.1")
+            continue
+        try:
+            addr = socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
+        except (OSError, UnicodeError):
+            raise FeatureNotSupportedError(
+                f"Distributed LightGBM needs an IPv4 address for every node; node {ep['node']} ({ep['name']}) "
+                f"has none here",
+                hint="Register the node by an IPv4 address or a host name that has one (citus_update_node, or the "
+                     "foreign server's host option), or group by the distribution column so that each group lies "
+                     "on one node.") from None
+        hosts.append("127.0.0.1" if addr.startswith("127.") else addr)
+    local = [h == "127.0.0.1" for h in hosts]
+    if any(local) and not all(local):
+        mixed = sorted({endpoints[w]["node"] for w, loc in zip(workers, local) if loc})
+        raise FeatureNotSupportedError(
+            f"A LightGBM group spread over nodes has ranks on loopback nodes ({', '.join(mixed)}) and on other "
+            f"hosts, which cannot connect to 127.0.0.1",
+            hint="Register every node by its network address (citus_update_node, or the foreign server's host "
+                 "option), or group by the distribution column so that each group lies on one node.")
+    return hosts
+
+
+def lost_node(pool, exc, wait_s: float = 5.0) -> Optional[str]:
+    """The node (host:port) a run lost, when the pool's workers are the holders of a
+    distributed source and ``exc`` is a lost worker's error (None otherwise): the holder whose
+    connection broke (a rank's peers fail with it, and other groups' tasks on a failed worker
+    report the peer's error: neither names the node that went away). For a plain lost-worker
+    error this waits up to ``wait_s`` seconds for a connection to break; a task that failed
+    on a node still connected names no node. Call it before the pool closes."""
+    import time
+
+    from .pool import WorkerLostError
+
+    eps = getattr(pool, "endpoints", None) or []
+    if not isinstance(exc, WorkerLostError) or not eps or not all(ep.get("remote") for ep in eps):
+        return None
+    plain = type(exc) is WorkerLostError
+    deadline = time.monotonic() + (wait_s if plain else 0.0)
+    while True:
+        broken = [ep for ep, c in zip(eps, pool.conns) if c is not None and c.broken]
+        if broken:
+            return broken[0]["node"]
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.1)
+    return None
 
 
 def moved_bytes(n_rows_by_holder: Sequence[int], d: int) -> int:
@@ -525,14 +616,43 @@ def _quoted(name: str) -> str:
     return quote_ident(name)
 
 
+def fdw_group_counts(session, source: str, group_by, holders: Sequence[Holder]) -> Dict[int, Dict[str, int]]:
+    """Per holder (``shard_id``: the foreign partition's index), each group's row count (key
+    text -> rows) of a table partitioned over postgres_fdw servers: ``count(*) ... GROUP BY``
+    on each foreign partition, which postgres_fdw runs on its server (only keys and counts
+    travel; read with the calling role's user mapping)."""
+    from ..shards import fdw_shard_map
+    from ..sourcesql import group_key_sql
+
+    parts = fdw_shard_map(session, source).partitions
+    cols = ", ".join(_quoted(g) for g in group_by)
+    out = {}
+    for h in holders:
+        inner = (f"SELECT {cols}, pg_catalog.count(*) AS n FROM {parts[h.shard_id].partition} GROUP BY {cols}"
+                 if group_by else f"SELECT pg_catalog.count(*) AS n FROM {parts[h.shard_id].partition}")
+        rows = session.query(f"SELECT {group_key_sql(group_by)}::text AS k, s.n FROM ({inner}) s WHERE s.n > 0")
+        out[h.shard_id] = {r["k"]: int(r["n"]) for r in rows}
+    return out
+
+
+#: rough sizes in a distributed LightGBM job: one tree of the model text, the rest of the
+#: text (header, parameters), and a rank's request and digest
+LGBM_TREE_BYTES = 2048
+LGBM_TEXT_BYTES = 3072
+LGBM_RANK_BYTES = 512
+
+
 def explain_on_nodes(session, source: str, group_by, features, holders: Sequence[Holder], inputs, pattern: str,
                      *, validation_fraction: float) -> List[Dict[str, Any]]:
     """explain_train_groups of a distributed source: one 'nodes' row per holder (its node,
-    shard table, groups and rows, the planner's estimate of its work) and one 'gather' row;
-    each says the bytes its way would move between the nodes and the coordinator."""
+    shard table or foreign partition, groups and rows, the planner's estimate of its work)
+    and one 'gather' row; each says the bytes its way would move between the nodes and the
+    coordinator."""
     from ..executor.plan import make_plan
 
-    counts = shard_group_counts(session, source, group_by)
+    fdw = bool(holders) and holders[0].server is not None
+    counts = fdw_group_counts(session, source, group_by, holders) if fdw else shard_group_counts(session, source,
+                                                                                                  group_by)
     d = len(features)
     row_bytes = (d + 1) * 8
     where: Dict[str, List[int]] = {}
@@ -545,21 +665,30 @@ def explain_on_nodes(session, source: str, group_by, features, holders: Sequence
     n_rows = sum(n for c in counts.values() for n in c.values())
     model_bytes = len(where) * (row_bytes + 512)             # one model (+ its trials) per group
     hop = pattern == "sequential"
-    # GLM: theta out, sums back, per pass; MLP: every config visits every partition once per epoch
-    gap = 0 if hop else sum(len(where[k]) * epochs * 2 * row_bytes * k_conf for k in split)
     visits = sum(len(where[k]) * epochs * k_conf for k in split) if hop else 0
+    if hop:                         # every config visits every partition once per epoch: its state moves
+        spread_what, spread = f"model states of {visits} visits", 0
+    elif pattern == "sampling":     # per config, one rank sends the model text back, the others its digest
+        spread_what = "model texts of the ranks"
+        spread = sum(k_conf * (epochs * LGBM_TREE_BYTES + LGBM_TEXT_BYTES
+                               + len({holders[w].node() for w in where[k]}) * LGBM_RANK_BYTES) for k in split)
+    else:                           # theta out, sums back, per pass and holder
+        spread_what = "partial sums"
+        spread = sum(len(where[k]) * epochs * 2 * row_bytes * k_conf for k in split)
     val = sum(int(round(n * validation_fraction)) for c in counts.values() for k, n in c.items() if k in split)
-    nodes_bytes = model_bytes + gap + val * row_bytes
+    nodes_bytes = model_bytes + spread + val * row_bytes
+    spread_how = SPREAD_HOW.get(pattern, pattern)
     if hop:
-        spread_how = (f"MLP model hopping: {visits} visits, each configuration's state hopping between the nodes "
-                      f"and visiting every partition of its group once per epoch (Cerebro's randomized scheduler)"
-                      + "".join(f"; hop plan of group {k}: partitions on "
-                                + ", ".join(holders[w].node() for w in where[k]) for k in sorted(split)[:3]))
-        moved_how = f"models {model_bytes}, model states of {visits} visits"
-    else:
-        spread_how = "GLM partial sums per pass"
-        moved_how = f"models {model_bytes}, partial sums {gap}"
+        spread_how += (f": {visits} visits, each configuration's state hopping between the nodes and visiting every "
+                       f"partition of its group once per epoch (Cerebro's randomized scheduler)"
+                       + "".join(f"; hop plan of group {k}: partitions on "
+                                 + ", ".join(holders[w].node() for w in where[k]) for k in sorted(split)[:3]))
+    moved_how = f"models {model_bytes}, " + (spread_what if hop else f"{spread_what} {spread}")
     gather_bytes = n_rows * row_bytes
+    places = "partitions" if fdw else "shards"
+    hosts = "servers" if fdw else "nodes"
+    n_hosts = len({x.server for x in holders} if fdw else {x.node() for x in holders})
+    partitions = _partition_names(session, source) if fdw else []
     out = []
     for w, h in enumerate(holders):
         mine = counts.get(h.shard_id, {})
@@ -569,16 +698,24 @@ def explain_on_nodes(session, source: str, group_by, features, holders: Sequence
             plan = make_plan(sizes, k_conf, epochs, 1, "gtp", pattern=pattern, blocks=wl["blocks"],
                              calibration=inputs["cal"], pass_task_rows=inputs["max_rows"])
             secs = float(plan.estimates[plan.strategy].makespan)
-        groups = ", ".join(f'{{"group": {k}, "rows": {n}}}' for k, n in mine.items())
+        shard = {"node": h.node(), "table": h.name.split(" ", 1)[1], "shard_id": h.shard_id,
+                 "groups": [{"group": json.loads(k), "rows": n} for k, n in mine.items()]}
+        if fdw:
+            shard.update(server=h.server, partition=partitions[h.shard_id])
         out.append({"strategy": "nodes", "chosen": True, "worker": w, "estimated_seconds": secs,
-                    "shards": f'{{"node": "{h.node()}", "table": "{h.name.split(" ", 1)[1]}", "shard_id": '
-                              f'{h.shard_id}, "groups": [{groups}]}}',
-                    "explanation": f"nodes: each node trains from its own shard tables ({len(holders)} shards on "
-                                   f"{len({x.node() for x in holders})} nodes; {len(where) - len(split)} groups whole "
-                                   f"on one node, {len(split)} spread over nodes with {spread_how}); "
-                                   f"moves about {nodes_bytes} bytes ({moved_how}, "
-                                   f"validation rows of spread groups {val * row_bytes}), no training rows"})
+                    "shards": json.dumps(shard),
+                    "explanation": f"nodes: each {hosts[:-1]} trains from its own {places} ({len(holders)} {places} "
+                                   f"on {n_hosts} {hosts}; {len(where) - len(split)} groups whole on one "
+                                   f"{hosts[:-1]}, {len(split)} spread over {hosts} with {spread_how}); moves about "
+                                   f"{nodes_bytes} bytes ({moved_how}, validation rows of spread groups "
+                                   f"{val * row_bytes}), no training rows"})
     out.append({"strategy": "gather", "chosen": False, "worker": 0, "estimated_seconds": None, "shards": None,
                 "explanation": f"gather: every row to the coordinator ({n_rows} rows x {d + 1} values) moves "
                                f"{gather_bytes} bytes before training starts"})
     return out
+
+
+def _partition_names(session, source: str) -> List[str]:
+    from ..shards import fdw_shard_map
+
+    return [p.partition for p in fdw_shard_map(session, source).partitions]

@@ -19,14 +19,18 @@ a worker backend runs:
   per shard, started together on the workers holding the shards (``machines``: each
   worker's server address with a port that worker found free, bounded socket
   ``time_out``); the search reads the
-  model's prefixes (a GBDT's first r trees are the model of r rounds).
+  model's prefixes (a GBDT's first r trees are the model of r rounds). On the nodes of a
+  distributed table there is one rank per node (:func:`groupml.executor.nodes.node_ranks`),
+  listening on the node's address from the shard map; it reads every holder snapshot of the
+  group on its node, in the snapshot's seeded row order.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from concurrent.futures import FIRST_COMPLETED, wait
+import time
+from concurrent.futures import FIRST_COMPLETED, FIRST_EXCEPTION, wait
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
@@ -334,6 +338,49 @@ class _ModelBytes:
 
 
 # ------------------------------------------------------------------ sampling: LightGBM data-parallel
+class _PortClaims:
+    """The host:port pairs given to the ranks of the LightGBM jobs in flight, per worker pool.
+    Each worker finds its ports free on its own host, independently: two workers on one host
+    (loopback nodes, or two groups' ranks on one node) could be handed the same port; a port
+    claimed here is not given to another rank until its job is over."""
+
+    def __init__(self):
+        import threading
+        import weakref
+
+        self._lock = threading.Lock()
+        self._by_pool: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+    def claim(self, pool, host: str, ports) -> int:
+        with self._lock:
+            held = self._by_pool.setdefault(pool, set())
+            for port in ports:
+                if (host, port) not in held:
+                    held.add((host, port))
+                    return int(port)
+        raise PrerequisiteStateError(
+            f"The workers found too few distinct free ports on {host} for the ranks of distributed LightGBM",
+            hint="Retry the call (with run_id to resume); fewer configurations or groups at once need fewer ports.")
+
+    def release(self, pool, pairs) -> None:
+        with self._lock:
+            self._by_pool.get(pool, set()).difference_update(pairs)
+
+
+_PORTS = _PortClaims()
+
+
+def rank_digest(text: bytes) -> bytes:
+    """What every rank of a distributed LightGBM job agrees on: the SHA-256 of its model text
+    up to the trees' end (the parameter section after it names each rank's own port); a
+    rank asked for its digest only returns it as is."""
+    import hashlib
+
+    if text.startswith(b"sha256:"):
+        return text
+    return b"sha256:" + hashlib.sha256(text.split(b"end of trees")[0]).hexdigest().encode("ascii")
+
+
 class ShardedLGBMTrainer(ScoredTrainer):
     """engine.Trainer for a LightGBM group split over workers (LightGBM's own data-parallel mode).
 
@@ -343,11 +390,13 @@ class ShardedLGBMTrainer(ScoredTrainer):
     number of trees the search sees. Every rank returns the same model text (checked).
     """
 
-    def __init__(self, family, ctx: GroupCtx, X_val, y_val, *, metric: Optional[str] = None, timeout_s: float = 120.0):
+    def __init__(self, family, ctx: GroupCtx, X_val, y_val, *, metric: Optional[str] = None, timeout_s: float = 120.0,
+                 seed: int = 0):
         self.family = family
         self.ctx = ctx
         self.d = ctx.d
         self.timeout_s = float(timeout_s)
+        self.seed = int(seed)          # the snapshot's row order, for a node rank reading several shards
         self._init_scoring(family, X_val, y_val, metric)
         self.passes = 0
         self.jobs = 0
@@ -360,42 +409,112 @@ class ShardedLGBMTrainer(ScoredTrainer):
         self._cfgs[trial_id] = {"params": p, "booster": None, "trees": 0, "done": 0, "status": "running",
                                 "version": 0}
 
+    def _ranks(self):
+        """``(on_nodes, [(worker, [shard indices]), ...])``: a rank per shard on one server's
+        workers; on the nodes of a distributed table a rank per node."""
+        eps = self.ctx.pool.endpoints
+        if all(eps[sh[0]].get("remote") for sh in self.ctx.shards):
+            from .nodes import node_ranks
+
+            return True, node_ranks(self.ctx.shards, eps)
+        return False, [(sh[0], [s]) for s, sh in enumerate(self.ctx.shards)]
+
+    def _rank_task(self, on_nodes: bool, r: int, ids: List[int], start: int, tid: int, **req):
+        """(request, schedule entry) of rank ``r`` reading the shards ``ids``. A node rank names
+        each holder snapshot it reads (``parts``); its entry covers its rows as the ranks tile
+        the group in rank order."""
+        ctx = self.ctx
+        if not on_nodes:
+            return ctx.request(ids[0], rank=r, **req), ctx.meta(ids[0], "rank", self.jobs, [tid])
+        parts = [{"snapshot": ctx.pool.endpoints[ctx.shards[s][0]]["snapshot"], "pieces": ctx.shards[s][3]}
+                 for s in ids]
+        meta = dict(ctx.meta(ids[0], "rank", self.jobs, [tid]), shard=r, row_start=start,
+                    n_rows=sum(int(ctx.shards[s][2]) for s in ids))
+        # rank 0 sends the model text back; the other nodes only its digest (checked equal)
+        return ctx.request(ids[0], rank=r, parts=parts, seed=self.seed, digest=r > 0, **req), meta
+
     def _train(self, tids: List[int]) -> None:
         ctx = self.ctx
-        n_sh = len(ctx.shards)
-        workers = [ctx.shards[s][0] for s in range(n_sh)]
-        hosts = rank_hosts(ctx.pool.addresses, workers, [e["name"] for e in ctx.pool.endpoints])
+        on_nodes, ranks = self._ranks()
+        workers = [w for w, _ in ranks]
+        if on_nodes:
+            from .nodes import node_rank_hosts
+
+            hosts = node_rank_hosts(ctx.pool.endpoints, workers)
+        else:
+            hosts = rank_hosts(ctx.pool.addresses, workers, [e["name"] for e in ctx.pool.endpoints])
         # every rank listens on a port its own worker found free on its host (the coordinator
         # cannot see the ports of another server)
         asks = {}
-        for s, w in enumerate(workers):
+        for w, ids in ranks:
             if w not in asks:
-                req = json.dumps({"op": "lgbm_ports", "n": workers.count(w) * len(tids)})
-                asks[w] = ctx.pool.submit(w, req, b"", ctx.meta(s, "ports", self.jobs, tids), fn="task")
+                n = workers.count(w) * len(tids)      # and spares for ports another job of ours holds
+                req = json.dumps({"op": "lgbm_ports", "n": max(n, min(1024, 2 * n))})
+                asks[w] = ctx.pool.submit(w, req, b"", ctx.meta(ids[0], "ports", self.jobs, tids), fn="task")
         free = {w: iter(json.loads(await_result(f, ctx.abort))) for w, f in asks.items()}
         minutes = max(1, math.ceil(self.timeout_s / 60.0))
+        starts = np.cumsum([0] + [sum(int(ctx.shards[s][2]) for s in ids) for _, ids in ranks]).tolist()
+        claimed: List[tuple] = []
+        try:
+            self._run_jobs(tids, ranks, hosts, free, minutes, starts, on_nodes, claimed)
+        finally:
+            _PORTS.release(ctx.pool, claimed)
+
+    def _run_jobs(self, tids, ranks, hosts, free, minutes, starts, on_nodes, claimed) -> None:
+        """Start one gang per config (each rank on a port claimed for it, added to ``claimed``)
+        and take the models."""
+        ctx = self.ctx
+        workers = [w for w, _ in ranks]
         gangs = []
         for j, tid in enumerate(tids):
             p = self._cfgs[tid]["params"]
-            machines = [f"{hosts[s]}:{next(free[w])}" for s, w in enumerate(workers)]
-            items = [(ctx.shards[s][0],
-                      ctx.request(s, op="lgbm_rank", family=self.family.name, params=p,
-                                  rounds=int(p["num_boost_round"]), machines=machines, rank=s,
-                                  timeout_minutes=minutes),
-                      b"", ctx.meta(s, "rank", self.jobs, [tid])) for s in range(n_sh)]
+            machines = []
+            for r, w in enumerate(workers):
+                port = _PORTS.claim(ctx.pool, hosts[r], free[w])
+                claimed.append((hosts[r], port))
+                machines.append(f"{hosts[r]}:{port}")
+            items = []
+            for r, (w, ids) in enumerate(ranks):
+                request, meta = self._rank_task(on_nodes, r, ids, int(starts[r]), tid, op="lgbm_rank",
+                                                family=self.family.name, params=p, rounds=int(p["num_boost_round"]),
+                                                machines=machines, timeout_minutes=minutes)
+                items.append((w, request, b"", meta))
             self.jobs += 1
             gangs.append((tid, ctx.pool.submit_gang(items, fn="task")))
         lgb = lgb_module()
         for tid, futs in gangs:
-            texts = [await_result(f, ctx.abort) for f in futs]
-            trees = [t.split(b"end of trees")[0] for t in texts]    # the parameter sections name each rank's port
-            if any(t != trees[0] for t in trees[1:]):
+            texts = self._gang_results(futs)
+            if any(rank_digest(t) != rank_digest(texts[0]) for t in texts[1:]):
                 raise PrerequisiteStateError(
                     f"The ranks of distributed LightGBM returned different models for trial {tid}",
                     hint="This is a bug in the distributed training setup; retry with workers => 1.")
             booster = lgb.Booster(model_str=texts[0].decode("utf-8"))
             c = self._cfgs[tid]
             c["booster"], c["trees"], c["text"] = booster, int(booster.current_iteration()), texts[0]
+
+    #: seconds a failed job waits for its other ranks to report, so that the error names the
+    #: worker (node) that went away rather than a peer whose network broke with it
+    PEER_REPORT_S = 5.0
+
+    def _gang_results(self, futs) -> List[bytes]:
+        """The ranks' model texts. When a rank fails, its peers fail too (their network is
+        gone): the error raised is a lost worker's when one of the job reports one within
+        :attr:`PEER_REPORT_S`, else the first failure."""
+        def failures():
+            return [f.exception() for f in futs if f.done() and f.exception() is not None]
+
+        while not failures():
+            if all(f.done() for f in futs):
+                return [f.result() for f in futs]
+            if self.ctx.abort is not None and self.ctx.abort.is_set():
+                raise Aborted()
+            wait(futs, timeout=0.25, return_when=FIRST_EXCEPTION)
+        deadline = time.monotonic() + self.PEER_REPORT_S
+        while (not any(type(e) is WorkerLostError for e in failures()) and not all(f.done() for f in futs)
+               and time.monotonic() < deadline):
+            wait(futs, timeout=0.25, return_when=FIRST_COMPLETED)
+        errors = failures()
+        raise next((e for e in errors if type(e) is WorkerLostError), errors[0])
 
     # epoch checkpoints: a trained config is its model text (all num_boost_round trees; the
     # search's position is "done"), so a resumed group never retrains a config
@@ -547,7 +666,8 @@ def _mop_trainer(family, ctx, X_val, y_val, opts, *, lgbm_timeout_s, flexible, r
 
 @register_trainer("sampling", "shards")
 def _ranks_trainer(family, ctx, X_val, y_val, opts, *, lgbm_timeout_s, flexible, resume):
-    return ShardedLGBMTrainer(family, ctx, X_val, y_val, metric=opts["metric"], timeout_s=lgbm_timeout_s)
+    return ShardedLGBMTrainer(family, ctx, X_val, y_val, metric=opts["metric"], timeout_s=lgbm_timeout_s,
+                              seed=opts["seed"])
 
 
 register_checkpoint_format(ShardedMLPTrainer.CKPT_FORMAT, "state")

@@ -484,6 +484,7 @@ def _stop_training(session, run: _RunContext, driver: "_GroupDriver", ex, exc: B
     kept) and raises 42704, a lost worker or a broken invariant marks the run failed and
     raises how to resume. Any other ``exc`` is re-raised by the caller."""
     run_id = run.run_id
+    node = _lost_node(driver.pool, exc)         # before the pool closes its connections
     driver.abort.set()
     if driver.pool is not None:
         driver.pool.close()
@@ -500,10 +501,10 @@ def _stop_training(session, run: _RunContext, driver: "_GroupDriver", ex, exc: B
         run.clock.charge(session, run_id)
         mark_run_failed(session, run_id)
         session.commit()
-        raise _stopped(exc, f"run {run_id} stopped: {exc.message}; {run.n_done} of {run.n_groups} groups are "
-                            f"committed",
-                       f"Call train_groups again with run_id => {run_id} to resume from the committed groups.") \
-            from None
+        what = exc.message if node is None else f"node {node} was lost ({exc.message})"
+        raise _stopped(exc, f"run {run_id} stopped: {what}; {run.n_done} of {run.n_groups} groups are committed",
+                       f"Call train_groups again with run_id => {run_id} to resume from the committed groups.",
+                       node=node) from None
 
 
 def _flush_events(session, run_id: int, events: "queue.Queue", group_logs, fps, finishing=(),
@@ -564,9 +565,11 @@ def _node_snapshot_and_plan(session, run_id: int, holders, *, source: str, group
     """A run on the nodes of a distributed source: the holders' pool (started), their
     snapshots and the coordinator's, and the plan whose placement is where the rows are.
     An MLP run adds an endpoint per other placement of a replicated shard (the model
-    hopper's replicas); its groups spread over nodes train by model hopping."""
-    from .nodes import (build_node_snapshots, check_pattern, drop_node_snapshots, groups_may_spread, holder_endpoints,
-                        hop_plan_text, node_plan_facts, replica_endpoints, split_groups, stale_node_snapshots)
+    hopper's replicas); its groups spread over nodes train by model hopping, a LightGBM
+    run's by one rank per node, a GLM run's by partial sums."""
+    from .nodes import (SPREAD_HOW, build_node_snapshots, check_pattern, drop_node_snapshots, groups_may_spread,
+                        holder_endpoints, hop_plan_text, node_plan_facts, replica_endpoints, split_groups,
+                        stale_node_snapshots)
 
     pattern = pattern_of(family)
     hop = pattern == "sequential"
@@ -589,10 +592,12 @@ def _node_snapshot_and_plan(session, run_id: int, holders, *, source: str, group
                                           block_rows=exec_options["block_rows"], cancel_check=session.check_cancel,
                                           stale=stale, hop=hop)
     except BaseException as exc:
+        node = _lost_node(pool, exc)            # before the pool closes its connections
         pool.close()
         if isinstance(exc, WorkerLostError):
             raise _snapshot_failed(session, run_id, exc, "while the nodes built their snapshots",
-                                   "once the node is back; it resumes from the committed groups.") from None
+                                   "once the node is back; it resumes from the committed groups.",
+                                   node=node) from None
         raise
     groups = catalog.snapshot_groups(session, sid)
     split = split_groups(tasks)
@@ -604,7 +609,7 @@ def _node_snapshot_and_plan(session, run_id: int, holders, *, source: str, group
         raise
     wl = workload_of(spec, family)
     nodes = sorted({ep["node"] for ep in pool.endpoints})
-    how = (hop_plan_text(tasks, pool.endpoints) if hop else "GLM partial sums per pass")
+    how = hop_plan_text(tasks, pool.endpoints) if hop else SPREAD_HOW.get(pattern, pattern)
     explanation = (f"on the nodes holding the rows: {len(holders)} shard(s) on {len(nodes)} node(s) "
                    f"({', '.join(nodes)}); {len(tasks) - len(split)} group(s) whole on their node, {len(split)} "
                    f"spread over nodes ({how}); snapshots built on the nodes in "
@@ -696,20 +701,35 @@ def _snapshot_for_run(session, run_id: int, source: str, group_by, features, lab
     return sid, pool
 
 
-def _snapshot_failed(session, run_id: int, exc: GroupmlError, when: str, then: str) -> GroupmlError:
+def _snapshot_failed(session, run_id: int, exc: GroupmlError, when: str, then: str,
+                     node: Optional[str] = None) -> GroupmlError:
     """A worker failed while the run's snapshot was built: the run is marked failed (committed)
-    and the error says how many groups are kept and how to resume."""
+    and the error says how many groups are kept and how to resume (naming the lost ``node``)."""
     mark_run_failed(session, run_id)
     session.commit()
     n_done = catalog.count_models(session, run_id)
-    return _stopped(exc, f"run {run_id} stopped {when}: {exc.message}; {n_done} groups are committed",
-                    f"Call train_groups again with run_id => {run_id} {then}")
+    what = exc.message if node is None else f"node {node} was lost ({exc.message})"
+    return _stopped(exc, f"run {run_id} stopped {when}: {what}; {n_done} groups are committed",
+                    f"Call train_groups again with run_id => {run_id} {then}", node=node)
 
 
-def _stopped(exc: GroupmlError, message: str, hint: str) -> GroupmlError:
+def _lost_node(pool, exc: GroupmlError) -> Optional[str]:
+    """The node (host:port) a lost worker was on when the workers are the nodes of a
+    distributed source (:func:`groupml.executor.nodes.lost_node`), else None."""
+    from .nodes import lost_node
+
+    return lost_node(pool, exc) if pool is not None else None
+
+
+def _stopped(exc: GroupmlError, message: str, hint: str, node: Optional[str] = None) -> GroupmlError:
     """The error that ends a run whose worker failed: XX000 with how to resume, or, when the
     worker gave up waiting for a lock, its endpoint could not be used or its task raised an
-    error of its own SQLSTATE (42501, 53200, ...), that SQLSTATE with the error's hint first."""
+    error of its own SQLSTATE (42501, 53200, ...), that SQLSTATE with the error's hint first;
+    a lost ``node`` of a distributed source is 08001."""
+    from .nodes import NodeUnavailableError
+
+    if node is not None:
+        return NodeUnavailableError(message, hint=f"Bring node {node} back, then: {hint}")
     if isinstance(exc, WorkerStateError):
         return WorkerStateError(exc.sqlstate, message, hint=f"{exc.hint} {hint}")
     if isinstance(exc, (WorkerLockTimeoutError, WorkerEndpointError, PartitionUnavailableError)):

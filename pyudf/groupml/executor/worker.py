@@ -25,11 +25,12 @@ import numpy as np
 from .. import catalog
 from ..errors import InvalidParameterError
 from ..fitting import unpack_rows
-from ..learners import GLMTrainer, free_ports, glmsgd, mlp, train_lightgbm, train_lightgbm_rank_isolated, visit
+from ..learners import (GLMTrainer, free_ports, glmsgd, mlp, row_hash_and_order, train_lightgbm,
+                        train_lightgbm_rank_isolated, visit)
 from ..validation import check_number, shown
 from .baselines import mlp_block, mlp_grad
 from .core import pack_stats
-from .patterns import local_fit
+from .patterns import local_fit, rank_digest
 from .snapshot import build_part, load_validation
 
 # (snapshot_id, group_no, shard blocks) -> (trainer, bytes); one run's shards per backend
@@ -99,15 +100,29 @@ def parse_request(request: Any, owner: str) -> "_Request":
             req[key] = check_number(req[key], key, f"the request of {owner}", ge=low, le=2 ** 62,
                                     integer=True, hint=INTERNAL_HINT)
     if "pieces" in req:
-        pieces = req["pieces"]
-        if not isinstance(pieces, list) or not all(
-                isinstance(p, list) and len(p) == 3 and all(
-                    isinstance(v, Integral) and not isinstance(v, bool) and 0 <= v < 2 ** 31 for v in p)
-                for p in pieces):
-            raise InvalidParameterError(
-                f"The 'pieces' value of the request of {owner} must be a list of "
-                f"[block_no, skip, take] non-negative integers", hint=INTERNAL_HINT)
+        _check_pieces(req["pieces"], "pieces", owner)
+    if "parts" in req:                  # a node's rank: the holder snapshots it reads
+        parts = req["parts"]
+        if not isinstance(parts, list) or not parts or not all(isinstance(p, dict) for p in parts):
+            raise InvalidParameterError(f"The 'parts' value of the request of {owner} must be a non-empty list of "
+                                        f"objects", hint=INTERNAL_HINT)
+        for p in parts:
+            p["snapshot"] = check_number(p.get("snapshot"), "snapshot", f"a part of the request of {owner}", ge=1,
+                                         le=2 ** 62, integer=True, hint=INTERNAL_HINT)
+            _check_pieces(p.get("pieces"), "pieces of a part", owner)
+        req["seed"] = check_number(req.get("seed"), "seed", f"the request of {owner}", ge=0, le=2 ** 63 - 1,
+                                   integer=True, hint=INTERNAL_HINT)
     return req
+
+
+def _check_pieces(pieces: Any, what: str, owner: str) -> None:
+    if not isinstance(pieces, list) or not all(
+            isinstance(p, list) and len(p) == 3 and all(
+                isinstance(v, Integral) and not isinstance(v, bool) and 0 <= v < 2 ** 31 for v in p)
+            for p in pieces):
+        raise InvalidParameterError(
+            f"The '{what}' value of the request of {owner} must be a list of "
+            f"[block_no, skip, take] non-negative integers", hint=INTERNAL_HINT)
 
 
 class _Cfg:
@@ -207,7 +222,10 @@ _MCACHE: "OrderedDict[tuple, Tuple[Any, int]]" = OrderedDict()
 
 
 def shard_arrays(session, req: Mapping[str, Any]) -> Tuple[np.ndarray, np.ndarray]:
-    """(X, y) of one shard as contiguous float64 arrays, cached like the GLM shards."""
+    """(X, y) of one shard as contiguous float64 arrays, cached like the GLM shards (with
+    ``parts``: :func:`node_arrays`)."""
+    if req.get("parts"):
+        return node_arrays(session, req)
     d = int(req["d"])
     key = (int(req["snapshot"]), int(req["group_no"]), json.dumps(req["pieces"]))
     hit = _cached(_MCACHE, key)
@@ -220,6 +238,21 @@ def shard_arrays(session, req: Mapping[str, Any]) -> Tuple[np.ndarray, np.ndarra
     STATS["rows_loaded"] += X.shape[0]
     _remember(_MCACHE, key, (X, y), X.nbytes + y.nbytes, req)
     return X, y
+
+
+def node_arrays(session, req: Mapping[str, Any]) -> Tuple[np.ndarray, np.ndarray]:
+    """(X, y) of a group's training rows in the holder snapshots on this node (``parts``: the
+    snapshot and pieces of each): the rows a node's LightGBM rank trains on, in the seeded
+    order the snapshots use (:func:`groupml.learners.row_hash_and_order`), so that the rank's
+    data does not depend on how many shard tables of the node hold the group."""
+    arrays = [shard_arrays(session, dict(req, snapshot=p["snapshot"], pieces=p["pieces"], parts=None))
+              for p in req["parts"]]
+    if len(arrays) == 1:
+        return arrays[0]
+    X = np.concatenate([a[0] for a in arrays])
+    y = np.concatenate([a[1] for a in arrays])
+    order = row_hash_and_order(X, y, int(req["seed"]))[1]
+    return np.ascontiguousarray(X[order]), np.ascontiguousarray(y[order])
 
 
 def validation_arrays(session, req: Mapping[str, Any]) -> Tuple[np.ndarray, np.ndarray]:
@@ -272,7 +305,8 @@ def gap_task(session, request: Mapping[str, Any], blob: Optional[bytes]) -> byte
       ports of the LightGBM ranks this worker will run);
     * ``lgbm_rank``: one rank of LightGBM's data-parallel training over the group's
       shards (``machines``: each rank's worker address and a port it chose), returns the
-      model text;
+      model text (with ``digest``: its :func:`groupml.executor.patterns.rank_digest`); a
+      node's rank reads every holder snapshot in ``parts`` (:func:`node_arrays`);
     * ``glm_stats`` / ``glm_visit`` / ``glm_load``: as ``mlp_stats`` / ``mlp_visit`` / ``mlp_load`` for a GLM trained by SGD under
       model hopper parallelism (``blob``: its state, :func:`groupml.learners.glmsgd.visit`; no torch);
     * ``mlp_block`` (MTP): epochs of one config over the whole group, returns the packed
@@ -361,7 +395,7 @@ def _op_lgbm_rank(session, req, blob, X, y) -> bytes:
     text = train_lightgbm_rank_isolated(req["family"], X, y, req["params"], int(req["rounds"]), req["machines"],
                                         int(req["rank"]), timeout_minutes=int(req["timeout_minutes"]),
                                         interrupt_check=session.check_cancel)
-    return text.encode("utf-8")
+    return rank_digest(text.encode("utf-8")) if req.get("digest") else text.encode("utf-8")
 
 
 def _op_fit(session, req, blob, X, y) -> bytes:

@@ -70,14 +70,15 @@ learn_over_groups where the rows live: Citus and postgres_fdw shards  (docs/scal
   shard's rows are snapshotted and trained there; a group held by one shard trains whole on its
   node, a GLM group spread over shards trains by partial sums per pass (its validation rows go to
   the coordinator), an MLP group spread over shards by model hopping (its configurations' states
-  hop between the nodes; help('mop')). LightGBM: group_by must include the distribution column.
-  strategy 'auto', 'grouped' or (MLP) 'mop'; workers is the shard count. explain_train_groups
-  shows a 'nodes' row per shard (node, table, groups, rows, bytes moved, the hop plan) and a
-  'gather' row. A node down: ERROR 08001
+  hop between the nodes; help('mop')), a LightGBM group spread over nodes by LightGBM's
+  data-parallel mode, one rank per node reading that node's rows (ranks listen on the nodes'
+  shard-map addresses). strategy 'auto', 'grouped' or (MLP) 'mop'; workers is the shard count.
+  explain_train_groups shows a 'nodes' row per shard (node, table, groups, rows, bytes moved, the
+  hop plan) and a 'gather' row. A node down: ERROR 08001
   naming it; resume with run_id once it is back; a replicated shard is read from another
   placement. The same on a table partitioned over postgres_fdw servers (each server trains its
   partitions; connections with the calling role's user mapping, which must give a password for
-  a non-superuser).
+  a non-superuser); explain_train_groups there shows a row per partition (server, partition).
 """
 
 TOPICS["fit"] = """\

@@ -806,7 +806,6 @@ def _explain_train_groups(session, oid, group_by, features, label, model, search
     if holders is not None:
         from ..executor.nodes import check_node_strategy
         check_node_strategy(pattern, strategy, source)
-    if holders is not None and holders[0].server is None:
         from ..executor.nodes import check_grouping, explain_on_nodes
         check_grouping(pattern, group_by, _key_columns(session, source, holders), source)
         return explain_on_nodes(session, source, group_by, features, holders, inputs, pattern,
