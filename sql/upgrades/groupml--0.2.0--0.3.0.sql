@@ -532,3 +532,64 @@ RETURNS float8 LANGUAGE sql STABLE STRICT PARALLEL SAFE
 AS $sql$ SELECT @extschema@.predict_proba_row(fit, pg_catalog.to_jsonb(columns)) $sql$;
 COMMENT ON FUNCTION @extschema@.predict_proba_row(@extschema@.fit, anyelement) IS
   'Probability of class 1 for one row of raw columns with a fit whose model stores a transform (train_groups on raw feature columns), for classifiers. columns: a row -- a table row such as c, or ROW(a, b, ...) with the training columns in their order. See groupml.help(''transforms'').';
+
+-- Model sets: faster table scoring (each group's predictions returned as a float8[] literal,
+-- NULL features read as NaN instead of filtered aggregates), predict_proba with a model set and
+-- predict_proba_table
+DROP FUNCTION @extschema@._score_group(bigint, bytea, text, bytea[]);
+DROP FUNCTION @extschema@._predict_table_sql(text, regclass, text, text[], text[], text);
+
+CREATE FUNCTION @extschema@._predict_table_sql(model_set text, source regclass, key_column text, features text[], group_by text[], on_missing text, proba boolean)
+RETURNS text LANGUAGE plpython3u STABLE PARALLEL UNSAFE
+AS $python$
+from groupml.udf.modelsets import predict_table_sql; return predict_table_sql(model_set, source, key_column, features, group_by, on_missing, proba)
+$python$;
+COMMENT ON FUNCTION @extschema@._predict_table_sql(text, regclass, text, text[], text[], text, boolean) IS
+  'Internal (predict_table, predict_proba_table): checks the request, loads the active version''s models into this backend and returns the query that scores the source group by group (proba: probabilities of class 1).';
+
+-- Called by predict_table's query once per group, with the models predict_table loaded into
+-- this backend's cache: PARALLEL RESTRICTED (the leader has that cache; a worker would not).
+-- Returns the predictions as a float8[] literal, which the query casts: PL/Python would turn a
+-- returned list into float8[] through each value's text, one value at a time.
+CREATE FUNCTION @extschema@._score_block(version_id bigint, group_key bytea, on_missing text, proba boolean, VARIADIC columns bytea[])
+RETURNS text LANGUAGE plpython3u STABLE PARALLEL RESTRICTED
+AS $python$
+from groupml.udf.modelsets import score_block; from groupml.udf import take_args; return score_block(*take_args(globals(), "version_id", "group_key", "on_missing", "proba", "columns"))
+$python$;
+COMMENT ON FUNCTION @extschema@._score_block(bigint, bytea, text, boolean, bytea[]) IS
+  'Internal (predict_table, predict_proba_table): one group''s rows scored with its model of a model set version (proba: the probability of class 1), each feature column given as array_send of its float8 values (NaN for NULL); the predictions as a float8[] literal.';
+
+CREATE OR REPLACE FUNCTION @extschema@.predict_table(model_set text, source regclass, key_column text, features text[], group_by text[] DEFAULT NULL, on_missing text DEFAULT 'error')
+RETURNS TABLE (row_key bigint, prediction float8) LANGUAGE plpgsql STABLE PARALLEL UNSAFE
+AS $plpgsql$
+BEGIN RETURN QUERY EXECUTE @extschema@._predict_table_sql(model_set, source, key_column, features, group_by, on_missing, false); END
+$plpgsql$;
+COMMENT ON FUNCTION @extschema@.predict_table(text, regclass, text, text[], text[], text) IS
+  'Score every row of a table or view with its group''s model in a model set''s active version: (row_key, prediction) per row, row_key the integer key_column. Rows are read group by group as packed arrays and scored with numpy.';
+
+CREATE FUNCTION @extschema@.predict_proba_table(model_set text, source regclass, key_column text, features text[], group_by text[] DEFAULT NULL, on_missing text DEFAULT 'error')
+RETURNS TABLE (row_key bigint, probability float8) LANGUAGE plpgsql STABLE PARALLEL UNSAFE
+AS $plpgsql$
+BEGIN RETURN QUERY EXECUTE @extschema@._predict_table_sql(model_set, source, key_column, features, group_by, on_missing, true); END
+$plpgsql$;
+COMMENT ON FUNCTION @extschema@.predict_proba_table(text, regclass, text, text[], text[], text) IS
+  'Probability of class 1 for every row of a table or view with its group''s classifier in a model set''s active version: (row_key, probability) per row, row_key the integer key_column. Rows are read group by group as packed arrays and scored with numpy.';
+
+-- As _predict_in_set: PARALLEL UNSAFE (the version's models are read by a statement on first
+-- use in a backend, and the active version checked once per statement).
+CREATE FUNCTION @extschema@._predict_proba_in_set(model_set text, features float8[], group_key bytea, on_missing text)
+RETURNS float8 LANGUAGE plpython3u STABLE PARALLEL UNSAFE
+AS $python$
+from groupml.udf.modelsets import predict_proba_in_set; return predict_proba_in_set(model_set, features, group_key, on_missing)
+$python$;
+COMMENT ON FUNCTION @extschema@._predict_proba_in_set(text, float8[], bytea, text) IS
+  'Internal (predict_proba with a model set): the probability of class 1 of one row with the model of its group, the group given as record_send of its key values.';
+
+-- The group key reaches Python in its binary form, as for predict with a model set.
+CREATE FUNCTION @extschema@.predict_proba(model_set text, features float8[], group_key anycompatible, on_missing text DEFAULT 'error')
+RETURNS float8 LANGUAGE sql STABLE PARALLEL UNSAFE
+AS $sql$
+SELECT @extschema@._predict_proba_in_set(model_set, features, pg_catalog.record_send(ROW(group_key)), on_missing)
+$sql$;
+COMMENT ON FUNCTION @extschema@.predict_proba(text, float8[], anycompatible, text) IS
+  'Probability of class 1 for one row with its group''s classifier in a model set''s active version: group_key is the value of the group column, or ROW(a, b, ...) for several. on_missing: error | null, for a group the version has no model of.';

@@ -34,3 +34,34 @@ def float8_array(data: bytes) -> np.ndarray:
 def int8_array(data: bytes) -> np.ndarray:
     """The values of array_send(int8[])."""
     return _read(data, _I8, 20)
+
+
+def float8_literal(values: np.ndarray, null: np.ndarray = None) -> str:
+    """``values`` as a float8[] literal (``{0,1,NULL,...}``), NULL where ``null`` is set.
+
+    PL/Python turns a returned list of floats into float8[] through each value's text; this
+    text is what the server parses instead. Values that are all 0 or 1 (a classifier's
+    classes) are written by numpy as one byte each; any other value as Python's repr, the
+    shortest text that reads back to the same float8."""
+    values = np.asarray(values, dtype=np.float64)
+    n = len(values)
+    if n == 0:
+        return "{}"
+    if null is None or not null.any():
+        null = None
+    binary = (values == 0.0) | (values == 1.0)
+    if null is not None:
+        binary |= null
+    if binary.all() and not np.signbit(values[values == 0.0]).any():
+        if null is None:
+            out = np.full(2 * n + 1, ord(","), dtype=np.uint8)
+            out[0], out[-1] = ord("{"), ord("}")
+            out[1::2] = values.astype(np.uint8) + ord("0")
+            return out.tobytes().decode("ascii")
+        texts = np.where(null, "NULL", np.where(values == 1.0, "1", "0")).tolist()
+    else:
+        texts = list(map(repr, values.tolist()))
+        if null is not None:
+            for i in np.flatnonzero(null).tolist():
+                texts[i] = "NULL"
+    return "{" + ",".join(texts) + "}"
