@@ -28,7 +28,7 @@ workers (parallel_leader_participation off, so the workers do all the scoring; a
 workers are new processes, so they decode and check the models anew). Every path's
 predictions are compared with the client's.
 
-    python bench/bench_predict.py [--rows 200000] [--groups 100] [--features 10] [--repeat 3] [--quick]
+    python bench/bench_predict.py [--rows 200000] [--groups 100] [--features 10] [--repeat 3] [--quick] [--sets-only]
 """
 
 from __future__ import annotations
@@ -202,6 +202,17 @@ def named_set_paths(conn, dsn, feats, run_id, model, repeat, n_jobs):
     return [(label, best[label], agree[label]) for label in best]
 
 
+def named_set_rows(out, dsn, feats, run_id, model, repeat, n_jobs, n_models):
+    """The named-set paths in a new session, appended to ``out`` against the client's round trip."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as fresh:
+        paths = named_set_paths(fresh, dsn, feats, run_id, model, repeat, n_jobs)
+    t_rt = paths[0][1]
+    for label, t, same in paths:
+        out.append((model, n_models, label, t, same, f"{t_rt / t:.2f}x client-rt, best of {repeat}"))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=200_000)
@@ -210,6 +221,7 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="50k rows, 40 groups")
     ap.add_argument("--repeat", type=int, default=3, help="runs of each named-set path; the best counts")
     ap.add_argument("--models", default=",".join(SPECS), help="comma-separated subset of " + ",".join(SPECS))
+    ap.add_argument("--sets-only", action="store_true", help="only the named-set paths and the client's round trip")
     ap.add_argument("--client-jobs", type=int, default=None, help="processes of the client's scoring "
                     "(default: every CPU, up to 4)")
     args = ap.parse_args(argv)
@@ -231,6 +243,9 @@ def main(argv=None):
                                   "%s::jsonb)", [feats, model, json.dumps(spec)]).fetchone()[0]
             n_models = conn.execute("SELECT count(*) FROM groupml.models WHERE run_id = %s AND (fit).status = 'ok'",
                                     [run_id]).fetchone()[0]
+            if args.sets_only:
+                named_set_rows(out, cluster.dsn(), feats, run_id, model, args.repeat, n_jobs, n_models)
+                continue
             t_client, t_load, ref = client_copy(cluster.dsn(), feats, run_id, model, n_jobs)
             out.append((model, n_models, f"client-copy ({n_jobs} processes)", t_client, len(ref),
                         f"(load {t_load:.2f} s)"))
@@ -254,11 +269,7 @@ def main(argv=None):
                         f", {times[1] / times[2]:.2f}x 1 worker" if workers == 2 else "")
                     out.append((model, n_models, f"ours-rows (parallel, {workers} worker{'s' * (workers > 1)})",
                                 times[workers], same, note))
-            with psycopg.connect(cluster.dsn(), autocommit=True) as fresh:
-                paths = named_set_paths(fresh, cluster.dsn(), feats, run_id, model, args.repeat, n_jobs)
-                t_rt = paths[0][1]
-                for label, t, same in paths:
-                    out.append((model, n_models, label, t, same, f"{t_rt / t:.2f}x client-rt, best of {args.repeat}"))
+            named_set_rows(out, cluster.dsn(), feats, run_id, model, args.repeat, n_jobs, n_models)
     print(f"\n{args.rows:,} rows, {args.groups} groups, {args.features} features; every row scored with its "
           f"group's model; load average {os.getloadavg()[0]:.2f} at the end\n")
     print(f"{'model':<9} {'models':>6}  {'path':<40} {'seconds':>8} {'rows/s':>10} {'= client':>9}  note")

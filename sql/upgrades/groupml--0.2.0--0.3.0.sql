@@ -533,9 +533,9 @@ AS $sql$ SELECT @extschema@.predict_proba_row(fit, pg_catalog.to_jsonb(columns))
 COMMENT ON FUNCTION @extschema@.predict_proba_row(@extschema@.fit, anyelement) IS
   'Probability of class 1 for one row of raw columns with a fit whose model stores a transform (train_groups on raw feature columns), for classifiers. columns: a row -- a table row such as c, or ROW(a, b, ...) with the training columns in their order. See groupml.help(''transforms'').';
 
--- Model sets: faster table scoring (each group's predictions returned as a float8[] literal,
--- NULL features read as NaN instead of filtered aggregates), predict_proba with a model set and
--- predict_proba_table
+-- Model sets: faster table scoring (feature columns packed as the arrays' own bytes, NULL features
+-- read as NaN instead of filtered aggregates, each group's predictions returned as a float8[]
+-- literal), predict_proba with a model set and predict_proba_table
 DROP FUNCTION @extschema@._score_group(bigint, bytea, text, bytea[]);
 DROP FUNCTION @extschema@._predict_table_sql(text, regclass, text, text[], text[], text);
 
@@ -547,6 +547,17 @@ $python$;
 COMMENT ON FUNCTION @extschema@._predict_table_sql(text, regclass, text, text[], text[], text, boolean) IS
   'Internal (predict_table, predict_proba_table): checks the request, loads the active version''s models into this backend and returns the query that scores the source group by group (proba: probabilities of class 1).';
 
+-- The bytes of a float8[] as they are in memory (header, dimensions, then the values in the
+-- server's byte order), copied into a bytea by the server's own byteasend (which returns a copy
+-- of its argument): predict_table's query packs each feature column with it, one memcpy instead
+-- of array_send's call per value. Any float8[] is a valid input; the output is the caller's own
+-- data.
+CREATE FUNCTION @extschema@._float8_bytes(float8[])
+RETURNS bytea LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE
+AS 'byteasend';
+COMMENT ON FUNCTION @extschema@._float8_bytes(float8[]) IS
+  'Internal (predict_table): the bytes of a float8[] as the server holds it in memory (ArrayType header, dimensions, values in native byte order), read by numpy without a conversion per value.';
+
 -- Called by predict_table's query once per group, with the models predict_table loaded into
 -- this backend's cache: PARALLEL RESTRICTED (the leader has that cache; a worker would not).
 -- Returns the predictions as a float8[] literal, which the query casts: PL/Python would turn a
@@ -557,7 +568,7 @@ AS $python$
 from groupml.udf.modelsets import score_block; from groupml.udf import take_args; return score_block(*take_args(globals(), "version_id", "group_key", "on_missing", "proba", "columns"))
 $python$;
 COMMENT ON FUNCTION @extschema@._score_block(bigint, bytea, text, boolean, bytea[]) IS
-  'Internal (predict_table, predict_proba_table): one group''s rows scored with its model of a model set version (proba: the probability of class 1), each feature column given as array_send of its float8 values (NaN for NULL); the predictions as a float8[] literal.';
+  'Internal (predict_table, predict_proba_table): one group''s rows scored with its model of a model set version (proba: the probability of class 1), each feature column given as the bytes of its float8[] (_float8_bytes; NaN for NULL); the predictions as a float8[] literal.';
 
 CREATE OR REPLACE FUNCTION @extschema@.predict_table(model_set text, source regclass, key_column text, features text[], group_by text[] DEFAULT NULL, on_missing text DEFAULT 'error')
 RETURNS TABLE (row_key bigint, prediction float8) LANGUAGE plpgsql STABLE PARALLEL UNSAFE

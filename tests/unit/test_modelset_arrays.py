@@ -2,7 +2,10 @@
 
 import numpy as np
 
-from groupml.modelsets import float8_literal
+import pytest
+
+from groupml.errors import DataError
+from groupml.modelsets import float8_image, float8_literal
 
 
 def parsed(text):
@@ -38,3 +41,28 @@ def test_any_other_value_reads_back_to_the_same_float8():
 def test_a_negative_zero_among_classes_keeps_its_sign():
     back = parsed(float8_literal(np.array([1.0, -0.0])))
     assert back == [1.0, 0.0] and np.signbit(back[1])
+
+
+def image(values, *, ndim=1, offset=0, elem=701):
+    """The bytes groupml._float8_bytes gives for a one-dimensional float8[] (after the length word)."""
+    import struct
+    return struct.pack("=iiIii", ndim, offset, elem, len(values), 1) + np.asarray(values, dtype=np.float64).tobytes()
+
+
+def test_the_bytes_of_a_float8_array_are_read_without_a_copy():
+    values = [0.5, -1.25, float("nan"), 1e300]
+    got = float8_image(image(values))
+    assert np.array_equal(got, values, equal_nan=True) and not got.flags.owndata
+    assert float8_image(struct_empty()).size == 0 and float8_image(None).size == 0
+
+
+def struct_empty():
+    import struct
+    return struct.pack("=iiI", 0, 0, 701)
+
+
+@pytest.mark.parametrize("bad", [image([1.0], elem=20), image([1.0], offset=32), image([1.0], ndim=2),
+                                 image([1.0, 2.0])[:-8], b"\x01\x00"])
+def test_anything_else_is_refused(bad):
+    with pytest.raises(DataError):
+        float8_image(bad)

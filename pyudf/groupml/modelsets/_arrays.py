@@ -1,4 +1,6 @@
-"""One-dimensional float8[] / int8[] values in array_send's binary form, read with numpy."""
+"""One-dimensional float8[] / int8[] values read with numpy: from array_send's binary form, or
+from the array's own bytes (groupml._float8_bytes: the server's in-memory ArrayType, native byte
+order, no per-value conversion); and float8[] literals of predictions."""
 
 from __future__ import annotations
 
@@ -29,6 +31,29 @@ def _read(data: bytes, dtype, oid: int) -> np.ndarray:
 def float8_array(data: bytes) -> np.ndarray:
     """The values of array_send(float8[])."""
     return _read(data, _F8, 701)
+
+
+#: The bytes of a one-dimensional ArrayType without NULLs after its 4-byte length word: ndim,
+#: dataoffset (0: no NULL bitmap), element type, the dimension and its lower bound, then the
+#: values from byte 20 (the 24-byte header is MAXALIGNed from the length word).
+_IMAGE_HEADER = struct.Struct("=iiIii")
+
+
+def float8_image(data: bytes) -> np.ndarray:
+    """The values of a float8[] given as its own bytes (groupml._float8_bytes), a read-only
+    view of ``data``: a one-dimensional array without NULLs, else 22000."""
+    if data is None:
+        return np.empty(0)
+    if len(data) >= 12 and struct.unpack_from("=i", data, 0)[0] == 0:
+        return np.empty(0)                                    # an empty array: ndim 0, no dimensions
+    if len(data) < _IMAGE_HEADER.size:
+        ndim = None
+    else:
+        ndim, offset, elem, n, _ = _IMAGE_HEADER.unpack_from(data, 0)
+    if ndim != 1 or offset != 0 or elem != 701 or n < 0 or len(data) != 20 + 8 * n:
+        raise DataError("A packed column is not the bytes of a one-dimensional float8[] without NULLs",
+                        hint="predict_table packs the columns itself; call it rather than this function.")
+    return np.frombuffer(data, dtype=np.float64, count=n, offset=20)
 
 
 def int8_array(data: bytes) -> np.ndarray:

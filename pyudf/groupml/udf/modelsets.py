@@ -26,7 +26,7 @@ from .. import catalog
 from ..errors import (ArrayLengthError, DataError, DatatypeMismatchError, FeatureNotSupportedError,
                       InsufficientPrivilegeError, InvalidParameterError, ObjectInUseError, PrerequisiteStateError,
                       UndefinedObjectError)
-from ..modelsets import (check_key_types, check_on_missing, check_set_name, float8_array, float8_literal, gate,
+from ..modelsets import (check_key_types, check_on_missing, check_set_name, float8_image, float8_literal, gate,
                          group_key, shown_key)
 from ..modelsets._keys import key_columns
 from ..validation import shown
@@ -594,28 +594,28 @@ def _table_query(version_id: int, src: str, key_column: str, cols, feats, groups
     """The query that scores ``src``: one row per group with the rows' keys and feature columns
     aggregated into arrays (a NULL feature as NaN: its row's prediction is NULL), each group
     scored by one call of groupml._score_block, whose float8[] literal is unnested with the keys
-    back into (row_key, prediction)."""
+    back into (row_key, prediction) -- in the select list, which zips the two arrays without
+    the tuplestore a function in FROM fills."""
     g_alias = [quote_ident(f"g{i}") for i in range(len(groups))]
     f_alias = [quote_ident(f"f{i}") for i in range(len(feats))]
     inner = ", ".join([f"t.{quote_ident(g)} AS {a}" for g, a in zip(groups, g_alias)]
                       + [f"(t.{quote_ident(key_column)})::int8 AS k"]
                       + [f"coalesce((t.{quote_ident(f)}){'::int' if cols[f] == 'boolean' else ''}::float8, "
                          f"'NaN'::float8) AS {a}" for f, a in zip(feats, f_alias)])
-    packed = ", ".join(f"pg_catalog.array_send(pg_catalog.array_agg(s.{a}))" for a in f_alias)
+    packed = ", ".join(f"groupml._float8_bytes(pg_catalog.array_agg(s.{a}))" for a in f_alias)
     group_clause = (" GROUP BY " + ", ".join(f"s.{a}" for a in g_alias)) if groups else ""
     return (
-        "SELECT u.row_key, u.prediction FROM ("
+        "SELECT pg_catalog.unnest(b.keys) AS row_key, pg_catalog.unnest(b.preds) AS prediction FROM ("
         "SELECT pg_catalog.array_agg(s.k) AS keys, "
         f"groupml._score_block({int(version_id)}, pg_catalog.record_send(ROW({', '.join('s.' + a for a in g_alias)})), "
         f"{quote_literal(on_missing)}, {'true' if proba else 'false'}, {packed})::pg_catalog.float8[] AS preds "
-        f"FROM (SELECT {inner} FROM {src} t WHERE t.{quote_ident(key_column)} IS NOT NULL) s{group_clause}) b, "
-        "ROWS FROM (pg_catalog.unnest(b.keys), pg_catalog.unnest(b.preds)) AS u(row_key, prediction)")
+        f"FROM (SELECT {inner} FROM {src} t WHERE t.{quote_ident(key_column)} IS NOT NULL) s{group_clause}) b")
 
 
 @sql_entry
 def score_block(version_id, group_key_value, on_missing, proba, columns) -> str:
-    """One group's rows (each feature column as array_send of its float8 values, NaN for a
-    NULL) scored with its model: a float8[] literal, NULL for a row with a non-finite feature."""
+    """One group's rows (each feature column as the bytes of its float8[], NaN for a NULL)
+    scored with its model: a float8[] literal, NULL for a row with a non-finite feature."""
     from ..db import cancel_check_here
     from .predict import BATCH_CHUNK_ROWS, labels, probabilities
 
@@ -624,12 +624,14 @@ def score_block(version_id, group_key_value, on_missing, proba, columns) -> str:
     if version is None or version_id not in _authorised or _authorised[version_id] != _auth_token():
         raise PrerequisiteStateError(f"groupml._score_block scores only within the query groupml.{fn} runs",
                                      hint=f"Call groupml.{fn}.")
-    cols = [float8_array(c) for c in columns]
+    cols = [float8_image(c) for c in columns]
     n = len(cols[0]) if cols else 0
     if n == 0:
         return "{}"
-    X = np.column_stack(cols)
-    bad = ~np.isfinite(X).all(axis=1)
+    X = np.empty((n, len(cols)))
+    for j, c in enumerate(cols):
+        X[:, j] = c
+    bad = np.zeros(n, dtype=bool) if np.isfinite(X).all() else ~np.isfinite(X).all(axis=1)
     if bad.all():                  # no row to score: no model needed
         return float8_literal(np.zeros(n), bad)
     model = version.route(group_key_value, on_missing, fn)
