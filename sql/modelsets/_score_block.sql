@@ -8,4 +8,4 @@ AS $python$
 from groupml.udf.modelsets import score_block; from groupml.udf import take_args; return score_block(*take_args(globals(), "version_id", "group_key", "on_missing", "proba", "columns"))
 $python$;
 COMMENT ON FUNCTION @extschema@._score_block(bigint, bytea, text, boolean, bytea[]) IS
-  'Internal (predict_table, predict_proba_table): one group''s rows scored with its model of a model set version (proba: the probability of class 1), each feature column given as the bytes of its float8[] (_float8_bytes; NaN for NULL); the predictions as a float8[] literal.';
+  'Internal (predict_table, predict_proba_table): one group''s rows scored with its model of a model set version (proba: the probability of class 1), each feature column given as the bytes of its float8[] (_float8_bytes; a NULL is read as NaN); the predictions as a float8[] literal.';

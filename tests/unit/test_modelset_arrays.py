@@ -61,7 +61,30 @@ def struct_empty():
     return struct.pack("=iiI", 0, 0, 701)
 
 
-@pytest.mark.parametrize("bad", [image([1.0], elem=20), image([1.0], offset=32), image([1.0], ndim=2),
+def image_with_nulls(values):
+    """The bytes of a float8[] with NULLs (None): bitmap after the dimension, then the values
+    that are not NULL from the MAXALIGNed offset."""
+    import struct
+    n = len(values)
+    bits = bytearray((n + 7) // 8)
+    for i, v in enumerate(values):
+        if v is not None:
+            bits[i // 8] |= 1 << (i % 8)
+    offset = (4 + 20 + len(bits) + 7) // 8 * 8                      # from the length word
+    head = struct.pack("=iiIii", 1, offset, 701, n, 1) + bytes(bits)
+    head += b"\0" * (offset - 4 - len(head))
+    return head + np.array([v for v in values if v is not None], dtype=np.float64).tobytes()
+
+
+def test_nulls_are_read_as_nan():
+    for values in ([1.0, None, 3.0], [None] * 9, [None, 2.5] * 20 + [7.0]):
+        got = float8_image(image_with_nulls(values))
+        want = np.array([np.nan if v is None else v for v in values])
+        assert np.array_equal(got, want, equal_nan=True)
+
+
+@pytest.mark.parametrize("bad", [image([1.0], elem=20), image([1.0], offset=64), image([1.0], ndim=2),
+                                 image_with_nulls([1.0, None, 2.0])[:-8],
                                  image([1.0, 2.0])[:-8], b"\x01\x00"])
 def test_anything_else_is_refused(bad):
     with pytest.raises(DataError):

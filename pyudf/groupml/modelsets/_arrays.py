@@ -33,27 +33,36 @@ def float8_array(data: bytes) -> np.ndarray:
     return _read(data, _F8, 701)
 
 
-#: The bytes of a one-dimensional ArrayType without NULLs after its 4-byte length word: ndim,
-#: dataoffset (0: no NULL bitmap), element type, the dimension and its lower bound, then the
-#: values from byte 20 (the 24-byte header is MAXALIGNed from the length word).
+#: The bytes of a one-dimensional ArrayType after its 4-byte length word: ndim, dataoffset (0: no
+#: NULL bitmap; else where the values start, counted from the length word), element type, the
+#: dimension and its lower bound, then the NULL bitmap if any (bit i of byte i // 8 set: value i
+#: is not NULL), then the values that are not NULL, from a MAXALIGNed offset (byte 20 without a
+#: bitmap).
 _IMAGE_HEADER = struct.Struct("=iiIii")
 
 
 def float8_image(data: bytes) -> np.ndarray:
-    """The values of a float8[] given as its own bytes (groupml._float8_bytes), a read-only
-    view of ``data``: a one-dimensional array without NULLs, else 22000."""
+    """The values of a one-dimensional float8[] given as its own bytes (groupml._float8_bytes),
+    NaN for a NULL; a read-only view of ``data`` when there is no NULL. 22000 for anything else."""
     if data is None:
         return np.empty(0)
     if len(data) >= 12 and struct.unpack_from("=i", data, 0)[0] == 0:
         return np.empty(0)                                    # an empty array: ndim 0, no dimensions
-    if len(data) < _IMAGE_HEADER.size:
-        ndim = None
-    else:
+    ndim = offset = n = None
+    if len(data) >= _IMAGE_HEADER.size:
         ndim, offset, elem, n, _ = _IMAGE_HEADER.unpack_from(data, 0)
-    if ndim != 1 or offset != 0 or elem != 701 or n < 0 or len(data) != 20 + 8 * n:
-        raise DataError("A packed column is not the bytes of a one-dimensional float8[] without NULLs",
-                        hint="predict_table packs the columns itself; call it rather than this function.")
-    return np.frombuffer(data, dtype=np.float64, count=n, offset=20)
+    if ndim == 1 and elem == 701 and n >= 0 and offset == 0 and len(data) == 20 + 8 * n:
+        return np.frombuffer(data, dtype=np.float64, count=n, offset=20)
+    if ndim == 1 and elem == 701 and n >= 0 and offset >= 20 + (n + 7) // 8 + 4:
+        present = np.unpackbits(np.frombuffer(data, dtype=np.uint8, count=(n + 7) // 8, offset=20),
+                                bitorder="little", count=n).astype(bool)
+        k = int(present.sum())
+        if len(data) == offset - 4 + 8 * k:
+            out = np.full(n, np.nan)
+            out[present] = np.frombuffer(data, dtype=np.float64, count=k, offset=offset - 4)
+            return out
+    raise DataError("A packed column is not the bytes of a one-dimensional float8[]",
+                    hint="predict_table packs the columns itself; call it rather than this function.")
 
 
 def int8_array(data: bytes) -> np.ndarray:

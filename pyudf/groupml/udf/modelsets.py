@@ -592,7 +592,7 @@ def _table_owner(proba) -> str:
 def _table_query(version_id: int, src: str, key_column: str, cols, feats, groups, on_missing: str,
                  proba: bool) -> str:
     """The query that scores ``src``: one row per group with the rows' keys and feature columns
-    aggregated into arrays (a NULL feature as NaN: its row's prediction is NULL), each group
+    aggregated into arrays (a NULL feature is read as NaN: its row's prediction is NULL), each group
     scored by one call of groupml._score_block, whose float8[] literal is unnested with the keys
     back into (row_key, prediction) -- in the select list, which zips the two arrays without
     the tuplestore a function in FROM fills."""
@@ -600,8 +600,8 @@ def _table_query(version_id: int, src: str, key_column: str, cols, feats, groups
     f_alias = [quote_ident(f"f{i}") for i in range(len(feats))]
     inner = ", ".join([f"t.{quote_ident(g)} AS {a}" for g, a in zip(groups, g_alias)]
                       + [f"(t.{quote_ident(key_column)})::int8 AS k"]
-                      + [f"coalesce((t.{quote_ident(f)}){'::int' if cols[f] == 'boolean' else ''}::float8, "
-                         f"'NaN'::float8) AS {a}" for f, a in zip(feats, f_alias)])
+                      + [f"(t.{quote_ident(f)}){'::int' if cols[f] == 'boolean' else ''}::float8 AS {a}"
+                         for f, a in zip(feats, f_alias)])
     packed = ", ".join(f"groupml._float8_bytes(pg_catalog.array_agg(s.{a}))" for a in f_alias)
     group_clause = (" GROUP BY " + ", ".join(f"s.{a}" for a in g_alias)) if groups else ""
     return (
@@ -614,7 +614,7 @@ def _table_query(version_id: int, src: str, key_column: str, cols, feats, groups
 
 @sql_entry
 def score_block(version_id, group_key_value, on_missing, proba, columns) -> str:
-    """One group's rows (each feature column as the bytes of its float8[], NaN for a NULL)
+    """One group's rows (each feature column as the bytes of its float8[]; a NULL is read as NaN)
     scored with its model: a float8[] literal, NULL for a row with a non-finite feature."""
     from ..db import cancel_check_here
     from .predict import BATCH_CHUNK_ROWS, labels, probabilities
