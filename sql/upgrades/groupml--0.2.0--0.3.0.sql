@@ -549,8 +549,8 @@ COMMENT ON FUNCTION @extschema@._predict_table_sql(text, regclass, text, text[],
 
 -- The bytes of a float8[] as they are in memory (header, dimensions, then the values in the
 -- server's byte order), copied into a bytea by the server's own byteasend (which returns a copy
--- of its argument): predict_table's query packs each feature column with it, one memcpy instead
--- of array_send's call per value. Any float8[] is a valid input; the output is the caller's own
+-- of its argument): predict_table's query packs each group's rows of features with it, one
+-- memcpy instead of array_send's call per value. Any float8[] is a valid input; the output is the caller's own
 -- data.
 CREATE FUNCTION @extschema@._float8_bytes(float8[])
 RETURNS bytea LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE
@@ -562,13 +562,13 @@ COMMENT ON FUNCTION @extschema@._float8_bytes(float8[]) IS
 -- this backend's cache: PARALLEL RESTRICTED (the leader has that cache; a worker would not).
 -- Returns the predictions as a float8[] literal, which the query casts: PL/Python would turn a
 -- returned list into float8[] through each value's text, one value at a time.
-CREATE FUNCTION @extschema@._score_block(version_id bigint, group_key bytea, on_missing text, proba boolean, VARIADIC columns bytea[])
+CREATE FUNCTION @extschema@._score_block(version_id bigint, group_key bytea, on_missing text, proba boolean, rows bytea)
 RETURNS text LANGUAGE plpython3u STABLE PARALLEL RESTRICTED
 AS $python$
-from groupml.udf.modelsets import score_block; from groupml.udf import take_args; return score_block(*take_args(globals(), "version_id", "group_key", "on_missing", "proba", "columns"))
+from groupml.udf.modelsets import score_block; return score_block(version_id, group_key, on_missing, proba, rows)
 $python$;
-COMMENT ON FUNCTION @extschema@._score_block(bigint, bytea, text, boolean, bytea[]) IS
-  'Internal (predict_table, predict_proba_table): one group''s rows scored with its model of a model set version (proba: the probability of class 1), each feature column given as the bytes of its float8[] (_float8_bytes; a NULL is read as NaN); the predictions as a float8[] literal.';
+COMMENT ON FUNCTION @extschema@._score_block(bigint, bytea, text, boolean, bytea) IS
+  'Internal (predict_table, predict_proba_table): one group''s rows scored with its model of a model set version (proba: the probability of class 1), the rows given as the bytes of their float8[][] of features (_float8_bytes; a NULL is read as NaN); the predictions as a float8[] literal.';
 
 CREATE OR REPLACE FUNCTION @extschema@.predict_table(model_set text, source regclass, key_column text, features text[], group_by text[] DEFAULT NULL, on_missing text DEFAULT 'error')
 RETURNS TABLE (row_key bigint, prediction float8) LANGUAGE plpgsql STABLE PARALLEL UNSAFE

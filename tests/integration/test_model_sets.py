@@ -373,7 +373,7 @@ def test_parallel_labels_are_honest_and_parallel_settings_do_not_break_scoring(d
                       "groupml.predict_proba(groupml.fit,double precision[])": "s",
                       "groupml.predict_proba(text,double precision[],anycompatible,text)": "u",
                       "groupml._predict_proba_in_set(text,double precision[],bytea,text)": "u",
-                      "groupml._score_block(bigint,bytea,text,boolean,bytea[])": "r",
+                      "groupml._score_block(bigint,bytea,text,boolean,bytea)": "r",
                       "groupml.predict_table(text,regclass,text,text[],text[],text)": "u",
                       "groupml.predict_proba_table(text,regclass,text,text[],text[],text)": "u"}, labels
     run_id = train(db, extra=", model_set => 'churn'")

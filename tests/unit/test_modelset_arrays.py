@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from groupml.errors import DataError
-from groupml.modelsets import float8_image, float8_literal
+from groupml.modelsets import float8_image, float8_literal, float8_rows
 
 
 def parsed(text):
@@ -43,17 +43,31 @@ def test_a_negative_zero_among_classes_keeps_its_sign():
     assert back == [1.0, 0.0] and np.signbit(back[1])
 
 
-def image(values, *, ndim=1, offset=0, elem=701):
-    """The bytes groupml._float8_bytes gives for a one-dimensional float8[] (after the length word)."""
+def image(values, *, dims=None, offset=None, elem=701):
+    """The bytes groupml._float8_bytes gives for a float8[] (after the length word); None in
+    ``values`` is a NULL."""
     import struct
-    return struct.pack("=iiIii", ndim, offset, elem, len(values), 1) + np.asarray(values, dtype=np.float64).tobytes()
+    dims = dims or (len(values),)
+    nulls = any(v is None for v in values)
+    head = struct.pack(f"=iiI{len(dims)}i{len(dims)}i", len(dims), 0, elem, *dims, *([1] * len(dims)))
+    if nulls:
+        bits = bytearray((len(values) + 7) // 8)
+        for i, v in enumerate(values):
+            if v is not None:
+                bits[i // 8] |= 1 << (i % 8)
+        head += bytes(bits)
+    start = (len(head) + 4 + 7) // 8 * 8                          # MAXALIGNed from the length word
+    if nulls or offset is not None:
+        head = head[:4] + struct.pack("=i", start if offset is None else offset) + head[8:]
+    head += b"\0" * (start - 4 - len(head))
+    return head + np.array([v for v in values if v is not None], dtype=np.float64).tobytes()
 
 
-def test_the_bytes_of_a_float8_array_are_read_without_a_copy():
+def test_the_bytes_of_a_float8_array_are_read_without_a_conversion():
     values = [0.5, -1.25, float("nan"), 1e300]
-    got = float8_image(image(values))
-    assert np.array_equal(got, values, equal_nan=True) and not got.flags.owndata
-    assert float8_image(struct_empty()).size == 0 and float8_image(None).size == 0
+    got, dims = float8_image(image(values))
+    assert np.array_equal(got, values, equal_nan=True) and dims == (4,) and not got.flags.owndata
+    assert float8_image(struct_empty())[0].size == 0 and float8_image(None)[0].size == 0
 
 
 def struct_empty():
@@ -61,31 +75,30 @@ def struct_empty():
     return struct.pack("=iiI", 0, 0, 701)
 
 
-def image_with_nulls(values):
-    """The bytes of a float8[] with NULLs (None): bitmap after the dimension, then the values
-    that are not NULL from the MAXALIGNed offset."""
-    import struct
-    n = len(values)
-    bits = bytearray((n + 7) // 8)
-    for i, v in enumerate(values):
-        if v is not None:
-            bits[i // 8] |= 1 << (i % 8)
-    offset = (4 + 20 + len(bits) + 7) // 8 * 8                      # from the length word
-    head = struct.pack("=iiIii", 1, offset, 701, n, 1) + bytes(bits)
-    head += b"\0" * (offset - 4 - len(head))
-    return head + np.array([v for v in values if v is not None], dtype=np.float64).tobytes()
+def test_rows_come_back_as_a_writable_matrix():
+    rows = [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
+    X = float8_rows(image(sum(rows, []), dims=(2, 3)), 3)
+    assert X.shape == (2, 3) and np.array_equal(X, rows) and X.flags.writeable and X.flags.c_contiguous
+    assert float8_rows(None, 3).shape == (0, 3)
 
 
 def test_nulls_are_read_as_nan():
     for values in ([1.0, None, 3.0], [None] * 9, [None, 2.5] * 20 + [7.0]):
-        got = float8_image(image_with_nulls(values))
+        got, _ = float8_image(image(values))
         want = np.array([np.nan if v is None else v for v in values])
         assert np.array_equal(got, want, equal_nan=True)
+    X = float8_rows(image([1.0, None, 3.0, 4.0], dims=(2, 2)), 2)
+    assert np.array_equal(X, [[1.0, np.nan], [3.0, 4.0]], equal_nan=True)
 
 
-@pytest.mark.parametrize("bad", [image([1.0], elem=20), image([1.0], offset=64), image([1.0], ndim=2),
-                                 image_with_nulls([1.0, None, 2.0])[:-8],
-                                 image([1.0, 2.0])[:-8], b"\x01\x00"])
+@pytest.mark.parametrize("bad", [image([1.0], elem=20), image([1.0], offset=64), image([1.0, 2.0])[:-8],
+                                 image([1.0, None, 2.0])[:-8], b"\x01\x00", image([1.0, 2.0], dims=(1, 2))[:30]])
 def test_anything_else_is_refused(bad):
     with pytest.raises(DataError):
         float8_image(bad)
+
+
+@pytest.mark.parametrize("bad", [image([1.0, 2.0]), image([1.0, 2.0, 3.0, 4.0], dims=(2, 2))])
+def test_rows_of_another_shape_are_refused(bad):
+    with pytest.raises(DataError):
+        float8_rows(bad, 3)

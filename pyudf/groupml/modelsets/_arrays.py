@@ -1,4 +1,4 @@
-"""One-dimensional float8[] / int8[] values read with numpy: from array_send's binary form, or
+"""float8[] / int8[] values read with numpy: from array_send's binary form (one-dimensional), or
 from the array's own bytes (groupml._float8_bytes: the server's in-memory ArrayType, native byte
 order, no per-value conversion); and float8[] literals of predictions."""
 
@@ -33,36 +33,65 @@ def float8_array(data: bytes) -> np.ndarray:
     return _read(data, _F8, 701)
 
 
-#: The bytes of a one-dimensional ArrayType after its 4-byte length word: ndim, dataoffset (0: no
-#: NULL bitmap; else where the values start, counted from the length word), element type, the
-#: dimension and its lower bound, then the NULL bitmap if any (bit i of byte i // 8 set: value i
-#: is not NULL), then the values that are not NULL, from a MAXALIGNed offset (byte 20 without a
-#: bitmap).
-_IMAGE_HEADER = struct.Struct("=iiIii")
+#: The bytes of an ArrayType after its 4-byte length word: ndim, dataoffset (0: no NULL bitmap;
+#: else where the values start, counted from the length word), element type, then ndim
+#: dimensions and ndim lower bounds, the NULL bitmap if any (bit i of byte i // 8 set: value i
+#: is not NULL), and the values that are not NULL, in row-major order, from an offset
+#: MAXALIGNed from the length word.
+_IMAGE_HEAD = struct.Struct("=iiI")
+_FLOAT8_OID = 701
 
 
-def float8_image(data: bytes) -> np.ndarray:
-    """The values of a one-dimensional float8[] given as its own bytes (groupml._float8_bytes),
-    NaN for a NULL; a read-only view of ``data`` when there is no NULL. 22000 for anything else."""
-    if data is None:
-        return np.empty(0)
-    if len(data) >= 12 and struct.unpack_from("=i", data, 0)[0] == 0:
-        return np.empty(0)                                    # an empty array: ndim 0, no dimensions
-    ndim = offset = n = None
-    if len(data) >= _IMAGE_HEADER.size:
-        ndim, offset, elem, n, _ = _IMAGE_HEADER.unpack_from(data, 0)
-    if ndim == 1 and elem == 701 and n >= 0 and offset == 0 and len(data) == 20 + 8 * n:
-        return np.frombuffer(data, dtype=np.float64, count=n, offset=20)
-    if ndim == 1 and elem == 701 and n >= 0 and offset >= 20 + (n + 7) // 8 + 4:
-        present = np.unpackbits(np.frombuffer(data, dtype=np.uint8, count=(n + 7) // 8, offset=20),
-                                bitorder="little", count=n).astype(bool)
-        k = int(present.sum())
-        if len(data) == offset - 4 + 8 * k:
-            out = np.full(n, np.nan)
-            out[present] = np.frombuffer(data, dtype=np.float64, count=k, offset=offset - 4)
-            return out
-    raise DataError("A packed column is not the bytes of a one-dimensional float8[]",
-                    hint="predict_table packs the columns itself; call it rather than this function.")
+def _bad_image():
+    return DataError("A packed block is not the bytes of a float8[] of the expected shape",
+                     hint="predict_table packs the rows itself; call it rather than this function.")
+
+
+def float8_image(data: bytes):
+    """(values, dims) of a float8[] given as its own bytes (groupml._float8_bytes): the values
+    in row-major order as a one-dimensional float64 array, NaN for a NULL (a read-only view of
+    ``data`` when there is no NULL); 22000 for anything else."""
+    if data is None or len(data) < _IMAGE_HEAD.size:
+        if data is None:
+            return np.empty(0), (0,)
+        raise _bad_image()
+    ndim, offset, elem = _IMAGE_HEAD.unpack_from(data, 0)
+    if ndim == 0:
+        return np.empty(0), (0,)                                  # an empty array
+    if elem != _FLOAT8_OID or not 0 < ndim <= 6 or len(data) < 12 + 8 * ndim:
+        raise _bad_image()
+    dims = struct.unpack_from(f"={ndim}i", data, 12)
+    n = int(np.prod(dims)) if min(dims) >= 0 else -1
+    head = 12 + 8 * ndim                                          # bitmap or padding from here
+    if n < 0:
+        raise _bad_image()
+    if offset == 0:
+        start = (head + 4 + 7) // 8 * 8 - 4
+        if len(data) != start + 8 * n:
+            raise _bad_image()
+        return np.frombuffer(data, dtype=np.float64, count=n, offset=start), dims
+    if offset - 4 < head + (n + 7) // 8 or offset % 8:
+        raise _bad_image()
+    present = np.unpackbits(np.frombuffer(data, dtype=np.uint8, count=(n + 7) // 8, offset=head),
+                            bitorder="little", count=n).astype(bool)
+    k = int(present.sum())
+    if len(data) != offset - 4 + 8 * k:
+        raise _bad_image()
+    out = np.full(n, np.nan)
+    out[present] = np.frombuffer(data, dtype=np.float64, count=k, offset=offset - 4)
+    return out, dims
+
+
+def float8_rows(data: bytes, width: int) -> np.ndarray:
+    """A float8[][] of rows of ``width`` values, given as its own bytes (groupml._float8_bytes
+    of array_agg(ARRAY[...])), as a writable n x width matrix (NaN for a NULL); 22000 for an
+    array of another shape."""
+    values, dims = float8_image(data)
+    if values.size == 0:
+        return np.empty((0, width))
+    if len(dims) != 2 or dims[1] != width:
+        raise _bad_image()
+    return values.reshape(dims).copy()         # aligned and writable (the bytes' values may be neither)
 
 
 def int8_array(data: bytes) -> np.ndarray:

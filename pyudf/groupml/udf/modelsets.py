@@ -26,7 +26,7 @@ from .. import catalog
 from ..errors import (ArrayLengthError, DataError, DatatypeMismatchError, FeatureNotSupportedError,
                       InsufficientPrivilegeError, InvalidParameterError, ObjectInUseError, PrerequisiteStateError,
                       UndefinedObjectError)
-from ..modelsets import (check_key_types, check_on_missing, check_set_name, float8_image, float8_literal, gate,
+from ..modelsets import (check_key_types, check_on_missing, check_set_name, float8_literal, float8_rows, gate,
                          group_key, shown_key)
 from ..modelsets._keys import key_columns
 from ..validation import shown
@@ -591,8 +591,10 @@ def _table_owner(proba) -> str:
 
 def _table_query(version_id: int, src: str, key_column: str, cols, feats, groups, on_missing: str,
                  proba: bool) -> str:
-    """The query that scores ``src``: one row per group with the rows' keys and feature columns
-    aggregated into arrays (a NULL feature is read as NaN: its row's prediction is NULL), each group
+    """The query that scores ``src``: one row per group with the rows' keys aggregated into an
+    array and their features into a two-dimensional array, one row of it per source row (one
+    aggregate instead of one per column; a NULL feature is read as NaN: its row's prediction is
+    NULL), each group
     scored by one call of groupml._score_block, whose float8[] literal is unnested with the keys
     back into (row_key, prediction) -- in the select list, which zips the two arrays without
     the tuplestore a function in FROM fills."""
@@ -602,7 +604,7 @@ def _table_query(version_id: int, src: str, key_column: str, cols, feats, groups
                       + [f"(t.{quote_ident(key_column)})::int8 AS k"]
                       + [f"(t.{quote_ident(f)}){'::int' if cols[f] == 'boolean' else ''}::float8 AS {a}"
                          for f, a in zip(feats, f_alias)])
-    packed = ", ".join(f"groupml._float8_bytes(pg_catalog.array_agg(s.{a}))" for a in f_alias)
+    packed = f"groupml._float8_bytes(pg_catalog.array_agg(ARRAY[{', '.join('s.' + a for a in f_alias)}]))"
     group_clause = (" GROUP BY " + ", ".join(f"s.{a}" for a in g_alias)) if groups else ""
     return (
         "SELECT pg_catalog.unnest(b.keys) AS row_key, pg_catalog.unnest(b.preds) AS prediction FROM ("
@@ -613,9 +615,9 @@ def _table_query(version_id: int, src: str, key_column: str, cols, feats, groups
 
 
 @sql_entry
-def score_block(version_id, group_key_value, on_missing, proba, columns) -> str:
-    """One group's rows (each feature column as the bytes of its float8[]; a NULL is read as NaN)
-    scored with its model: a float8[] literal, NULL for a row with a non-finite feature."""
+def score_block(version_id, group_key_value, on_missing, proba, rows) -> str:
+    """One group's rows (the bytes of its float8[][] of features, a row per source row; a NULL
+    is read as NaN) scored with its model: a float8[] literal, NULL for a row with a non-finite feature."""
     from ..db import cancel_check_here
     from .predict import BATCH_CHUNK_ROWS, labels, probabilities
 
@@ -624,13 +626,10 @@ def score_block(version_id, group_key_value, on_missing, proba, columns) -> str:
     if version is None or version_id not in _authorised or _authorised[version_id] != _auth_token():
         raise PrerequisiteStateError(f"groupml._score_block scores only within the query groupml.{fn} runs",
                                      hint=f"Call groupml.{fn}.")
-    cols = [float8_image(c) for c in columns]
-    n = len(cols[0]) if cols else 0
+    X = float8_rows(rows, version.n_features)
+    n = X.shape[0]
     if n == 0:
         return "{}"
-    X = np.empty((n, len(cols)))
-    for j, c in enumerate(cols):
-        X[:, j] = c
     bad = np.zeros(n, dtype=bool) if np.isfinite(X).all() else ~np.isfinite(X).all(axis=1)
     if bad.all():                  # no row to score: no model needed
         return float8_literal(np.zeros(n), bad)
