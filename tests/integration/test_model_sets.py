@@ -236,10 +236,13 @@ def test_row_security_owner_readers_and_admin(db, roles):
     train(owner, extra=", model_set => 'mine'")
     q = "SELECT count(groupml.predict('mine', ARRAY[f1, f2, f3], country)) FROM clicks"
     assert owner.execute(q).fetchone()[0] == 3000
+    q_proba = "SELECT count(groupml.predict_proba('mine', ARRAY[f1, f2, f3], country)) FROM clicks"
     for conn in (other, reader):
-        state, msg, hint = sql_error(conn, q)
-        assert state == "42501" and "mine" in msg and "grant_model_set" in hint, msg
-        assert sql_error(conn, f"SELECT * FROM groupml.predict_table('mine', 'clicks', 'id', {FEATS})")[0] == "42501"
+        for query in (q, q_proba):
+            state, msg, hint = sql_error(conn, query)
+            assert state == "42501" and "mine" in msg and "grant_model_set" in hint, msg
+        for fn in ("predict_table", "predict_proba_table"):
+            assert sql_error(conn, f"SELECT * FROM groupml.{fn}('mine', 'clicks', 'id', {FEATS})")[0] == "42501"
         assert conn.execute("SELECT count(*) FROM groupml.model_set_models").fetchone()[0] == 0
     # another role can neither publish into the set, activate, grant nor drop it
     run_other = train(other)
@@ -253,6 +256,7 @@ def test_row_security_owner_readers_and_admin(db, roles):
     # granted: the reader scores, sees the set, cannot change it; revoked: refused again
     assert owner.execute("SELECT groupml.grant_model_set('mine', 'ms_reader')").fetchone()[0] is True
     assert reader.execute(q).fetchone()[0] == 3000
+    assert reader.execute(q_proba).fetchone()[0] == 3000
     assert reader.execute(f"SELECT count(*) FROM groupml.predict_table('mine', 'clicks', 'id', {FEATS})"
                           ).fetchone()[0] == 3000
     assert reader.execute("SELECT name, active_version FROM groupml.model_sets").fetchall() == [("mine", 1)]
@@ -468,17 +472,3 @@ def test_bad_inputs_of_predict_proba_with_a_set(db, clicks):
                            "jsonb_build_object('country', c.country)").fetchall())
     assert same_values(dict(db.execute(f"SELECT * FROM groupml.predict_table('spend', 'clicks', 'id', {FEATS})"
                                        ).fetchall()), want)
-
-
-def test_predict_proba_with_a_set_needs_the_right_to_read_it(db, roles):
-    owner, other, reader = roles
-    train(owner, extra=", model_set => 'mine'")
-    q = "SELECT count(groupml.predict_proba('mine', ARRAY[f1, f2, f3], country)) FROM clicks"
-    assert owner.execute(q).fetchone()[0] == 3000
-    for conn in (other, reader):
-        state, msg, hint = sql_error(conn, q)
-        assert state == "42501" and "mine" in msg and "grant_model_set" in hint, msg
-        assert sql_error(conn, f"SELECT * FROM groupml.predict_proba_table('mine', 'clicks', 'id', {FEATS})"
-                         )[0] == "42501"
-    owner.execute("SELECT groupml.grant_model_set('mine', 'ms_reader')")
-    assert reader.execute(q).fetchone()[0] == 3000
