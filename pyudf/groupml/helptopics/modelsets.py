@@ -86,6 +86,7 @@ groupml.predict_table(model_set text, source regclass, key_column text, features
   NULL, NaN or infinite feature gets a NULL prediction; a row with a NULL key_column is skipped;
   a group without a model is an ERROR or NULL predictions (on_missing). The output is a class
   (classifiers) or a value (regressors), as predict.
+  A group's features travel as one array: about 67 million values (rows x features) a group.
   Groups of classes (0/1) come back from Python as compact text, so a classifier's table scores
   fastest; a regressor's values are written at full precision (slower per row).
   Example:
