@@ -23,12 +23,16 @@ interleaved, all writing their predictions into a table:
 
   set-table    INSERT INTO scores SELECT * FROM groupml.predict_table('bench_<model>', 'clicks', 'id', ...)
   set-rows     INSERT INTO scores SELECT id, groupml.predict('bench_<model>', ARRAY[...], country) FROM clicks
-  client-rt    the client path with its predictions COPYed back (FORMAT binary) into a table Then ours-rows runs under a parallel plan forced with 1 and with 2
+  client-rt    the client path with its predictions COPYed back (FORMAT binary) into a table
+  set-proba-table  INSERT INTO scores SELECT * FROM groupml.predict_proba_table(...) (classifiers),
+               against client-rt-proba: the client's round trip of the probabilities
+
+Then ours-rows runs under a parallel plan forced with 1 and with 2
 workers (parallel_leader_participation off, so the workers do all the scoring; a new session; each query's
 workers are new processes, so they decode and check the models anew). Every path's
 predictions are compared with the client's.
 
-    python bench/bench_predict.py [--rows 200000] [--groups 100] [--features 10] [--repeat 3] [--quick]
+    python bench/bench_predict.py [--rows 200000] [--groups 100] [--features 10] [--repeat 3] [--quick] [--sets-only]
 """
 
 from __future__ import annotations
@@ -107,8 +111,9 @@ def copy_rows(conn, feats):
     return rec["id"].astype(np.int64), rec["country"], np.column_stack([rec[f].astype(np.float64) for f in feats])
 
 
-def _score_chunk(start, stop, ids, country, X, models, model):
-    """Rows ``start:stop`` scored with their groups' models: {id: prediction}."""
+def _score_chunk(start, stop, ids, country, X, models, model, proba=False):
+    """Rows ``start:stop`` scored with their groups' models: {id: prediction} (``proba``: the
+    probability of class 1)."""
     import lightgbm as lgb
 
     ids, country, X = ids[start:stop], country[start:stop], X[start:stop]
@@ -120,14 +125,16 @@ def _score_chunk(start, stop, ids, country, X, models, model):
         m = load_model(bytes(blob))          # the client keeps its own models; here: the same ones
         if model == "lightgbm":              # what a client does with a LightGBM text
             z = lgb.Booster(model_str=m.model_text).predict(X[rows], raw_score=True, num_threads=1)
-            pred = (z > 0).astype(np.float64)
+            pred = 1.0 / (1.0 + np.exp(-z)) if proba else (z > 0).astype(np.float64)
+        elif proba:
+            pred = m.predict_proba(X[rows]).astype(np.float64)
         else:                                # the GLM's weights / the torch network, on the client
             pred = m.predict(X[rows]).astype(np.float64)
         got.update(zip(ids[rows].tolist(), pred.tolist()))
     return got
 
 
-def client_copy(dsn, feats, run_id, model, n_jobs):
+def client_copy(dsn, feats, run_id, model, n_jobs, proba=False):
     """The client-side path: rows and models pulled once, scored with numpy / LightGBM in
     ``n_jobs`` chunks of rows over as many processes (joblib; 1: in this process)."""
     import psycopg
@@ -140,7 +147,7 @@ def client_copy(dsn, feats, run_id, model, n_jobs):
             "AND (fit).status = 'ok'", [run_id]).fetchall()]
     t_load = time.perf_counter() - t0
     got = {}
-    for part in over_chunks(_score_chunk, len(ids), n_jobs, (ids, country, X, models, model)):
+    for part in over_chunks(_score_chunk, len(ids), n_jobs, (ids, country, X, models, model, proba)):
         got.update(part)
     return time.perf_counter() - t0, t_load, got
 
@@ -149,11 +156,11 @@ def _scores_table(conn):
     conn.execute("DROP TABLE IF EXISTS scores; CREATE TEMP TABLE scores (id bigint, prediction float8)")
 
 
-def set_table(conn, feats, name):
-    """groupml.predict_table into a table."""
+def set_table(conn, feats, name, fn="predict_table"):
+    """groupml.predict_table (or predict_proba_table) into a table."""
     _scores_table(conn)
     t0 = time.perf_counter()
-    conn.execute("INSERT INTO scores SELECT * FROM groupml.predict_table(%s, 'clicks', 'id', %s)", [name, feats])
+    conn.execute(f"INSERT INTO scores SELECT * FROM groupml.{fn}(%s, 'clicks', 'id', %s)", [name, feats])
     t = time.perf_counter() - t0
     return t, dict(conn.execute("SELECT id, prediction FROM scores").fetchall())
 
@@ -168,12 +175,12 @@ def set_rows(conn, feats, name):
     return t, dict(conn.execute("SELECT id, prediction FROM scores").fetchall())
 
 
-def client_roundtrip(conn, dsn, feats, run_id, model, n_jobs):
+def client_roundtrip(conn, dsn, feats, run_id, model, n_jobs, proba=False):
     """client_copy (``n_jobs`` processes), then its predictions COPYed back (FORMAT binary)
     into a table."""
     _scores_table(conn)
     t0 = time.perf_counter()
-    _, _, got = client_copy(dsn, feats, run_id, model, n_jobs)
+    _, _, got = client_copy(dsn, feats, run_id, model, n_jobs, proba)
     ids = np.fromiter(got.keys(), dtype=np.int64, count=len(got))
     preds = np.fromiter(got.values(), dtype=np.float64, count=len(got))
     rec = np.empty(len(ids), dtype=[("nf", ">i2"), ("l1", ">i4"), ("id", ">i8"), ("l2", ">i4"), ("p", ">f8")])
@@ -186,20 +193,42 @@ def client_roundtrip(conn, dsn, feats, run_id, model, n_jobs):
 
 
 def named_set_paths(conn, dsn, feats, run_id, model, repeat, n_jobs):
-    """(path, best seconds, rows equal to the client's) of the named-set paths and the client's
-    round trip, best of ``repeat`` interleaved runs."""
+    """(path, best seconds, rows equal to the reference, reference path) of the named-set paths
+    and the client's round trips (classes, and probabilities for a classifier), best of
+    ``repeat`` interleaved runs. A probability agrees when within 1e-12 of the client's (a block
+    of rows and the client's chunk may take different BLAS paths)."""
     name = f"bench_{model}"
     conn.execute("SELECT groupml.publish(%s, %s)", [run_id, name])
-    best, agree = {}, {}
+    rt, rt_proba = "client-rt (COPY out, score, COPY back)", "client-rt-proba (probabilities)"
+    paths = [(rt, None, rt), ("set-table (predict_table)", set_table, rt),
+             ("set-rows (predict per row)", set_rows, rt)]
+    if model != "linear":
+        paths += [(rt_proba, None, rt_proba),
+                  ("set-proba-table (predict_proba_table)",
+                   lambda c, f, n: set_table(c, f, n, "predict_proba_table"), rt_proba)]
+    best, agree, refs = {}, {}, {}
     for _ in range(repeat):
-        t, ref = client_roundtrip(conn, dsn, feats, run_id, model, n_jobs)
-        best["client-rt (COPY out, score, COPY back)"] = min(t, best.get("client-rt (COPY out, score, COPY back)", t))
-        for label, fn in (("set-table (predict_table)", set_table), ("set-rows (predict per row)", set_rows)):
-            t, got = fn(conn, feats, name)
+        for label, fn, ref_label in paths:
+            if fn is None:
+                t, refs[label] = client_roundtrip(conn, dsn, feats, run_id, model, n_jobs, label == rt_proba)
+                got = refs[label]
+            else:
+                t, got = fn(conn, feats, name)
             best[label] = min(t, best.get(label, t))
-            agree[label] = sum(1 for k, v in got.items() if ref.get(k) == v)
-        agree["client-rt (COPY out, score, COPY back)"] = len(ref)
-    return [(label, best[label], agree[label]) for label in best]
+            ref = refs[ref_label]
+            agree[label] = sum(1 for k, v in got.items() if k in ref and abs(ref[k] - v) <= 1e-12 * max(1.0, abs(v)))
+    return [(label, best[label], agree[label], ref_label) for label, _, ref_label in paths]
+
+
+def named_set_rows(out, dsn, feats, run_id, model, repeat, n_jobs, n_models):
+    """The named-set paths in a new session, appended to ``out`` against the client's round trip."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as fresh:
+        paths = named_set_paths(fresh, dsn, feats, run_id, model, repeat, n_jobs)
+    best = {label: t for label, t, _, _ in paths}
+    for label, t, same, ref in paths:
+        out.append((model, n_models, label, t, same, f"{best[ref] / t:.2f}x {ref.split(' ')[0]}, best of {repeat}"))
 
 
 def main(argv=None):
@@ -210,6 +239,7 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="50k rows, 40 groups")
     ap.add_argument("--repeat", type=int, default=3, help="runs of each named-set path; the best counts")
     ap.add_argument("--models", default=",".join(SPECS), help="comma-separated subset of " + ",".join(SPECS))
+    ap.add_argument("--sets-only", action="store_true", help="only the named-set paths and the client's round trip")
     ap.add_argument("--client-jobs", type=int, default=None, help="processes of the client's scoring "
                     "(default: every CPU, up to 4)")
     args = ap.parse_args(argv)
@@ -231,6 +261,9 @@ def main(argv=None):
                                   "%s::jsonb)", [feats, model, json.dumps(spec)]).fetchone()[0]
             n_models = conn.execute("SELECT count(*) FROM groupml.models WHERE run_id = %s AND (fit).status = 'ok'",
                                     [run_id]).fetchone()[0]
+            if args.sets_only:
+                named_set_rows(out, cluster.dsn(), feats, run_id, model, args.repeat, n_jobs, n_models)
+                continue
             t_client, t_load, ref = client_copy(cluster.dsn(), feats, run_id, model, n_jobs)
             out.append((model, n_models, f"client-copy ({n_jobs} processes)", t_client, len(ref),
                         f"(load {t_load:.2f} s)"))
@@ -254,11 +287,7 @@ def main(argv=None):
                         f", {times[1] / times[2]:.2f}x 1 worker" if workers == 2 else "")
                     out.append((model, n_models, f"ours-rows (parallel, {workers} worker{'s' * (workers > 1)})",
                                 times[workers], same, note))
-            with psycopg.connect(cluster.dsn(), autocommit=True) as fresh:
-                paths = named_set_paths(fresh, cluster.dsn(), feats, run_id, model, args.repeat, n_jobs)
-                t_rt = paths[0][1]
-                for label, t, same in paths:
-                    out.append((model, n_models, label, t, same, f"{t_rt / t:.2f}x client-rt, best of {args.repeat}"))
+            named_set_rows(out, cluster.dsn(), feats, run_id, model, args.repeat, n_jobs, n_models)
     print(f"\n{args.rows:,} rows, {args.groups} groups, {args.features} features; every row scored with its "
           f"group's model; load average {os.getloadavg()[0]:.2f} at the end\n")
     print(f"{'model':<9} {'models':>6}  {'path':<40} {'seconds':>8} {'rows/s':>10} {'= client':>9}  note")

@@ -198,7 +198,13 @@ def test_bad_inputs_of_predict_table(db, clicks):
     n = db.execute(f"SELECT count(*), count(prediction) FROM groupml.predict_table('churn', 'clicks', 'id', {FEATS}, "
                    f"on_missing => 'null')").fetchone()
     assert n[0] == 3000 and 0 < n[1] < 3000
-    assert sql_error(db, "SELECT groupml._score_group(1, '\\x00'::bytea, 'error', '\\x00'::bytea)")[0] == "55000"
+    assert sql_error(db, "SELECT groupml._score_block(1, '\\x00'::bytea, 'error', false, '\\x00'::bytea)")[0] == "55000"
+    # a group whose every row has a NULL feature needs no model: NULL predictions, no error
+    db.execute("UPDATE clicks SET f1 = NULL WHERE country = (SELECT group_key->>'country' FROM groupml.models "
+               "ORDER BY group_key::text LIMIT 1)")
+    got = db.execute(f"SELECT count(*), count(prediction) FROM groupml.predict_table('churn', 'clicks', 'id', {FEATS})"
+                     ).fetchone()
+    assert got[0] == 3000 and 0 < got[1] < 3000, got
 
 
 @pytest.fixture
@@ -230,10 +236,13 @@ def test_row_security_owner_readers_and_admin(db, roles):
     train(owner, extra=", model_set => 'mine'")
     q = "SELECT count(groupml.predict('mine', ARRAY[f1, f2, f3], country)) FROM clicks"
     assert owner.execute(q).fetchone()[0] == 3000
+    q_proba = "SELECT count(groupml.predict_proba('mine', ARRAY[f1, f2, f3], country)) FROM clicks"
     for conn in (other, reader):
-        state, msg, hint = sql_error(conn, q)
-        assert state == "42501" and "mine" in msg and "grant_model_set" in hint, msg
-        assert sql_error(conn, f"SELECT * FROM groupml.predict_table('mine', 'clicks', 'id', {FEATS})")[0] == "42501"
+        for query in (q, q_proba):
+            state, msg, hint = sql_error(conn, query)
+            assert state == "42501" and "mine" in msg and "grant_model_set" in hint, msg
+        for fn in ("predict_table", "predict_proba_table"):
+            assert sql_error(conn, f"SELECT * FROM groupml.{fn}('mine', 'clicks', 'id', {FEATS})")[0] == "42501"
         assert conn.execute("SELECT count(*) FROM groupml.model_set_models").fetchone()[0] == 0
     # another role can neither publish into the set, activate, grant nor drop it
     run_other = train(other)
@@ -247,6 +256,7 @@ def test_row_security_owner_readers_and_admin(db, roles):
     # granted: the reader scores, sees the set, cannot change it; revoked: refused again
     assert owner.execute("SELECT groupml.grant_model_set('mine', 'ms_reader')").fetchone()[0] is True
     assert reader.execute(q).fetchone()[0] == 3000
+    assert reader.execute(q_proba).fetchone()[0] == 3000
     assert reader.execute(f"SELECT count(*) FROM groupml.predict_table('mine', 'clicks', 'id', {FEATS})"
                           ).fetchone()[0] == 3000
     assert reader.execute("SELECT name, active_version FROM groupml.model_sets").fetchall() == [("mine", 1)]
@@ -356,15 +366,20 @@ def test_pg_cron_retrains_a_model_set(cluster, db, dbname, clicks):
 
 def test_parallel_labels_are_honest_and_parallel_settings_do_not_break_scoring(db, clicks):
     # predict with a set reads the catalog on first use (PARALLEL UNSAFE: never in a parallel
-    # plan); _score_group uses the models predict_table loaded into this backend (RESTRICTED)
+    # plan); _score_block uses the models predict_table loaded into this backend (RESTRICTED)
     labels = dict(db.execute(
         "SELECT p.oid::regprocedure::text, p.proparallel FROM pg_proc p WHERE p.pronamespace = 'groupml'::regnamespace "
-        "AND p.proname IN ('predict', '_predict_in_set', '_score_group', 'predict_table')").fetchall())
+        "AND p.proname IN ('predict', '_predict_in_set', 'predict_proba', '_predict_proba_in_set', '_score_block', "
+        "'predict_table', 'predict_proba_table')").fetchall())
     assert labels == {"groupml.predict(groupml.fit,double precision[])": "s",
                       "groupml.predict(text,double precision[],anycompatible,text)": "u",
                       "groupml._predict_in_set(text,double precision[],bytea,text)": "u",
-                      "groupml._score_group(bigint,bytea,text,bytea[])": "r",
-                      "groupml.predict_table(text,regclass,text,text[],text[],text)": "u"}, labels
+                      "groupml.predict_proba(groupml.fit,double precision[])": "s",
+                      "groupml.predict_proba(text,double precision[],anycompatible,text)": "u",
+                      "groupml._predict_proba_in_set(text,double precision[],bytea,text)": "u",
+                      "groupml._score_block(bigint,bytea,text,boolean,bytea)": "r",
+                      "groupml.predict_table(text,regclass,text,text[],text[],text)": "u",
+                      "groupml.predict_proba_table(text,regclass,text,text[],text[],text)": "u"}, labels
     run_id = train(db, extra=", model_set => 'churn'")
     db.execute("SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0; SET min_parallel_table_scan_size = 0; "
                "SET max_parallel_workers_per_gather = 2")
@@ -372,3 +387,88 @@ def test_parallel_labels_are_honest_and_parallel_settings_do_not_break_scoring(d
     plan = "\n".join(r[0] for r in db.execute("EXPLAIN " + q))
     assert "Gather" not in plan, plan
     assert dict(db.execute(q).fetchall()) == by_fit(db, run_id, "jsonb_build_object('country', c.country)")
+
+
+def by_fit_proba(db, run_id):
+    """{id: probability} of every row by the fit form of predict_proba (the reference)."""
+    return dict(db.execute(
+        "SELECT c.id, groupml.predict_proba(m.fit, ARRAY[c.f1, c.f2, c.f3]) FROM clicks c JOIN groupml.models m "
+        "ON m.run_id = %s AND m.group_key = jsonb_build_object('country', c.country) WHERE (m.fit).status = 'ok'",
+        [run_id]).fetchall())
+
+
+def same_values(got, want):
+    """The same rows with the same values up to rounding (a block of rows and one row may take
+    different BLAS paths)."""
+    keys = sorted(want)
+    return sorted(got) == keys and np.allclose([got[k] for k in keys], [want[k] for k in keys], rtol=1e-12, atol=0)
+
+
+def test_predict_proba_with_a_set_routes_rows_like_predict(db, clicks):
+    run_id = train(db, extra=", model_set => 'churn'")
+    want = by_fit_proba(db, run_id)
+    got = dict(db.execute("SELECT id, groupml.predict_proba('churn', ARRAY[f1, f2, f3], country) FROM clicks"
+                          ).fetchall())
+    assert got == want and len(got) == 3000
+    assert all(0.0 < p < 1.0 for p in got.values())
+    # a varchar key compares with the text column; several key columns as ROW(...)
+    assert db.execute("SELECT count(groupml.predict_proba('churn', ARRAY[f1, f2, f3], country::varchar)) FROM clicks"
+                      ).fetchone()[0] == 3000
+    train(db, "ARRAY['day', 'region']", ", model_set => 'multi'")
+    n = db.execute("SELECT count(groupml.predict_proba('multi', ARRAY[f1, f2, f3], ROW(day, region::smallint))) "
+                   "FROM clicks").fetchone()[0]
+    assert n == 3000
+    # the table form gives the same probabilities, a NULL for a row with a NULL feature
+    db.execute("UPDATE clicks SET f2 = NULL WHERE id % 500 = 0")
+    table = dict(db.execute(f"SELECT row_key, probability FROM groupml.predict_proba_table('churn', 'clicks', 'id', "
+                            f"{FEATS})").fetchall())
+    assert {i for i, p in table.items() if p is None} == set(range(500, 3001, 500))
+    assert same_values({i: p for i, p in table.items() if p is not None}, {i: p for i, p in want.items() if i % 500})
+
+
+def test_bad_inputs_of_predict_proba_with_a_set(db, clicks):
+    train(db, extra=", model_set => 'churn'")
+    country = db.execute("SELECT country FROM clicks LIMIT 1").fetchone()[0]
+    state, msg, _ = sql_error(db, "SELECT groupml.predict_proba('nope', ARRAY[1.0, 2, 3], 'AB')")
+    assert state == "42704" and "nope" in msg
+    assert sql_error(db, "SELECT groupml.predict_proba(NULL::text, ARRAY[1.0, 2, 3], 'AB')")[0] == "22004"
+    state, msg, _ = sql_error(db, "SELECT groupml.predict_proba('churn', ARRAY[1.0, 2], %s::text)", [country])
+    assert state == "2202E" and "3 features" in msg, msg
+    state, msg, hint = sql_error(db, "SELECT groupml.predict_proba('churn', ARRAY[1.0, 2, 3], 7)")
+    assert state == "42804" and "country" in msg and "text" in hint, msg
+    state, msg, _ = sql_error(db, "SELECT groupml.predict_proba('churn', ARRAY[1.0, 2, 3], ROW(%s::text, 1))",
+                              [country])
+    assert state == "42804" and "2 values" in msg, msg
+    state, msg, hint = sql_error(db, "SELECT groupml.predict_proba('churn', ARRAY[1.0, 2, 3], 'ZZ')")
+    assert state == "22000" and "country = 'ZZ'" in msg and "predict_proba" in hint, msg
+    assert db.execute("SELECT groupml.predict_proba('churn', ARRAY[1.0, 2, 3], 'ZZ', on_missing => 'null')"
+                      ).fetchone()[0] is None
+    assert sql_error(db, "SELECT groupml.predict_proba('churn', ARRAY[1.0, 2, 3], 'ZZ', on_missing => 'skip')"
+                     )[0] == "22023"
+    assert db.execute("SELECT groupml.predict_proba('churn', NULL::float8[], %s::text)", [country]
+                      ).fetchone()[0] is None
+    assert sql_error(db, "SELECT groupml.predict_proba('churn', ARRAY[1.0, 'NaN', 3], %s::text)", [country]
+                     )[0] == "22000"
+    assert sql_error(db, "SELECT groupml._predict_proba_in_set('churn', ARRAY[1.0, 2, 3], NULL, 'error')")[0] == \
+        "22000"
+    assert sql_error(db, f"SELECT * FROM groupml.predict_proba_table('nope', 'clicks', 'id', {FEATS})")[0] == "42704"
+    state, msg, _ = sql_error(db, "SELECT * FROM groupml.predict_proba_table('churn', 'clicks', 'id', "
+                                  "ARRAY['f1', 'f2'])")
+    assert state == "2202E" and "3 features" in msg
+    state, msg, _ = sql_error(db, f"SELECT * FROM groupml.predict_proba_table('churn', 'clicks', 'country', "
+                                  f"{FEATS})")
+    assert state == "42804" and "predict_proba_table" in msg, msg
+    # a set of regressors has no probabilities (0A000), per row and per table
+    db.execute("ALTER TABLE clicks ADD COLUMN spend float8; UPDATE clicks SET spend = f1 * 2 + f2")
+    db.execute(f"CALL groupml.train_groups('clicks', ARRAY['country'], {FEATS}, 'spend', 'linear', "
+               f"model_set => 'spend')")
+    assert sql_error(db, "SELECT groupml.predict_proba('spend', ARRAY[1.0, 2, 3], %s::text)", [country])[0] == \
+        "0A000"
+    assert sql_error(db, f"SELECT * FROM groupml.predict_proba_table('spend', 'clicks', 'id', {FEATS})")[0] == \
+        "0A000"
+    # predict_table of the regressors: full-precision values, equal to the fit form's
+    want = dict(db.execute("SELECT c.id, groupml.predict(m.fit, ARRAY[c.f1, c.f2, c.f3]) FROM clicks c JOIN "
+                           "groupml.models m ON m.run_id = (SELECT max(run_id) FROM groupml.runs) AND m.group_key = "
+                           "jsonb_build_object('country', c.country)").fetchall())
+    assert same_values(dict(db.execute(f"SELECT * FROM groupml.predict_table('spend', 'clicks', 'id', {FEATS})"
+                                       ).fetchall()), want)

@@ -144,6 +144,15 @@ groupml.predict(fit groupml.fit, features float8[]) -> float8
 """
 
 TOPICS["predict_proba"] = """\
+groupml.predict_proba(model_set text, features float8[], group_key anycompatible, on_missing text DEFAULT 'error') -> float8
+  With a named model set (help('model_sets')): the probability of class 1 of the row with its
+  group's classifier in the set's active version, routed as predict with a model set (group_key
+  the group column or ROW(a, b, ...), matched by typed value; help('scoring')) and with its
+  errors: unknown set (42704), a set the caller may not read (42501), a key of another number of
+  columns or type (42804), features of another length (2202E), a group without a model under
+  on_missing 'error' (22000). PARALLEL UNSAFE (it reads the set's models); for a whole table use
+  groupml.predict_proba_table.
+  Example: SELECT id, groupml.predict_proba('churn_by_country', ARRAY[f1, f2], country) FROM clicks;
 groupml.predict_proba(fit groupml.fit, features float8[]) -> float8
   Probability of class 1 for one row, for classifiers (logistic, mlp, lightgbm); svm and the
   regressors give 0A000 (use predict).

@@ -86,8 +86,22 @@ groupml.predict_table(model_set text, source regclass, key_column text, features
   NULL, NaN or infinite feature gets a NULL prediction; a row with a NULL key_column is skipped;
   a group without a model is an ERROR or NULL predictions (on_missing). The output is a class
   (classifiers) or a value (regressors), as predict.
+  A group's features travel as one array: about 67 million values (rows x features) a group.
+  Groups of classes (0/1) come back from Python as compact text, so a classifier's table scores
+  fastest; a regressor's values are written at full precision (slower per row).
   Example:
     INSERT INTO scores SELECT * FROM groupml.predict_table('churn_by_country', 'clicks', 'id', ARRAY['f1', 'f2']);
+"""
+
+TOPICS["predict_proba_table"] = """\
+groupml.predict_proba_table(model_set text, source regclass, key_column text, features text[], group_by text[] DEFAULT NULL, on_missing text DEFAULT 'error')
+  -> TABLE (row_key bigint, probability float8)
+  As predict_table, with the probability of class 1 of every row (classifiers: logistic, mlp,
+  lightgbm; a set of svm or regressors gives 0A000). A row with a NULL, NaN or infinite feature
+  gets a NULL probability; on_missing as predict_table.
+  Example:
+    SELECT * FROM groupml.predict_proba_table('churn_by_country', 'clicks', 'id', ARRAY['f1', 'f2'])
+    WHERE probability > 0.9;
 """
 
 TOPICS["scoring"] = """\
@@ -95,6 +109,8 @@ Scoring with a named model set (docs/models.md, section Scoring).
   per row:    SELECT groupml.predict('churn_by_country', ARRAY[f1, f2], country) FROM clicks;
               SELECT groupml.predict('churn_by_device', ARRAY[f1, f2], ROW(country, device)) FROM clicks;
   per table:  SELECT * FROM groupml.predict_table('churn_by_country', 'clicks', 'id', ARRAY['f1', 'f2']);
+  probability of class 1: groupml.predict_proba(model_set, ...) and groupml.predict_proba_table(...),
+              the same arguments.
   Keys match by typed value: the key reaches groupml in binary form, so no DateStyle, TimeZone or
   extra_float_digits changes it. smallint/integer/bigint keys compare with each other, as do
   text/varchar/char, and real/double precision; every other type must be the type the column had

@@ -26,8 +26,8 @@ from .. import catalog
 from ..errors import (ArrayLengthError, DataError, DatatypeMismatchError, FeatureNotSupportedError,
                       InsufficientPrivilegeError, InvalidParameterError, ObjectInUseError, PrerequisiteStateError,
                       UndefinedObjectError)
-from ..modelsets import (check_key_types, check_on_missing, check_set_name, float8_array, gate, group_key,
-                         shown_key)
+from ..modelsets import (check_key_types, check_on_missing, check_set_name, float8_literal, float8_rows, gate,
+                         group_key, shown_key)
 from ..modelsets._keys import key_columns
 from ..validation import shown
 from ._catalog import check_catalog_privileges
@@ -503,20 +503,32 @@ def _active_version(session, model_set, fn: str) -> _Version:
     return version
 
 
-@sql_entry
-def predict_in_set(model_set, features, group_key_value, on_missing):
-    from .predict import labels, one_row
+def _predict_one(model_set, features, group_key_value, on_missing, fn: str):
+    """One row scored with its group's model of the set's active version: its class or value
+    (``predict``) or its probability of class 1 (``predict_proba``)."""
+    from .predict import labels, one_row, probabilities
 
     session = backend_session()
-    version = _active_version(session, model_set, "predict")
-    check_on_missing(on_missing, "predict")
+    version = _active_version(session, model_set, fn)
+    check_on_missing(on_missing, fn)
     if features is None:
         return None
-    model = version.route(group_key_value, on_missing, "predict")
+    model = version.route(group_key_value, on_missing, fn)
     if model is None:
         return None
-    X = one_row(model, features, "predict", whose=f"Model set '{version.name}'")
-    return float(labels(model, X, "predict")[0])
+    X = one_row(model, features, fn, whose=f"Model set '{version.name}'")
+    score = probabilities if fn == "predict_proba" else labels
+    return float(score(model, X, fn)[0])
+
+
+@sql_entry
+def predict_in_set(model_set, features, group_key_value, on_missing):
+    return _predict_one(model_set, features, group_key_value, on_missing, "predict")
+
+
+@sql_entry
+def predict_proba_in_set(model_set, features, group_key_value, on_missing):
+    return _predict_one(model_set, features, group_key_value, on_missing, "predict_proba")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -532,31 +544,32 @@ def _auth_token():
 
 
 @sql_entry
-def predict_table_sql(model_set, source, key_column, features, group_by, on_missing):
+def predict_table_sql(model_set, source, key_column, features, group_by, on_missing, proba=False):
     from ..sourcesql import check_column_privileges, check_columns, check_select_privilege, columns, source_oid
 
+    fn = _table_owner(proba)
     session = backend_session()
-    on_missing = check_on_missing(on_missing, OWNER_TABLE)
-    version = _active_version(session, model_set, OWNER_TABLE)
-    oid = source_oid(session, source, OWNER_TABLE)
+    on_missing = check_on_missing(on_missing, fn)
+    version = _active_version(session, model_set, fn)
+    oid = source_oid(session, source, fn)
     with session.pinned_search_path():
-        src = check_select_privilege(session, oid, OWNER_TABLE)
+        src = check_select_privilege(session, oid, fn)
         cols = columns(session, oid)
         if key_column is None:
-            raise InvalidParameterError("The 'key_column' value of predict_table must name a column; got null",
+            raise InvalidParameterError(f"The 'key_column' value of {fn} must name a column; got null",
                                         hint="Pass the integer column that identifies a row, e.g. 'id'.")
-        check_columns(cols, [key_column], "key_column", src, numeric=False, owner=OWNER_TABLE)
+        check_columns(cols, [key_column], "key_column", src, numeric=False, owner=fn)
         if cols[key_column] not in _INTEGER_TYPES:
             raise DatatypeMismatchError(
-                f"Column '{key_column}' of predict_table key_column must be smallint, integer or bigint; it is "
+                f"Column '{key_column}' of {fn} key_column must be smallint, integer or bigint; it is "
                 f"{cols[key_column]}", hint="Pass an integer key (e.g. a view adding row_number() OVER () AS id).")
-        feats = check_columns(cols, features, "features", src, numeric=True, owner=OWNER_TABLE)
+        feats = check_columns(cols, features, "features", src, numeric=True, owner=fn)
         if len(feats) != version.n_features:
             raise ArrayLengthError(
                 f"Model set '{version.name}' expects {version.n_features} features; found {len(feats)}",
                 hint="Name the same columns, in the same order, as for training.")
         groups = version.group_by if group_by is None else check_columns(cols, group_by, "group_by", src,
-                                                                          numeric=False, owner=OWNER_TABLE)
+                                                                          numeric=False, owner=fn)
         missing = [g for g in groups if g not in cols]
         if missing:
             raise DatatypeMismatchError(
@@ -567,64 +580,70 @@ def predict_table_sql(model_set, source, key_column, features, group_by, on_miss
             "AS u(t, i) ORDER BY u.i", [[cols[g] for g in groups]], ["text[]"])]
         check_key_types(oids, version.oids, list(groups), version.name,
                         names={o: cols[g] for o, g in zip(oids, groups)})
-        check_column_privileges(session, src, [key_column] + list(groups) + feats, OWNER_TABLE)
+        check_column_privileges(session, src, [key_column] + list(groups) + feats, fn)
     _authorised[version.version_id] = _auth_token()
-    return _table_query(version.version_id, src, key_column, cols, feats, groups, on_missing)
+    return _table_query(version.version_id, src, key_column, cols, feats, groups, on_missing, bool(proba))
 
 
-def _table_query(version_id: int, src: str, key_column: str, cols, feats, groups, on_missing: str) -> str:
-    """The query that scores ``src``: one row per group with the rows' keys and feature columns
-    aggregated into arrays (a row with a NULL feature apart), each group scored by one call of
-    groupml._score_group, the arrays unnested back into (row_key, prediction)."""
+def _table_owner(proba) -> str:
+    return "predict_proba_table" if proba else OWNER_TABLE
+
+
+def _table_query(version_id: int, src: str, key_column: str, cols, feats, groups, on_missing: str,
+                 proba: bool) -> str:
+    """The query that scores ``src``: one row per group with the rows' keys aggregated into an
+    array and their features into a two-dimensional array, one row of it per source row (one
+    aggregate instead of one per column; a NULL feature is read as NaN: its row's prediction is
+    NULL), each group
+    scored by one call of groupml._score_block, whose float8[] literal is unnested with the keys
+    back into (row_key, prediction) -- in the select list, which zips the two arrays without
+    the tuplestore a function in FROM fills."""
     g_alias = [quote_ident(f"g{i}") for i in range(len(groups))]
     f_alias = [quote_ident(f"f{i}") for i in range(len(feats))]
     inner = ", ".join([f"t.{quote_ident(g)} AS {a}" for g, a in zip(groups, g_alias)]
                       + [f"(t.{quote_ident(key_column)})::int8 AS k"]
                       + [f"(t.{quote_ident(f)}){'::int' if cols[f] == 'boolean' else ''}::float8 AS {a}"
                          for f, a in zip(feats, f_alias)])
-    ok = " AND ".join(f"s.{a} IS NOT NULL" for a in f_alias)
-    packed = ", ".join(f"pg_catalog.array_send(pg_catalog.array_agg(s.{a}) FILTER (WHERE {ok}))" for a in f_alias)
+    packed = f"groupml._float8_bytes(pg_catalog.array_agg(ARRAY[{', '.join('s.' + a for a in f_alias)}]))"
     group_clause = (" GROUP BY " + ", ".join(f"s.{a}" for a in g_alias)) if groups else ""
     return (
-        "SELECT u.row_key, u.prediction FROM ("
-        f"SELECT pg_catalog.array_agg(s.k) FILTER (WHERE {ok}) AS keys, "
-        f"groupml._score_group({int(version_id)}, pg_catalog.record_send(ROW({', '.join('s.' + a for a in g_alias)})), "
-        f"{quote_literal(on_missing)}, {packed}) AS preds, "
-        f"pg_catalog.array_agg(s.k) FILTER (WHERE NOT ({ok})) AS nulls "
-        f"FROM (SELECT {inner} FROM {src} t WHERE t.{quote_ident(key_column)} IS NOT NULL) s{group_clause}) b, "
-        "LATERAL (SELECT x.k, x.p FROM ROWS FROM (pg_catalog.unnest(b.keys), pg_catalog.unnest(b.preds)) AS x(k, p) UNION ALL "
-        "SELECT n.k, NULL::float8 FROM pg_catalog.unnest(b.nulls) AS n(k)) AS u(row_key, prediction)")
+        "SELECT pg_catalog.unnest(b.keys) AS row_key, pg_catalog.unnest(b.preds) AS prediction FROM ("
+        "SELECT pg_catalog.array_agg(s.k) AS keys, "
+        f"groupml._score_block({int(version_id)}, pg_catalog.record_send(ROW({', '.join('s.' + a for a in g_alias)})), "
+        f"{quote_literal(on_missing)}, {'true' if proba else 'false'}, {packed})::pg_catalog.float8[] AS preds "
+        f"FROM (SELECT {inner} FROM {src} t WHERE t.{quote_ident(key_column)} IS NOT NULL) s{group_clause}) b")
 
 
 @sql_entry
-def score_group(version_id, group_key_value, on_missing, columns):
+def score_block(version_id, group_key_value, on_missing, proba, rows) -> str:
+    """One group's rows (the bytes of its float8[][] of features, a row per source row; a NULL
+    is read as NaN) scored with its model: a float8[] literal, NULL for a row with a non-finite feature."""
     from ..db import cancel_check_here
-    from .predict import BATCH_CHUNK_ROWS, labels
+    from .predict import BATCH_CHUNK_ROWS, labels, probabilities
 
+    fn = _table_owner(proba)
     version = _versions.get(version_id)
     if version is None or version_id not in _authorised or _authorised[version_id] != _auth_token():
-        raise PrerequisiteStateError("groupml._score_group scores only within the query groupml.predict_table runs",
-                                     hint="Call groupml.predict_table.")
-    cols = [float8_array(c) for c in columns]
-    n = len(cols[0]) if cols else 0
+        raise PrerequisiteStateError(f"groupml._score_block scores only within the query groupml.{fn} runs",
+                                     hint=f"Call groupml.{fn}.")
+    X = float8_rows(rows, version.n_features)
+    n = X.shape[0]
     if n == 0:
-        return []
-    model = version.route(group_key_value, on_missing, OWNER_TABLE)
+        return "{}"
+    bad = np.zeros(n, dtype=bool) if np.isfinite(X).all() else ~np.isfinite(X).all(axis=1)
+    if bad.all():                  # no row to score: no model needed
+        return float8_literal(np.zeros(n), bad)
+    model = version.route(group_key_value, on_missing, fn)
     if model is None:
-        return [None] * n
-    X = np.column_stack(cols)
-    bad = ~np.isfinite(X).all(axis=1)
+        return float8_literal(np.zeros(n), np.ones(n, dtype=bool))
     if bad.any():
         X[bad] = 0.0
+    score = probabilities if proba else labels
     check = cancel_check_here()
     out = np.empty(n)
-    for s in range(0, n, BATCH_CHUNK_ROWS * 16):
+    step = BATCH_CHUNK_ROWS * 16
+    for s in range(0, n, step):
         if s and check is not None:
             check()
-        out[s:s + BATCH_CHUNK_ROWS * 16] = labels(model, X[s:s + BATCH_CHUNK_ROWS * 16], OWNER_TABLE, s)
-    if bad.any():
-        values = out.tolist()
-        for i in np.flatnonzero(bad).tolist():
-            values[i] = None
-        return values
-    return out.tolist()
+        out[s:s + step] = score(model, X[s:s + step], fn, s)
+    return float8_literal(out, bad)
