@@ -32,7 +32,7 @@ from .glm import ShardEvaluator, fit_sharded_group
 from .invariants import schedule_violations
 from .patterns import fit_other_group, fit_unsplit_glm
 from .plan import group_tasks, make_plan, pass_task_rows, placement_for, resumed_plan, workload_of
-from .pool import (PartitionUnavailableError, WorkerDataError, WorkerEndpointError, WorkerLockTimeoutError, WorkerLostError, WorkerPool,
+from .pool import (NodeLostError, PartitionUnavailableError, WorkerDataError, WorkerEndpointError, WorkerLockTimeoutError, WorkerLostError, WorkerPool,
                    WorkerStateError,
                    resolve_endpoints, server_identity)
 from .steering import RunRequests, applied_request_ids
@@ -728,6 +728,8 @@ def _stopped(exc: GroupmlError, message: str, hint: str, node: Optional[str] = N
     a lost ``node`` of a distributed source is 08001."""
     from .nodes import NodeUnavailableError
 
+    if isinstance(exc, NodeLostError):             # a hopping partition with no live node: its own hint
+        return NodeLostError(message, hint=f"{exc.hint} {hint}")
     if node is not None:
         return NodeUnavailableError(message, hint=f"Bring node {node} back, then: {hint}")
     if isinstance(exc, WorkerStateError):
