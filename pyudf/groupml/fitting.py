@@ -451,11 +451,15 @@ def search_and_select(trainer, spec, plan: dict, base: dict, *, on_epoch=None,
                         on_epoch=on_epoch if checkpoint is None else with_checkpoint,
                         resume=None if resume is None else resume["search"])
     metric = trainer.metric
+    one = getattr(trainer, "selected_metric", None)      # the trial list needs one metric only
     trials = []
     for t in result.trials:
-        tm = trainer.metrics(t.trial_id) if t.epochs else {}
+        if not t.epochs:
+            score = None
+        else:
+            score = one(t.trial_id) if one is not None else trainer.metrics(t.trial_id).get(metric)
         trials.append({"trial_id": t.trial_id, "params": trainer.params(t.trial_id) if t.epochs else t.params,
-                       "score": tm.get(metric), "epochs": t.epochs,
+                       "score": score, "epochs": t.epochs,
                        "iterations": trainer.iterations(t.trial_id) if t.epochs else 0,
                        "status": t.status, "stop_reason": t.stop_reason, "epoch_losses": list(t.scores),
                        "passes": metered.trial_passes.get(t.trial_id, 0),

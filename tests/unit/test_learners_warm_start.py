@@ -1,5 +1,6 @@
 """Warm starts of the GLM trainer: a large group's configurations start from their solution on
-a sample of the rows (GLMTrainer._presolve), and reach the cold start's optimum."""
+a sample of the rows (GLMTrainer._presolve) and reach the cold start's optimum; and the trial
+list's one-metric shortcut (GLMTrainer.selected_metric)."""
 
 import numpy as np
 import pytest
@@ -119,3 +120,13 @@ def test_a_warm_start_that_meets_tol_at_once_is_not_reported_as_learning_nothing
     zero = GLMModel("logistic", np.zeros(2), 0.0, {})
     assert solver_warning("logistic", trial, warm) is None
     assert solver_warning("logistic", trial, zero).startswith("warning: the selected configuration met tol at zero")
+
+
+@pytest.mark.parametrize("family,metric", [("logistic", None), ("logistic", "auc"), ("linear", "r2"), ("svm", None)])
+def test_selected_metric_equals_that_entry_of_metrics(family, metric):
+    X, y = _data(800, family=family)
+    Xv, yv = _data(300, seed=1, family=family)
+    tr = GLMTrainer(family, X, y, Xv, yv, metric=metric)
+    tr.add(0, {"l2": 0.01})
+    tr.run(5)
+    assert tr.selected_metric(0) == tr.metrics(0)[tr.metric]

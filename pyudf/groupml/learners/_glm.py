@@ -370,6 +370,11 @@ class GLMTrainer(TrialAccessors):
         return validation_metrics(self.family.report_metrics, self.metric, self.y_val,
                                   self._val_margins(self._check(trial_id)))
 
+    def selected_metric(self, trial_id: int) -> float:
+        """``metrics(trial_id)[self.metric]`` without the other report metrics (a trial list
+        shows only the selected one; AUC's rank sort is the costly one)."""
+        return validation_metrics((), self.metric, self.y_val, self._val_margins(self._check(trial_id)))[self.metric]
+
     def model(self, trial_id: int) -> GLMModel:
         cfg = self._check(trial_id)
         theta = self._user_theta(cfg)
