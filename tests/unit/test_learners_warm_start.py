@@ -130,3 +130,14 @@ def test_selected_metric_equals_that_entry_of_metrics(family, metric):
     tr.add(0, {"l2": 0.01})
     tr.run(5)
     assert tr.selected_metric(0) == tr.metrics(0)[tr.metric]
+
+
+def test_a_family_choice_search_hands_the_warm_start_to_its_glm_trainer():
+    from groupml.learners._choice import FamilyChoiceTrainer
+
+    X, y = _data(500)
+    tr = FamilyChoiceTrainer("logistic", X, y, X[:50], y[:50], metric="accuracy")
+    assert tr._trainer_for("logistic").warm_start is False
+    tr = FamilyChoiceTrainer("logistic", X, y, X[:50], y[:50], metric="accuracy")
+    tr.warm_start = True
+    assert tr._trainer_for("logistic").warm_start is True
