@@ -36,6 +36,7 @@ KINDS = [
     ("L-BFGS directions and line search", "lbfgs_directions"),
     ("L-BFGS directions and line search", "_lbfgs_consume"),
     ("validation scoring", "metrics"),
+    ("validation scoring", "selected_metric"),
     ("validation scoring", "_val_margins"),
     ("products (np.dot of a block with the configurations)", "_evaluate"),
     ("set-up and search bookkeeping (unpack, split, trainer, driver)", "fit_packed"),

@@ -467,6 +467,8 @@ def search_and_select(trainer, spec, plan: dict, base: dict, *, on_epoch=None,
 
     if interrupt_check is not None:
         trainer.interrupt_check = interrupt_check
+    if hasattr(trainer, "warm_start"):      # GLMs: start large groups from a row sample's solution
+        trainer.warm_start = True
     metered = _Metered(trainer)
     if resume is not None:
         trainer.load_checkpoint(resume["trainer"])
@@ -483,11 +485,15 @@ def search_and_select(trainer, spec, plan: dict, base: dict, *, on_epoch=None,
                         on_epoch=on_epoch if checkpoint is None else with_checkpoint,
                         resume=None if resume is None else resume["search"], requests=requests)
     metric = trainer.metric
+    one = getattr(trainer, "selected_metric", None)      # the trial list needs one metric only
     trials = []
     for t in result.trials:
-        tm = trainer.metrics(t.trial_id) if t.epochs else {}
+        if not t.epochs:
+            score = None
+        else:
+            score = one(t.trial_id) if one is not None else trainer.metrics(t.trial_id).get(metric)
         trials.append({"trial_id": t.trial_id, "params": trainer.params(t.trial_id) if t.epochs else t.params,
-                       "score": tm.get(metric), "epochs": t.epochs,
+                       "score": score, "epochs": t.epochs,
                        "iterations": trainer.iterations(t.trial_id) if t.epochs else 0,
                        "status": t.status, "stop_reason": t.stop_reason, "epoch_losses": list(t.scores),
                        "passes": metered.trial_passes.get(t.trial_id, 0),
@@ -511,16 +517,18 @@ def search_and_select(trainer, spec, plan: dict, base: dict, *, on_epoch=None,
     chosen = next(t for t in trials if t["is_best"])
     return FitResult(status="ok", params=params, metric=metric, score=metrics.get(metric),
                      metrics=metrics, trials=trials, model=model_obj.to_bytes(), passes=trainer.passes,
-                     message=solver_warning(base.get("family"), chosen), **cost, **base)
+                     message=solver_warning(base.get("family"), chosen, model_obj), **cost, **base)
 
 
 #: Families whose solvers stop on ``tol`` (a gradient test): for them 'max_iter' means unfinished.
 TOL_FAMILIES = ("logistic", "linear", "svm")
 
 
-def solver_warning(family: Optional[str], trial: Dict[str, Any]) -> Optional[str]:
+def solver_warning(family: Optional[str], trial: Dict[str, Any], model: Any = None) -> Optional[str]:
     """A warning for an ok fit whose selected GLM configuration did not really converge, as
-    scikit-learn's ConvergenceWarning (the fit's ``message``; None when there is none)."""
+    scikit-learn's ConvergenceWarning (the fit's ``message``; None when there is none).
+    ``model`` (the selected GLMModel): a warm-started configuration may meet tol with 0
+    iterations of its own at non-zero weights; only zero weights mean it learned nothing."""
     if family not in TOL_FAMILIES:
         return None
     if (trial.get("params") or {}).get("solver") == "sgd":
@@ -529,7 +537,8 @@ def solver_warning(family: Optional[str], trial: Dict[str, Any]) -> Optional[str
         return (f"warning: the selected configuration stopped ({trial['status']}) after {trial['iterations']} "
                 f"iterations without reaching tol; its weights may be far from the optimum: raise max_iter "
                 f"or loosen tol")
-    if trial["status"] == "converged" and trial["iterations"] == 0:
+    if trial["status"] == "converged" and trial["iterations"] == 0 and (
+            model is None or not np.any(getattr(model, "coef", 0.0))):
         return ("warning: the selected configuration met tol at zero weights (0 iterations), so it learned "
                 "nothing: the gradient there is below tol; scale the labels up, or lower tol")
     return None

@@ -64,6 +64,43 @@ def test_trains_every_group_into_the_catalog(db, clicks):
     assert n == 5000
 
 
+def test_a_group_large_enough_for_the_warm_start_trains_alike_in_both_paths(db, monkeypatch):
+    """A group of 30,000+ training rows starts from a row sample's solution: train_groups, the
+    aggregate and fit_group in this process select the same configuration with the same weights,
+    in the warm start's iterations (fewer than a cold start's)."""
+    import numpy as np
+
+    from groupml.fitting import fit_group
+    from groupml.learners import _glm, load_model
+
+    data = grouped_classification(48000, 2, 3, seed=7, exponent=3.0)
+    create_table(db, "big", data)
+    grid = '{"l2": [0, 0.001, 0.1], "class_weight": [null, "balanced"]}'
+    run_id = db.execute("CALL groupml.train_groups('big', ARRAY['country'], ARRAY['f1', 'f2', 'f3'], 'clicked', "
+                        "'logistic', %s::jsonb)", [grid]).fetchone()[0]
+    stored = {k: (n, p, load_model(bytes(m))) for k, n, p, m in db.execute(
+        "SELECT group_key->>'country', (fit).n_train, (fit).params, (fit).model FROM groupml.models "
+        "WHERE run_id = %s AND (fit).status = 'ok'", [run_id]).fetchall()}
+    agg = {k: (p, load_model(bytes(m)), t) for k, p, m, t in db.execute(
+        "SELECT country, (f).params, (f).model, (f).trials FROM (SELECT country, groupml.learn_over_groups("
+        "ARRAY[f1, f2, f3], clicked, 'logistic', %s::jsonb) AS f FROM big GROUP BY country) s", [grid]).fetchall()}
+    big = max(stored, key=lambda k: stored[k][0])
+    assert stored[big][0] >= 30000 and set(agg) == set(stored)
+    rows = data["grp"] == big
+    X = np.column_stack([data[f][rows] for f in ("f1", "f2", "f3")])
+    local = fit_group(X, data["label"][rows].astype(np.float64), "logistic", json.loads(grid), {})
+    for k, (_n, params, model) in stored.items():
+        assert agg[k][0] == params
+        np.testing.assert_allclose(agg[k][1].coef, model.coef, atol=1e-9, rtol=0)
+    assert local.params == stored[big][1]
+    np.testing.assert_allclose(load_model(local.model).coef, stored[big][2].coef, atol=1e-9, rtol=0)
+    iterations = [t["iterations"] for t in local.trials]
+    assert [t["iterations"] for t in agg[big][2]] == iterations
+    monkeypatch.setattr(_glm, "PRESOLVE_MIN_STEP", 10 ** 9)         # the same search started cold
+    cold = fit_group(X, data["label"][rows].astype(np.float64), "logistic", json.loads(grid), {})
+    assert sum(iterations) < sum(t["iterations"] for t in cold.trials)
+
+
 def test_resume_trains_only_missing_groups(db, clicks):
     run_id = call(db)
     before = dict(db.execute("SELECT group_key::text, model_id FROM groupml.models WHERE run_id = %s",

@@ -110,6 +110,9 @@ class FamilyChoiceTrainer:
     the same split (made when its first configuration arrives), each configuration routed to
     its family's. ``passes`` counts every family's passes."""
 
+    #: handed to every family's trainer that has one (the GLMs' sample warm start)
+    warm_start = False
+
     def __init__(self, default_family: str, X_train, y_train, X_val=None, y_val=None, *, metric: str):
         self.default = default_family
         self.metric = metric
@@ -137,6 +140,8 @@ class FamilyChoiceTrainer:
         if t is None:
             from ._factory import make_trainer
             t = make_trainer(family, *self._data, metric=self.metric, interrupt_check=self._interrupt_check)
+            if hasattr(t, "warm_start"):
+                t.warm_start = self.warm_start
             self._trainers[family] = t
         return t
 

@@ -313,7 +313,12 @@ class LogisticFamily(_BinaryFamily):
         np.reciprocal(A, out=A)                   # sigmoid(|z|)
         A -= 0.5
         np.copysign(A, Z, out=Z)                  # sigmoid(z) - 1/2
-        Z += h[:, None]                           # sigmoid(z) - y
+        z0 = cw.zeros
+        if z0 is None:
+            Z += h[:, None]                       # sigmoid(z) - y
+        else:                                     # rows sorted by label: h is 1/2, then -1/2
+            Z[:z0] += 0.5                         # (scalar adds beat a broadcast over k columns)
+            Z[z0:] -= 0.5
         return f
 
 
