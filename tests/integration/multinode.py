@@ -19,7 +19,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import List
+from typing import List, Optional
 
 import psycopg
 import pytest
@@ -168,10 +168,13 @@ def fdw_shards(cluster):
 
 
 @contextlib.contextmanager
-def node_halted_when(cluster, node: TempCluster, query: str, args=(), tries: int = 6000, pause: float = 0.01):
+def node_halted_when(cluster, node: TempCluster, query: str, args=(), tries: int = 6000, pause: float = 0.01,
+                     hold: Optional[str] = None):
     """While the block runs, a thread stops ``node`` (:meth:`TempCluster.halt`) once ``query`` on
     the coordinator of ``cluster`` returns a true first column; yields an event set on the halt.
-    On leaving, the thread is joined and a halted node started again."""
+    ``hold``: a statement (a lock) run on the coordinator in the transaction around the halt, so
+    the run cannot get past that point before the node is down. On leaving, the thread is
+    joined and a halted node started again."""
     halted = threading.Event()
 
     def watch():
@@ -179,8 +182,11 @@ def node_halted_when(cluster, node: TempCluster, query: str, args=(), tries: int
             for _ in range(tries):
                 r = w.execute(query, list(args)).fetchone()
                 if r and r[0]:
-                    node.halt()
-                    halted.set()
+                    with w.transaction():
+                        if hold is not None:
+                            w.execute(hold)
+                        node.halt()
+                        halted.set()
                     return
                 time.sleep(pause)
 
@@ -195,10 +201,13 @@ def node_halted_when(cluster, node: TempCluster, query: str, args=(), tries: int
 
 
 def halted_after_first_group(cluster, node: TempCluster):
-    """:func:`node_halted_when` the next run of ``cluster`` has committed its first group."""
+    """:func:`node_halted_when` the next run of ``cluster`` has committed its first group. The
+    run's next group store waits (a lock on groupml.models) until the node is down: its main
+    thread, which also hands out the groups not started yet, cannot finish the run first."""
     with cluster.connect() as conn:
         start = conn.execute("SELECT coalesce(max(run_id), 0) FROM groupml.runs").fetchone()[0]
-    return node_halted_when(cluster, node, "SELECT groups_done >= 1 FROM groupml.runs WHERE run_id > %s", [start])
+    return node_halted_when(cluster, node, "SELECT groups_done >= 1 FROM groupml.runs WHERE run_id > %s", [start],
+                            hold="LOCK TABLE groupml.models IN SHARE MODE")
 
 
 def log_connections(nodes) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from groupml.datagen import grouped_classification
 from groupml.learners import load_model
-from multinode import create_segmented, node_halted_when, log_connections
+from multinode import create_segmented, halted_after_first_group, log_connections
 from pg_helpers import sql_error
 
 pytestmark = [pytest.mark.integration, pytest.mark.citus]
@@ -228,10 +228,11 @@ def test_a_node_lost_mid_run_keeps_what_was_committed_and_resumes(citus_cluster,
     down = citus_cluster.workers[0]
     spec = '{"l2": [0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30]}'
     with citus_cluster.connect() as conn:
-        start = conn.execute("SELECT coalesce(max(run_id), 0) FROM groupml.runs").fetchone()[0]
-        with node_halted_when(citus_cluster, down, "SELECT groups_done >= 1 FROM groupml.runs WHERE run_id > %s",
-                              [start], tries=3000) as halted, pytest.raises(psycopg.Error) as info:
-            train(conn, "events", spec=spec)
+        # one group at a time (drivers 1): the groups after the first committed one are handed
+        # out only once the node is down (halted_after_first_group holds off the next store)
+        with halted_after_first_group(citus_cluster, down) as halted, pytest.raises(psycopg.Error) as info:
+            conn.execute("CALL groupml.train_groups('events', ARRAY['country'], " + FEATS + ", 'clicked', 'logistic', "
+                         "%s::jsonb, '{\"drivers\": 1}'::jsonb)", [spec])
         assert halted.is_set()
         err = info.value
         assert err.sqlstate[:2] in ("08", "XX", "57"), (err.sqlstate, err.diag.message_primary)
