@@ -164,3 +164,30 @@ def test_a_trial_asked_to_stop_ends_with_the_epoch_it_finished():
         busy.start(0, 0, 1)
         busy.next_placements()
         busy.stop(0)
+
+
+def _glm_run_catalog(monkeypatch):
+    """The catalog calls of a request for a running GLM run under 'mop'; returns what was filed."""
+    from groupml import catalog
+
+    filed = []
+    monkeypatch.setattr(catalog, "request_target", lambda s, rid: {"status": "running", "family": "logistic",
+                                                                   "strategy": "mop"})
+    monkeypatch.setattr(catalog, "recorded_plan", lambda s, rid: None)
+    monkeypatch.setattr(catalog, "next_added_trial_id", lambda s, rid, base: base)
+    monkeypatch.setattr(catalog, "insert_run_request", lambda s, rid, kind, **kw: filed.append((rid, kind, kw)) or 1)
+    return filed
+
+
+def test_a_trial_added_to_a_glm_mop_run_is_an_sgd_configuration(monkeypatch):
+    from groupml.errors import InvalidParameterError
+    from groupml.executor.steering import ADDED_TRIAL_BASE, file_add_trial
+
+    filed = _glm_run_catalog(monkeypatch)
+    assert file_add_trial(None, 7, {"lr": 0.05, "l2": 0.01}) == ADDED_TRIAL_BASE
+    (rid, kind, kw), = filed
+    assert rid == 7 and kind == "add_trial" and kw["params"]["solver"] == "sgd" and kw["params"]["lr"] == 0.05
+    with pytest.raises(InvalidParameterError) as info:       # SGD is what the run trains: lbfgs is refused
+        file_add_trial(None, 7, {"solver": "lbfgs"})
+    assert info.value.sqlstate == "22023" and "'solver'" in info.value.message and info.value.hint
+    assert len(filed) == 1
