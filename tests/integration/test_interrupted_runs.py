@@ -226,6 +226,28 @@ def test_statement_timeout_ends_a_new_sessions_first_mlp_while_torch_loads(dsn, 
         assert conn.execute("SELECT 1").fetchone() == (1,)
 
 
+def test_a_timeout_while_a_sessions_first_optimizer_imports_ends_the_call_there(dsn, db, mlp_rows):
+    # with torch loaded, a session's first MLP training still imports what torch's first
+    # optimizer needs (torch._dynamo: most of a second), and a timeout waited for that import.
+    # It loads in the helper thread too, so the call ends while it is still loading
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DO LANGUAGE plpython3u $$\nfrom groupml.learners import _mlp\n_mlp.torch_module()\n$$")
+        conn.execute("SET statement_timeout = '250ms'")
+        with pytest.raises(psycopg.errors.QueryCanceled):
+            conn.execute(mlp_rows, [MLP_SPEC])
+        conn.execute("SET statement_timeout = 0")
+        notices = []
+        conn.add_notice_handler(lambda d: notices.append(d.message_primary))
+        conn.execute("DO LANGUAGE plpython3u $$\n"
+                     "from groupml.learners import _mlp\n"
+                     "t = _mlp._optim_loader\n"
+                     "plpy.notice('loading' if t is not None and t.is_alive() else 'ready' if _mlp._optim_ready "
+                     "else 'not started')\n$$")
+        assert notices[-1] == "loading"
+        # the next call waits for that import (cancellable as well) and trains
+        assert conn.execute(mlp_rows, [json.dumps({"epochs": 2})]).fetchone()[0] is not None
+
+
 @pytest.mark.parametrize("delay", [0.0, 0.2, 0.5])
 def test_terminating_a_backend_while_torch_loads_ends_only_that_backend(cluster, dsn, db, mlp_rows, delay):
     # the backend exits while its helper thread is still loading torch (``delay`` seconds after

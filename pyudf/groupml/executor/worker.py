@@ -323,6 +323,8 @@ def gap_task(session, request: Mapping[str, Any], blob: Optional[bytes]) -> byte
                                     hint=INTERNAL_HINT)
     if op.startswith("mlp_") and session is not None:
         mlp.torch_module(session.check_cancel)     # a new worker's first import: a cancel is not held
+        if op in TRAINING_OPS:
+            mlp.optimizer_ready(session.check_cancel)
     handler, rows = TASK_HANDLERS[op]
     if rows:
         X, y = shard_arrays(session, req)
@@ -460,5 +462,7 @@ TASK_HANDLERS = {
     "node_drop": (_op_node_drop, False), "glm_stats": (_op_mlp_stats, True), "glm_visit": (_op_glm_visit, True),
     "glm_load": (_op_mlp_load, True), "node_rows": (_op_node_rows, False),
 }
+#: the MLP ops that train (make a torch optimizer)
+TRAINING_OPS = ("mlp_visit", "mlp_block", "mlp_grad", "mlp_fork")
 #: the ops of _gap_task, in the order its error message lists them
 TASK_OPS = tuple(TASK_HANDLERS)

@@ -60,8 +60,8 @@ def make_trainer(family, X_train, y_train, X_val=None, y_val=None, *,
         from ._glm import GLMTrainer
         trainer = GLMTrainer(fam, X_train, y_train, X_val, y_val, metric=metric)
     elif fam.pattern == "sequential":
-        from ._mlp import MLPTrainer, torch_module
-        torch_module(interrupt_check)
+        from ._mlp import MLPTrainer, optimizer_ready
+        optimizer_ready(interrupt_check)
         trainer = MLPTrainer(fam, X_train, y_train, X_val, y_val, metric=metric)
     else:
         from ._lgbm import LightGBMTrainer

@@ -44,6 +44,9 @@ _net_cls = None
 #: Seconds between the caller's cancel checks while torch loads in :func:`_load_torch`.
 IMPORT_CHECK_EVERY_S = 0.05
 _loader: Optional[threading.Thread] = None
+#: the thread importing what torch's first optimizer imports (:func:`optimizer_ready`)
+_optim_loader: Optional[threading.Thread] = None
+_optim_ready = False
 _loader_lock = threading.Lock()
 
 
@@ -81,9 +84,41 @@ def _load_torch(interrupt_check: Callable[[], None]) -> None:
             _wait_for_loader_at_exit()
             _loader.start()
         loader = _loader
-    while loader.is_alive():
+    _wait_checking(loader, interrupt_check)
+
+
+def _wait_checking(thread: threading.Thread, interrupt_check: Callable[[], None]) -> None:
+    while thread.is_alive():
         interrupt_check()
-        loader.join(IMPORT_CHECK_EVERY_S)
+        thread.join(IMPORT_CHECK_EVERY_S)
+
+
+def optimizer_ready(interrupt_check: Optional[Callable[[], None]] = None) -> None:
+    """Import torch (:func:`torch_module`) and what its first optimizer imports (torch._dynamo:
+    about 0.8 s in a new process), the latter also in a helper thread while this thread keeps
+    calling ``interrupt_check``: a training's first optimizer then imports nothing, and a
+    cancel during that import is noticed at once. Prediction never needs it."""
+    global _optim_loader, _optim_ready
+    if _optim_ready:
+        return
+    torch_module(interrupt_check)
+    if interrupt_check is not None:
+        with _loader_lock:
+            if _optim_loader is None:
+                _optim_loader = threading.Thread(target=_import_optimizer_deps, name="groupml-import-optim")
+                _wait_for_loader_at_exit()
+                _optim_loader.start()
+            loader = _optim_loader
+        _wait_checking(loader, interrupt_check)
+    _import_optimizer_deps()
+    _optim_ready = True
+
+
+def _import_optimizer_deps() -> None:
+    try:
+        import torch._dynamo  # noqa: F401
+    except BaseException:  # noqa: BLE001 - the optimizer's own import raises it again
+        pass
 
 
 #: Seconds a backend that is ending waits for torch's import to finish (:func:`_wait_for_loader_at_exit`).
@@ -100,6 +135,9 @@ def _wait_for_loader_at_exit() -> None:
     global _exit_hook
     import ctypes
 
+    if _exit_hook is not None:        # registered once per process
+        return
+
     try:
         register = ctypes.CDLL(None).on_proc_exit
     except (AttributeError, OSError):
@@ -107,8 +145,9 @@ def _wait_for_loader_at_exit() -> None:
     hook_type = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_size_t)
 
     def wait(code, arg):
-        if _loader is not None:
-            _loader.join(EXIT_WAIT_S)
+        for loader in (_loader, _optim_loader):
+            if loader is not None:
+                loader.join(EXIT_WAIT_S)
 
     _exit_hook = hook_type(wait)
     register.restype, register.argtypes = None, [hook_type, ctypes.c_size_t]
@@ -332,7 +371,8 @@ def warm_up(interrupt_check: Optional[Callable[[], None]] = None) -> None:
     """Import torch and what its first optimizer imports (torch._dynamo: about 1.5 s of a new
     backend's first MLP training), so that a caller timing a training times the training.
     ``interrupt_check``: as for :func:`torch_module`."""
-    torch = torch_module(interrupt_check)
+    optimizer_ready(interrupt_check)
+    torch = torch_module()
     p = torch.nn.Parameter(torch.zeros(1))
     torch.optim.Adam([p], lr=0.1, fused=True)
     torch.optim.SGD([p], lr=0.1, momentum=0.9)
