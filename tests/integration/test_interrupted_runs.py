@@ -161,16 +161,23 @@ def _mapped(pid, name):
 MLP_SPEC = json.dumps({"epochs": 1000})
 
 
-def _torch_state(conn):
-    """'loaded', 'loading' or 'not loaded': how far this session's backend got with torch."""
+def _loader_state(conn, loader: str, done: str) -> str:
+    """'loaded', 'loading' or 'not loaded': how far this session's backend got with an import
+    in the helper thread ``loader`` of groupml's MLP module (``done``: the module global set
+    once it is in)."""
     notices = []
     conn.add_notice_handler(lambda d: notices.append(d.message_primary))
     conn.execute("DO LANGUAGE plpython3u $$\n"
                  "from groupml.learners import _mlp\n"
-                 "loader = getattr(_mlp, '_loader', None)\n"
-                 "plpy.notice('loaded' if _mlp._torch_mod is not None else 'loading' if loader is not None "
-                 "and loader.is_alive() else 'not loaded')\n$$")
+                 f"t = getattr(_mlp, '{loader}', None)\n"
+                 f"plpy.notice('loaded' if getattr(_mlp, '{done}') else 'loading' if t is not None "
+                 f"and t.is_alive() else 'not loaded')\n$$")
     return notices[-1]
+
+
+def _torch_state(conn):
+    """'loaded', 'loading' or 'not loaded': how far this session's backend got with torch."""
+    return _loader_state(conn, "_loader", "_torch_mod")
 
 
 @pytest.fixture
@@ -236,14 +243,7 @@ def test_a_timeout_while_a_sessions_first_optimizer_imports_ends_the_call_there(
         with pytest.raises(psycopg.errors.QueryCanceled):
             conn.execute(mlp_rows, [MLP_SPEC])
         conn.execute("SET statement_timeout = 0")
-        notices = []
-        conn.add_notice_handler(lambda d: notices.append(d.message_primary))
-        conn.execute("DO LANGUAGE plpython3u $$\n"
-                     "from groupml.learners import _mlp\n"
-                     "t = _mlp._optim_loader\n"
-                     "plpy.notice('loading' if t is not None and t.is_alive() else 'ready' if _mlp._optim_ready "
-                     "else 'not started')\n$$")
-        assert notices[-1] == "loading"
+        assert _loader_state(conn, "_optim_loader", "_optim_ready") == "loading"
         # the next call waits for that import (cancellable as well) and trains
         assert conn.execute(mlp_rows, [json.dumps({"epochs": 2})]).fetchone()[0] is not None
 

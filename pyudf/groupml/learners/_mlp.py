@@ -77,17 +77,20 @@ def _load_torch(interrupt_check: Callable[[], None]) -> None:
     :data:`IMPORT_CHECK_EVERY_S` (a cancel raises here; the import goes on, and a later call
     waits for the same thread). Whether the import failed is left to the caller's own
     ``import torch``, which then raises its error again."""
-    global _loader
+    _load_in_thread("_loader", "groupml-import-torch", _import_torch, interrupt_check)
+
+
+def _load_in_thread(slot: str, name: str, target: Callable[[], None], interrupt_check: Callable[[], None]) -> None:
+    """Run ``target`` once per process in a helper thread (kept in the module global
+    ``slot``, which the exit hook waits for) and wait for it, calling ``interrupt_check``
+    every :data:`IMPORT_CHECK_EVERY_S`."""
     with _loader_lock:
-        if _loader is None:
-            _loader = threading.Thread(target=_import_torch, name="groupml-import-torch")
+        thread = globals()[slot]
+        if thread is None:
+            thread = threading.Thread(target=target, name=name)
+            globals()[slot] = thread
             _wait_for_loader_at_exit()
-            _loader.start()
-        loader = _loader
-    _wait_checking(loader, interrupt_check)
-
-
-def _wait_checking(thread: threading.Thread, interrupt_check: Callable[[], None]) -> None:
+            thread.start()
     while thread.is_alive():
         interrupt_check()
         thread.join(IMPORT_CHECK_EVERY_S)
@@ -98,18 +101,12 @@ def optimizer_ready(interrupt_check: Optional[Callable[[], None]] = None) -> Non
     about 0.8 s in a new process), the latter also in a helper thread while this thread keeps
     calling ``interrupt_check``: a training's first optimizer then imports nothing, and a
     cancel during that import is noticed at once. Prediction never needs it."""
-    global _optim_loader, _optim_ready
+    global _optim_ready
     if _optim_ready:
         return
     torch_module(interrupt_check)
     if interrupt_check is not None:
-        with _loader_lock:
-            if _optim_loader is None:
-                _optim_loader = threading.Thread(target=_import_optimizer_deps, name="groupml-import-optim")
-                _wait_for_loader_at_exit()
-                _optim_loader.start()
-            loader = _optim_loader
-        _wait_checking(loader, interrupt_check)
+        _load_in_thread("_optim_loader", "groupml-import-optim", _import_optimizer_deps, interrupt_check)
     _import_optimizer_deps()
     _optim_ready = True
 
