@@ -238,6 +238,7 @@ def test_a_timeout_while_a_sessions_first_optimizer_imports_ends_the_call_there(
     # optimizer needs (torch._dynamo: most of a second), and a timeout waited for that import.
     # It loads in the helper thread too, so the call ends while it is still loading
     with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SELECT groupml.help('fit')")          # groupml loaded (and on the session's path)
         conn.execute("DO LANGUAGE plpython3u $$\nfrom groupml.learners import _mlp\n_mlp.torch_module()\n$$")
         conn.execute("SET statement_timeout = '250ms'")
         with pytest.raises(psycopg.errors.QueryCanceled):
