@@ -1020,3 +1020,23 @@ def test_workers_zero_lets_the_planner_choose_the_count(db, clicks):
     state, msg, _ = sql_error(db, "CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1'], 'clicked', "
                                   "'logistic', workers => -1)")
     assert (state, msg) == ("22023", "groupml: The 'workers' value of train_groups must be >= 0; got -1")
+
+
+def test_the_array_load_and_the_packed_load_train_the_same_models(db):
+    # an analyzed table loads each group as one float8[][] (array_agg), a view over it (no row
+    # estimate) as string_agg of float8send's: the same rows in the same order either way, so
+    # the same models; a row with a NULL feature or label is skipped in both, a NaN is a value
+    data = grouped_classification(3000, 3, 3, seed=5)
+    create_table(db, "loaded", data)
+    db.execute("UPDATE loaded SET f2 = NULL WHERE ctid IN (SELECT ctid FROM loaded ORDER BY f1 LIMIT 7)")
+    db.execute("UPDATE loaded SET clicked = NULL WHERE ctid IN (SELECT ctid FROM loaded ORDER BY f3 LIMIT 5)")
+    db.execute("ANALYZE loaded")
+    db.execute("CREATE VIEW loaded_view AS SELECT * FROM loaded")
+    assert db.execute("SELECT reltuples > 0 FROM pg_class WHERE oid = 'loaded'::regclass").fetchone()[0]
+    runs = [db.execute("CALL groupml.train_groups(%s, ARRAY['country'], ARRAY['f1', 'f2', 'f3'], 'clicked', "
+                       "'logistic', %s::jsonb)", [src, GRID]).fetchone()[0] for src in ("loaded", "loaded_view")]
+    got = [dict((k, v) for k, *v in db.execute(
+        "SELECT group_key::text, (fit).n_train, (fit).n_validation, (fit).n_skipped, (fit).params, md5((fit).model) "
+        "FROM groupml.models WHERE run_id = %s", [r]).fetchall()) for r in runs]
+    assert got[0] == got[1] and len(got[0]) == 3
+    assert sum(v[2] for v in got[0].values()) == 12

@@ -31,19 +31,33 @@ from ..errors import (DataError, FeatureNotSupportedError, GroupmlError, Invalid
 from ..learners import wrap_transformed
 from ._catalog import check_catalog_privileges
 from ..sourcesql import (check_distinct_group_keys, check_group_keys, check_training_source, columns,
-                         group_clause_sql, group_key_sql, packed_scan_sql, reading_source, source_oid)
+                         array_scan_sql, group_clause_sql, group_key_sql, packed_scan_sql, reading_source,
+                         source_oid)
 from ._transform import check_no_kept_snapshot, feature_specs, needs_transform, run_transform, transform_option
 from . import modelsets, parse_object, pinned, sql_entry
 
 OWNER = "train_groups"
 
 
-def _load_blocks(session, source: str, group_by, features, label, cols, transform=None):
+#: Sources estimated at up to this many values (rows x (features + 1)) load each group as one
+#: float8[][] (array_agg holds up to about 67M values); larger or unestimated ones as string_agg
+#: of float8send's (about twice that per group, two to three times slower to build).
+ARRAY_SCAN_MAX_VALUES = 60_000_000
+
+
+def _load_blocks(session, source: str, group_by, features, label, cols, transform=None, estimate=None):
+    """One row per group: gkey, n_rows, block, and ``image``: True when the block is the bytes of
+    a float8[][] (:func:`~groupml.sourcesql.array_scan_sql`), False for packed big-endian rows."""
     from ..transforms.sql import encode_exprs
 
+    exprs = encode_exprs(transform) if transform else None
+    width = (len(exprs) if exprs is not None else len(features)) + 1
+    image = estimate is not None and estimate * width <= ARRAY_SCAN_MAX_VALUES
+    sql = (array_scan_sql if image else packed_scan_sql)(source, group_by, features, label, cols,
+                                                         feature_exprs=exprs)
     with reading_source(session, source, OWNER):    # the source's views may name their tables bare
-        return session.query(packed_scan_sql(source, group_by, features, label, cols,
-                                             feature_exprs=encode_exprs(transform) if transform else None))
+        blocks = session.query(sql)
+    return [dict(b, image=image) for b in blocks]
 
 
 def _validate(session, oid, group_by, features, label, model, search, options):
@@ -155,9 +169,9 @@ def _start_helpers(n: int):
 
 def _estimated_rows(session, source: str):
     """The planner's row estimate of ``source`` (None before its first ANALYZE)."""
-    got = session.query("SELECT c.reltuples::float8 AS n FROM pg_catalog.pg_class c WHERE c.oid = $1::regclass",
-                        [source], ["text"])
-    n = got[0]["n"] if got else None
+    got = session.query("SELECT c.reltuples::float8 AS n, c.relkind::text AS kind FROM pg_catalog.pg_class c "
+                        "WHERE c.oid = $1::regclass", [source], ["text"])
+    n = got[0]["n"] if got and got[0]["kind"] in ("r", "m", "p", "f") else None      # a view has none
     return None if n is None or n < 0 else n
 
 
@@ -174,10 +188,11 @@ def _fit_all(session, jobs, d, model, search, options, cost_model, helpers):
         with threadpool_limits(1):
             for job in jobs:
                 yield job, fit_packed(job["block"], job["n_rows"], d, model, search, options, cost_model,
-                                      interrupt_check=session.check_cancel)
+                                      interrupt_check=session.check_cancel, image=job["image"])
         return
     for i, job in enumerate(jobs):
-        helpers.submit(i, fit_packed, job["block"], job["n_rows"], d, model, search, options, cost_model)
+        helpers.submit(i, functools.partial(fit_packed, image=job["image"]), job["block"], job["n_rows"], d, model,
+                       search, options, cost_model)
     for i, result in helpers.results(session.check_cancel):
         yield jobs[i], result
 
@@ -526,7 +541,7 @@ def _train_in_backend(session, run_id, done, source, group_by, features, label, 
         helpers = _start_helpers(_helper_count(processes, estimate)) if estimate is not None else None
         if helpers is not None:
             stack.enter_context(helpers)
-        blocks = _load_blocks(session, source, group_by, features, label, cols, transform)
+        blocks = _load_blocks(session, source, group_by, features, label, cols, transform, estimate)
         check_group_keys(session, [b["gkey"] for b in blocks], len(group_by), OWNER)
         check_distinct_group_keys(session, [b["gkey"] for b in blocks], OWNER)
         catalog.set_run_groups(session, run_id, len(blocks))
