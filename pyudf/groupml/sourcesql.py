@@ -333,19 +333,20 @@ def group_clause_sql(group_by: List[str], source: str) -> str:
 
 
 def array_scan_sql(source: str, group_by: List[str], features: List[str], label: str, cols: Dict[str, str],
-                   feature_exprs: Optional[List[str]] = None) -> str:
+                   where: str = "", feature_exprs: Optional[List[str]] = None) -> str:
     """:func:`packed_scan_sql`'s groups with each block as the bytes of one float8[][] (rows of
     the features, then the label; groupml._float8_bytes of array_agg(ARRAY[...])): two
     to three times faster to build than string_agg over float8send's, since the server
     copies a row's values once instead of concatenating a bytea per value. A row with a NULL
     stays in the block (the array's NULL bitmap marks it) and is left out when read
     (:func:`groupml.modelsets.float8_complete_rows`). array_agg holds up to about 67M values
-    per group (string_agg twice that): the caller picks this scan below that size."""
+    per group (string_agg twice that): the caller picks this scan below that size. ``where``
+    as :func:`packed_scan_sql`'s."""
     values = feature_exprs if feature_exprs is not None else [float8_expr(f, cols[f]) for f in features]
     row = f"ARRAY[{', '.join(list(values) + [float8_expr(label, cols[label])])}]"
     return (f"SELECT {group_key_sql(group_by)}::text AS gkey, pg_catalog.count(*) AS n_rows, "
             f"groupml._float8_bytes(pg_catalog.array_agg({row})) AS block FROM {source}"
-            + group_clause_sql(group_by, source))
+            + (f" WHERE {where}" if where else "") + group_clause_sql(group_by, source))
 
 
 def packed_scan_sql(source: str, group_by: List[str], features: List[str], label: str, cols: Dict[str, str],

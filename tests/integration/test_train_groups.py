@@ -1040,3 +1040,32 @@ def test_the_array_load_and_the_packed_load_train_the_same_models(db):
         "FROM groupml.models WHERE run_id = %s", [r]).fetchall()) for r in runs]
     assert got[0] == got[1] and len(got[0]) == 3
     assert sum(v[2] for v in got[0].values()) == 12
+
+
+def _seq_scans(db, table):
+    db.execute("SELECT pg_catalog.pg_stat_force_next_flush()")
+    db.execute("SELECT pg_catalog.pg_stat_clear_snapshot()")
+    return db.execute("SELECT seq_scan FROM pg_catalog.pg_stat_user_tables WHERE relname = %s", [table]).fetchone()[0]
+
+
+def test_a_large_source_loads_in_parts_while_the_helpers_train_and_gives_the_same_models(db):
+    # 200,000+ rows with helper processes: one scan counts the groups, then two loads (the
+    # largest groups first) -- the helpers train the first load's groups during the second.
+    # Every group loads whole in one of them, so the models equal one load's (through a view)
+    data = grouped_classification(200_000, 6, 2, seed=9, exponent=1.5)
+    create_table(db, "wide", data)
+    db.execute("CREATE VIEW wide_view AS SELECT * FROM wide")
+    grid = '{"l2": [0.01], "max_iter": 30}'
+    before = _seq_scans(db, "wide")
+    runs = []
+    for src in ("wide", "wide_view"):
+        runs.append(db.execute("CALL groupml.train_groups(%s, ARRAY['country'], ARRAY['f1', 'f2'], 'clicked', "
+                               "'logistic', %s::jsonb, '{\"processes\": 2}'::jsonb)", [src, grid]).fetchone()[0])
+        if src == "wide":
+            assert _seq_scans(db, "wide") - before == 3           # the group count, then two loads
+    got = [dict((k, v) for k, *v in db.execute(
+        "SELECT group_key::text, (fit).n_train, (fit).params, md5((fit).model) FROM groupml.models "
+        "WHERE run_id = %s", [r]).fetchall()) for r in runs]
+    assert got[0] == got[1] and len(got[0]) == 6
+    assert db.execute("SELECT status, n_groups, groups_done FROM groupml.runs WHERE run_id = %s",
+                      [runs[0]]).fetchone() == ("done", 6, 6)

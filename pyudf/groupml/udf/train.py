@@ -33,6 +33,7 @@ from ._catalog import check_catalog_privileges
 from ..sourcesql import (check_distinct_group_keys, check_group_keys, check_training_source, columns,
                          array_scan_sql, group_clause_sql, group_key_sql, packed_scan_sql, reading_source,
                          source_oid)
+from ..executor.snapshot import bucket_sql
 from ._transform import check_no_kept_snapshot, feature_specs, needs_transform, run_transform, transform_option
 from . import modelsets, parse_object, pinned, sql_entry
 
@@ -45,19 +46,76 @@ OWNER = "train_groups"
 ARRAY_SCAN_MAX_VALUES = 60_000_000
 
 
-def _load_blocks(session, source: str, group_by, features, label, cols, transform=None, estimate=None):
+def _load_blocks(session, source: str, group_by, features, label, cols, transform=None, estimate=None,
+                 buckets=None):
     """One row per group: gkey, n_rows, block, and ``image``: True when the block is the bytes of
-    a float8[][] (:func:`~groupml.sourcesql.array_scan_sql`), False for packed big-endian rows."""
+    a float8[][] (:func:`~groupml.sourcesql.array_scan_sql`), False for packed big-endian rows.
+    ``buckets``: only the groups whose key hashes into these buckets (:class:`LoadChunks`)."""
     from ..transforms.sql import encode_exprs
 
     exprs = encode_exprs(transform) if transform else None
     width = (len(exprs) if exprs is not None else len(features)) + 1
     image = estimate is not None and estimate * width <= ARRAY_SCAN_MAX_VALUES
+    where = None if buckets is None else f"{bucket_sql(group_by)} OPERATOR(pg_catalog.=) ANY ($1::int[])"
     sql = (array_scan_sql if image else packed_scan_sql)(source, group_by, features, label, cols,
-                                                         feature_exprs=exprs)
+                                                         where=where, feature_exprs=exprs)
     with reading_source(session, source, OWNER):    # the source's views may name their tables bare
-        blocks = session.query(sql)
+        blocks = session.query(sql) if buckets is None else session.query(sql, [list(buckets)], ["int[]"])
     return [dict(b, image=image) for b in blocks]
+
+
+#: With helper processes, a source estimated at this many rows or more loads its rows in
+#: parts (:class:`LoadChunks`), so the helpers train while the rest loads.
+CHUNKED_LOAD_MIN_ROWS = 200_000
+#: The first part holds the largest groups, at least this share of the rows.
+FIRST_LOAD_SHARE = 0.3
+
+
+@dataclasses.dataclass
+class LoadChunks:
+    """A load in parts: the groups' keys (from one scan that counts each group's rows), and the
+    hash buckets of the group key (:func:`~groupml.executor.snapshot.bucket_sql`) each load
+    query reads, the largest groups' first. A group lies in one bucket, so it loads whole in
+    one query; each query re-reads the source, so the parts are few."""
+    keys: List[str]
+    buckets: List[List[int]]
+
+
+def plan_load_chunks(groups, first_share: float = FIRST_LOAD_SHARE) -> List[List[int]]:
+    """Buckets of two loads from ``groups`` (dicts with the bucket ``b`` and row count ``n``):
+    the buckets of the largest groups first, until they hold ``first_share`` of the rows, then
+    the rest; one load when a single bucket holds (nearly) everything."""
+    rows: Dict[int, int] = {}
+    largest: Dict[int, int] = {}
+    for g in groups:
+        b, n = int(g["b"]), int(g["n"])
+        rows[b] = rows.get(b, 0) + n
+        largest[b] = max(largest.get(b, 0), n)
+    total = sum(rows.values())
+    order = sorted(rows, key=lambda b: (-largest[b], b))
+    first, held = [], 0
+    for b in order:
+        if first and held >= first_share * total:
+            break
+        first.append(b)
+        held += rows[b]
+    rest = [b for b in order if b not in first]
+    return [sorted(first), sorted(rest)] if rest else [sorted(first)]
+
+
+def _load_chunks(session, source: str, group_by, cols, estimate, helpers) -> Optional[LoadChunks]:
+    """A :class:`LoadChunks` when the load pays to split (helper processes to hand the first
+    part to, a large source, group-by columns whose hash agrees with GROUP BY), else None."""
+    from ..executor.snapshot import can_build_in_parallel
+
+    if helpers is None or estimate is None or estimate < CHUNKED_LOAD_MIN_ROWS \
+            or not can_build_in_parallel(group_by, cols):
+        return None
+    with reading_source(session, source, OWNER):
+        groups = session.query(f"SELECT {group_key_sql(group_by)}::text AS gkey, pg_catalog.count(*) AS n, "
+                               f"{bucket_sql(group_by)} AS b FROM {source}{group_clause_sql(group_by, source)}")
+    parts = plan_load_chunks(groups)
+    return LoadChunks([g["gkey"] for g in groups], parts) if len(parts) > 1 else None
 
 
 def _validate(session, oid, group_by, features, label, model, search, options):
@@ -175,26 +233,45 @@ def _estimated_rows(session, source: str):
     return None if n is None or n < 0 else n
 
 
-def _fit_all(session, jobs, d, model, search, options, cost_model, helpers):
+def _is_done(gkey: str, done) -> bool:
+    return gkey in done or json.dumps(json.loads(gkey)) in done
+
+
+def _todo(blocks, done):
+    """The loaded groups not in ``done``, largest first (LPT: no big group starts last)."""
+    return sorted((b for b in blocks if not _is_done(b["gkey"], done)), key=lambda b: -int(b["n_rows"]))
+
+
+def _fit_all(session, loads, d, model, search, options, cost_model, helpers):
     """Yield (job, FitResult) as groups finish: in the helper processes when ``helpers``
-    is a pool, else in the backend one after another.  Either way only the backend's main
-    thread -- this generator's consumer -- touches the database, and it checks for cancel
-    at least every 0.25 s (the backend's own training: after every data pass)."""
+    is a pool, else in the backend one after another.  ``loads`` yields lists of jobs, each
+    loaded when it is asked for: the helpers train the groups of one load while the next
+    one runs.  Either way only the backend's main thread -- this generator's consumer --
+    touches the database, and it checks for cancel at least every 0.25 s (the backend's
+    own training: after every data pass)."""
     from threadpoolctl import threadpool_limits
 
     from ..fitting import fit_packed
 
     if helpers is None:
         with threadpool_limits(1):
-            for job in jobs:
-                yield job, fit_packed(job["block"], job["n_rows"], d, model, search, options, cost_model,
-                                      interrupt_check=session.check_cancel, image=job["image"])
+            for jobs in loads:
+                for job in jobs:
+                    yield job, fit_packed(job["block"], job["n_rows"], d, model, search, options, cost_model,
+                                          interrupt_check=session.check_cancel, image=job["image"])
         return
-    for i, job in enumerate(jobs):
-        helpers.submit(i, functools.partial(fit_packed, image=job["image"]), job["block"], job["n_rows"], d, model,
-                       search, options, cost_model)
+    submitted = []
+    for jobs in loads:
+        for job in jobs:
+            helpers.submit(len(submitted), functools.partial(fit_packed, image=job["image"]), job["block"],
+                           job["n_rows"], d, model, search, options, cost_model)
+            submitted.append(job)
+            job["block"] = None             # the helper's copy is the one that counts
+        # the helpers' tasks written to them before the next load: a sender thread needs the GIL,
+        # which the backend's thread keeps while it runs a query
+        helpers.flush(session.check_cancel)
     for i, result in helpers.results(session.check_cancel):
-        yield jobs[i], result
+        yield submitted[i], result
 
 
 def _check_executor_request(session, source, group_by, features, label, model, search_obj, options_obj, strategy,
@@ -541,21 +618,30 @@ def _train_in_backend(session, run_id, done, source, group_by, features, label, 
         helpers = _start_helpers(_helper_count(processes, estimate)) if estimate is not None else None
         if helpers is not None:
             stack.enter_context(helpers)
-        blocks = _load_blocks(session, source, group_by, features, label, cols, transform, estimate)
-        check_group_keys(session, [b["gkey"] for b in blocks], len(group_by), OWNER)
-        check_distinct_group_keys(session, [b["gkey"] for b in blocks], OWNER)
-        catalog.set_run_groups(session, run_id, len(blocks))
-        clock.charge(session, run_id)           # the loading
+        chunks = _load_chunks(session, source, group_by, cols, estimate, helpers)
+        if chunks is None:          # one load query for every group
+            blocks = _load_blocks(session, source, group_by, features, label, cols, transform, estimate)
+            keys = [b["gkey"] for b in blocks]
+        else:                       # the group keys first; the rows in a few loads, largest groups first
+            keys = chunks.keys
+        check_group_keys(session, keys, len(group_by), OWNER)
+        check_distinct_group_keys(session, keys, OWNER)
+        catalog.set_run_groups(session, run_id, len(keys))
+        clock.charge(session, run_id)           # the loading (the key scan, when the rows load in parts)
         session.commit()        # progress shows the count while the first group trains
         d = transform.width if transform is not None else len(features)
-        jobs = [b for b in blocks if b["gkey"] not in done and json.dumps(json.loads(b["gkey"])) not in done]
-        jobs.sort(key=lambda b: -int(b["n_rows"]))  # largest first, so no big group starts last (LPT)
-        if helpers is None and estimate is None and len(jobs) > 1:
-            helpers = _start_helpers(_helper_count(processes, sum(int(b["n_rows"]) for b in jobs)))
-            if helpers is not None:
-                stack.enter_context(helpers)
-        finished = len(blocks) - len(jobs)
-        for b, result in _fit_all(session, jobs, d, model, search_obj, options_obj, cost_model, helpers):
+        if chunks is None:
+            jobs = _todo(blocks, done)
+            if helpers is None and estimate is None and len(jobs) > 1:
+                helpers = _start_helpers(_helper_count(processes, sum(int(b["n_rows"]) for b in jobs)))
+                if helpers is not None:
+                    stack.enter_context(helpers)
+            loads = iter([jobs])
+        else:
+            loads = (_todo(_load_blocks(session, source, group_by, features, label, cols, transform, estimate,
+                                        buckets=part), done) for part in chunks.buckets)
+        finished = sum(1 for k in keys if _is_done(k, done))
+        for b, result in _fit_all(session, loads, d, model, search_obj, options_obj, cost_model, helpers):
             # a run deleted meanwhile would fail the insert on a foreign key; the row lock (until
             # the group's commit) waits out a delete in progress and keeps one from starting
             if not catalog.lock_run_row(session, run_id):
@@ -570,7 +656,7 @@ def _train_in_backend(session, run_id, done, source, group_by, features, label, 
             catalog.add_backend_group_done(session, run_id, estimated_seconds=result.estimated_seconds or 0.0,
                                            train_seconds=result.seconds or 0.0, wall_seconds=clock.take()[0])
             finished += 1
-            session.notice(f"groupml: group {finished}/{len(blocks)} {b['gkey']}: {result.status}"
+            session.notice(f"groupml: group {finished}/{max(len(keys), finished)} {b['gkey']}: {result.status}"
                            + (f", {result.metric} {result.score:.4f}" if result.score is not None else ""))
             session.commit()
     clock.charge(session, run_id, done=True)
