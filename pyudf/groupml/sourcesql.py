@@ -333,7 +333,7 @@ def group_clause_sql(group_by: List[str], source: str) -> str:
 
 
 def array_scan_sql(source: str, group_by: List[str], features: List[str], label: str, cols: Dict[str, str],
-                   where: str = "", feature_exprs: Optional[List[str]] = None) -> str:
+                   where: str = "", feature_exprs: Optional[List[str]] = None, only: str = "") -> str:
     """:func:`packed_scan_sql`'s groups with each block as the bytes of one float8[][] (rows of
     the features, then the label; groupml._float8_bytes of array_agg(ARRAY[...])): two
     to three times faster to build than string_agg over float8send's, since the server
@@ -341,16 +341,18 @@ def array_scan_sql(source: str, group_by: List[str], features: List[str], label:
     stays in the block (the array's NULL bitmap marks it) and is left out when read
     (:func:`groupml.modelsets.float8_complete_rows`). array_agg holds up to about 67M values
     per group (string_agg twice that): the caller picks this scan below that size. ``where``
-    as :func:`packed_scan_sql`'s."""
+    as :func:`packed_scan_sql`'s; ``only``: a condition (built by groupml) on the rows packed,
+    every row still counted in n_rows (a group with none of them gets a NULL block)."""
     values = feature_exprs if feature_exprs is not None else [float8_expr(f, cols[f]) for f in features]
     row = f"ARRAY[{', '.join(list(values) + [float8_expr(label, cols[label])])}]"
     return (f"SELECT {group_key_sql(group_by)}::text AS gkey, pg_catalog.count(*) AS n_rows, "
-            f"groupml._float8_bytes(pg_catalog.array_agg({row})) AS block FROM {source}"
+            f"groupml._float8_bytes(pg_catalog.array_agg({row})"
+            + (f" FILTER (WHERE {only})" if only else "") + f") AS block FROM {source}"
             + (f" WHERE {where}" if where else "") + group_clause_sql(group_by, source))
 
 
 def packed_scan_sql(source: str, group_by: List[str], features: List[str], label: str, cols: Dict[str, str],
-                    where: str = "", feature_exprs: Optional[List[str]] = None) -> str:
+                    where: str = "", feature_exprs: Optional[List[str]] = None, only: str = "") -> str:
     """One row per group: (gkey text, n_rows, block bytea of packed rows, features then label;
     a row with a NULL value is left out of the block but counted in n_rows). ``where``: an
     SQL condition built by groupml itself (never from input), e.g. a hash-bucket filter.

@@ -47,44 +47,45 @@ ARRAY_SCAN_MAX_VALUES = 60_000_000
 
 
 def _load_blocks(session, source: str, group_by, features, label, cols, transform=None, estimate=None,
-                 buckets=None):
+                 first=None, rest=None):
     """One row per group: gkey, n_rows, block, and ``image``: True when the block is the bytes of
     a float8[][] (:func:`~groupml.sourcesql.array_scan_sql`), False for packed big-endian rows.
-    ``buckets``: only the groups whose key hashes into these buckets (:class:`LoadChunks`)."""
+
+    A load in two parts (:func:`_first_buckets`): ``first`` (hash buckets of the group key)
+    returns every group's key and row count but the rows of those buckets' groups only (the
+    others' block is NULL and ``loaded`` False); ``rest`` loads the groups of the other buckets."""
     from ..transforms.sql import encode_exprs
 
     exprs = encode_exprs(transform) if transform else None
-    width = (len(exprs) if exprs is not None else len(features)) + 1
-    image = estimate is not None and estimate * width <= ARRAY_SCAN_MAX_VALUES
-    where = None if buckets is None else f"{bucket_sql(group_by)} OPERATOR(pg_catalog.=) ANY ($1::int[])"
-    sql = (array_scan_sql if image else packed_scan_sql)(source, group_by, features, label, cols,
-                                                         where=where, feature_exprs=exprs)
+    image = _array_load(estimate, transform, features)
+    in_buckets = f"{bucket_sql(group_by)} OPERATOR(pg_catalog.=) ANY ($1::int[])"
+    if first is None and rest is None:
+        sql = (array_scan_sql if image else packed_scan_sql)(source, group_by, features, label, cols,
+                                                             feature_exprs=exprs)
+        args = None
+    else:                           # parts are planned for the array load only (_first_buckets)
+        sql = array_scan_sql(source, group_by, features, label, cols, feature_exprs=exprs,
+                             where=f"NOT ({in_buckets})" if rest is not None else "",
+                             only=in_buckets if first is not None else "")
+        args = [list(first if first is not None else rest)]
     with reading_source(session, source, OWNER):    # the source's views may name their tables bare
-        blocks = session.query(sql) if buckets is None else session.query(sql, [list(buckets)], ["int[]"])
-    return [dict(b, image=image) for b in blocks]
+        blocks = session.query(sql) if args is None else session.query(sql, args, ["int[]"])
+    return [dict(b, image=image, loaded=first is None or b["block"] is not None) for b in blocks]
 
 
-#: With helper processes, a source estimated at this many rows or more loads its rows in
-#: parts (:class:`LoadChunks`), so the helpers train while the rest loads.
-CHUNKED_LOAD_MIN_ROWS = 200_000
+#: With helper processes, a table estimated at this many rows or more loads in two parts
+#: (:func:`_first_buckets`), so the helpers train the first part's groups while the rest loads.
+PARTED_LOAD_MIN_ROWS = 200_000
 #: The first part holds the largest groups, at least this share of the rows.
 FIRST_LOAD_SHARE = 0.3
+#: Rows of the sample that guesses the groups' sizes for the first part.
+LOAD_SAMPLE_ROWS = 20_000
 
 
-@dataclasses.dataclass
-class LoadChunks:
-    """A load in parts: the groups' keys (from one scan that counts each group's rows), and the
-    hash buckets of the group key (:func:`~groupml.executor.snapshot.bucket_sql`) each load
-    query reads, the largest groups' first. A group lies in one bucket, so it loads whole in
-    one query; each query re-reads the source, so the parts are few."""
-    keys: List[str]
-    buckets: List[List[int]]
-
-
-def plan_load_chunks(groups, first_share: float = FIRST_LOAD_SHARE) -> List[List[int]]:
-    """Buckets of two loads from ``groups`` (dicts with the bucket ``b`` and row count ``n``):
-    the buckets of the largest groups first, until they hold ``first_share`` of the rows, then
-    the rest; one load when a single bucket holds (nearly) everything."""
+def plan_first_buckets(groups, first_share: float = FIRST_LOAD_SHARE) -> Optional[List[int]]:
+    """The hash buckets of a load's first part, from ``groups`` (dicts with the bucket ``b``
+    and a row count ``n``, e.g. of a sample): the buckets of the largest groups, until they
+    hold ``first_share`` of the rows; None when they would hold every bucket (one load)."""
     rows: Dict[int, int] = {}
     largest: Dict[int, int] = {}
     for g in groups:
@@ -92,30 +93,38 @@ def plan_load_chunks(groups, first_share: float = FIRST_LOAD_SHARE) -> List[List
         rows[b] = rows.get(b, 0) + n
         largest[b] = max(largest.get(b, 0), n)
     total = sum(rows.values())
-    order = sorted(rows, key=lambda b: (-largest[b], b))
     first, held = [], 0
-    for b in order:
+    for b in sorted(rows, key=lambda b: (-largest[b], b)):
         if first and held >= first_share * total:
-            break
+            return sorted(first)
         first.append(b)
         held += rows[b]
-    rest = [b for b in order if b not in first]
-    return [sorted(first), sorted(rest)] if rest else [sorted(first)]
+    return None
 
 
-def _load_chunks(session, source: str, group_by, cols, estimate, helpers) -> Optional[LoadChunks]:
-    """A :class:`LoadChunks` when the load pays to split (helper processes to hand the first
-    part to, a large source, group-by columns whose hash agrees with GROUP BY), else None."""
+def _first_buckets(session, source: str, group_by, cols, estimate, helpers, image: bool) -> Optional[List[int]]:
+    """The first part of a load in two (hash buckets of the group key, the largest groups'),
+    or None for one load. Two parts pay when there are helper processes to train the first
+    part while the second loads, a large plain table (TABLESAMPLE reads a sample of its pages
+    to guess the groups' sizes), the array load, and group-by columns whose hash agrees with
+    GROUP BY's equality. A group lies in one bucket, so it loads whole in one part; the
+    guess only orders the loads, it changes no model."""
     from ..executor.snapshot import can_build_in_parallel
 
-    if helpers is None or estimate is None or estimate < CHUNKED_LOAD_MIN_ROWS \
-            or not can_build_in_parallel(group_by, cols):
+    if helpers is None or not image or estimate is None or estimate < PARTED_LOAD_MIN_ROWS \
+            or not can_build_in_parallel(group_by, cols) or _relkind(session, source) not in ("r", "m"):
         return None
+    percent = min(100.0, 100.0 * LOAD_SAMPLE_ROWS / estimate)
     with reading_source(session, source, OWNER):
-        groups = session.query(f"SELECT {group_key_sql(group_by)}::text AS gkey, pg_catalog.count(*) AS n, "
-                               f"{bucket_sql(group_by)} AS b FROM {source}{group_clause_sql(group_by, source)}")
-    parts = plan_load_chunks(groups)
-    return LoadChunks([g["gkey"] for g in groups], parts) if len(parts) > 1 else None
+        sample = session.query(f"SELECT {bucket_sql(group_by)} AS b, pg_catalog.count(*) AS n FROM {source} "
+                               f"TABLESAMPLE SYSTEM ($1) REPEATABLE (0){group_clause_sql(group_by, source)}",
+                               [percent], ["float8"])
+    return plan_first_buckets(sample)
+
+
+def _relkind(session, source: str) -> str:
+    return session.query("SELECT c.relkind::text AS k FROM pg_catalog.pg_class c WHERE c.oid = $1::regclass",
+                         [source], ["text"])[0]["k"]
 
 
 def _validate(session, oid, group_by, features, label, model, search, options):
@@ -231,6 +240,16 @@ def _estimated_rows(session, source: str):
                         "WHERE c.oid = $1::regclass", [source], ["text"])
     n = got[0]["n"] if got and got[0]["kind"] in ("r", "m", "p", "f") else None      # a view has none
     return None if n is None or n < 0 else n
+
+
+def _array_load(estimate, transform, features) -> bool:
+    """True when the source's groups load as float8[][] (its estimate is known and small enough)."""
+    return estimate is not None and estimate * (_width(transform, features) + 1) <= ARRAY_SCAN_MAX_VALUES
+
+
+def _width(transform, features) -> int:
+    """Features per row: the transform's encoded width, else the feature columns."""
+    return transform.width if transform is not None else len(features)
 
 
 def _is_done(gkey: str, done) -> bool:
@@ -618,30 +637,30 @@ def _train_in_backend(session, run_id, done, source, group_by, features, label, 
         helpers = _start_helpers(_helper_count(processes, estimate)) if estimate is not None else None
         if helpers is not None:
             stack.enter_context(helpers)
-        chunks = _load_chunks(session, source, group_by, cols, estimate, helpers)
-        if chunks is None:          # one load query for every group
-            blocks = _load_blocks(session, source, group_by, features, label, cols, transform, estimate)
-            keys = [b["gkey"] for b in blocks]
-        else:                       # the group keys first; the rows in a few loads, largest groups first
-            keys = chunks.keys
+        first = _first_buckets(session, source, group_by, cols, estimate, helpers,
+                               _array_load(estimate, transform, features))
+        blocks = _load_blocks(session, source, group_by, features, label, cols, transform, estimate, first=first)
+        keys = [b["gkey"] for b in blocks]
         check_group_keys(session, keys, len(group_by), OWNER)
         check_distinct_group_keys(session, keys, OWNER)
         catalog.set_run_groups(session, run_id, len(keys))
-        clock.charge(session, run_id)           # the loading (the key scan, when the rows load in parts)
+        clock.charge(session, run_id)           # the loading (of the first part, in a load in two)
         session.commit()        # progress shows the count while the first group trains
-        d = transform.width if transform is not None else len(features)
-        if chunks is None:
-            jobs = _todo(blocks, done)
-            if helpers is None and estimate is None and len(jobs) > 1:
-                helpers = _start_helpers(_helper_count(processes, sum(int(b["n_rows"]) for b in jobs)))
-                if helpers is not None:
-                    stack.enter_context(helpers)
-            loads = iter([jobs])
-        else:
-            loads = (_todo(_load_blocks(session, source, group_by, features, label, cols, transform, estimate,
-                                        buckets=part), done) for part in chunks.buckets)
+        d = _width(transform, features)
+        jobs = _todo([b for b in blocks if b["loaded"]], done)
+        if helpers is None and estimate is None and len(jobs) > 1:
+            helpers = _start_helpers(_helper_count(processes, sum(int(b["n_rows"]) for b in jobs)))
+            if helpers is not None:
+                stack.enter_context(helpers)
+        loads = [lambda: jobs]
+        if first is not None and any(not b["loaded"] and not _is_done(b["gkey"], done) for b in blocks):
+            known = set(keys)   # a group committed after the first part started is not the run's
+            loads.append(lambda: _todo([b for b in _load_blocks(session, source, group_by, features, label, cols,
+                                                                transform, estimate, rest=first)
+                                        if b["gkey"] in known], done))
         finished = sum(1 for k in keys if _is_done(k, done))
-        for b, result in _fit_all(session, loads, d, model, search_obj, options_obj, cost_model, helpers):
+        for b, result in _fit_all(session, (load() for load in loads), d, model, search_obj, options_obj,
+                                  cost_model, helpers):
             # a run deleted meanwhile would fail the insert on a foreign key; the row lock (until
             # the group's commit) waits out a delete in progress and keeps one from starting
             if not catalog.lock_run_row(session, run_id):
@@ -656,7 +675,7 @@ def _train_in_backend(session, run_id, done, source, group_by, features, label, 
             catalog.add_backend_group_done(session, run_id, estimated_seconds=result.estimated_seconds or 0.0,
                                            train_seconds=result.seconds or 0.0, wall_seconds=clock.take()[0])
             finished += 1
-            session.notice(f"groupml: group {finished}/{max(len(keys), finished)} {b['gkey']}: {result.status}"
+            session.notice(f"groupml: group {finished}/{len(keys)} {b['gkey']}: {result.status}"
                            + (f", {result.metric} {result.score:.4f}" if result.score is not None else ""))
             session.commit()
     clock.charge(session, run_id, done=True)
