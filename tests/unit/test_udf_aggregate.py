@@ -37,8 +37,13 @@ class Buffers:
 
 
 @pytest.fixture
-def plpy(plpy):
-    """The shared plpy stub, answering the buffers' reads and the cost-model read."""
+def plpy(plpy, monkeypatch):
+    """The shared plpy stub, answering the buffers' reads and the cost-model read. Groups
+    here are small: helpers are started for them anyway (their cost decision has a test)."""
+    from groupml.udf import aggregate
+    plpy.worth_helpers = aggregate._worth_helpers
+    monkeypatch.setattr(aggregate, "_worth_helpers", lambda session, todo, helpers: True)
+    monkeypatch.setattr(aggregate, "_declined", None)
     plpy.buffers = Buffers()
     plpy.on("cost_runs", [])
     plpy.on("_learn_buffers", plpy.buffers.answer_buffers)
@@ -180,6 +185,20 @@ def test_a_group_with_a_bad_request_is_not_started_and_raises_at_its_own_final_c
     assert info.value.sqlstate == "22023" and "'l2'" in str(info.value)
     assert not aggregate._ahead and aggregate._pool is None       # the statement failed: helpers stopped
     assert aggregate.final(c)["status"] == "ok"                   # (a cursor could still ask: trained here)
+
+
+def test_helpers_are_started_only_when_the_training_outweighs_their_start(plpy):
+    from groupml.db import backend_session
+    from groupml.udf import aggregate
+    session = backend_session()
+
+    def todo(n_rows, search):
+        m = {"handle": 1, "d": 20, "n_rows": n_rows, "skipped": 0, "stmt": STMT, "model": "logistic",
+             "search": json.dumps(search), "options": None}
+        return [(m, aggregate._request(m))] * 50
+    assert not plpy.worth_helpers(session, todo(20000, {"l2": [0.1], "max_iter": 1}), 2)
+    assert plpy.worth_helpers(session, todo(20000, {"l2": [0.0001, 0.001, 0.01, 0.1, 1.0, 10.0],
+                                                          "class_weight": [None, "balanced"]}), 2)
 
 
 def test_errors_become_plpy_errors_with_sqlstate_and_hint(plpy):

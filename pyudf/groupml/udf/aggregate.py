@@ -18,12 +18,14 @@ closed cursor: at once); the C module frees them then, so a failed statement lea
 Groups train in parallel although PostgreSQL calls the final function one group at a
 time: the first final call also starts the other complete buffers of the same statement in
 helper processes (:mod:`groupml.procpool`, ``threads`` of them, largest group first, this one
-first among equals), and each later final call collects its group's result. That is
+first among equals), and each later final call collects its group's result. When the
+planner's cost model prices the statement's training below what starting the helpers costs
+(a small search), every group trains in the backend instead. That is
 speculation: a buffer that received rows after it was started (another aggregate in the same
 query still accumulating) is detected by its row counts and trained again in the backend.
 Groups an earlier statement started ahead (a LIMIT, a closed cursor, an error) are stopped
 with their helpers at the next final call of another statement; a final call that still comes
-for one (an open cursor) trains it in the backend. With a sorted (GroupAggregate) plan no
+for one (an open cursor) starts that statement's remaining groups again. With a sorted (GroupAggregate) plan no
 other buffer exists at a final call, so nothing is speculated. Only the backend's main
 thread talks to PostgreSQL (cancel checks while it waits, NOTICEs).
 """
@@ -48,6 +50,7 @@ _ahead: Dict[int, tuple] = {}
 _done: Dict[int, tuple] = {}            # handle -> ("ok", FitResult) | ("error", exception) collected
 _pool: Optional[Any] = None             # the HelperPool training them
 _results: Optional[Any] = None          # its results() generator
+_declined: Optional[str] = None         # the statement whose groups were not worth helpers
 
 
 def _cost_model(session, family: str, stmt: str):
@@ -173,19 +176,36 @@ def _start_ahead(session, threads: int, meta: dict) -> None:
         except GroupmlError:
             continue                      # its own final call raises it
         todo.append((m, request))
-    if not any(m["handle"] != meta["handle"] for m, _ in todo):
-        return
-    python = helper_python()
-    if python is None:
+    helpers = min(threads, len(todo), MAX_PROCESSES)
+    python = helper_python() if helpers > 1 else None
+    if python is None or not _worth_helpers(session, todo, helpers):
+        global _declined
+        _declined = meta["stmt"]          # its later final calls train their groups here
         return
     todo.sort(key=lambda mr: (-mr[0]["n_rows"], mr[0]["handle"] != meta["handle"]))
-    _pool = HelperPool(min(threads, len(todo), MAX_PROCESSES), python)
+    _pool = HelperPool(helpers, python)
     _results = _pool.results(session.check_cancel)
     for m, (search_obj, options_obj) in todo:
         h = m["handle"]
         _pool.submit(h, fit_native_outcome, _rows(session, h), m["d"], m["skipped"], m["model"], search_obj,
                      options_obj, _cost_model(session, m["model"], m["stmt"]))
         _ahead[h] = (m["n_rows"], m["skipped"], m["stmt"])
+
+
+def _worth_helpers(session, todo: list, helpers: int) -> bool:
+    """Whether ``helpers`` processes finish these groups sooner than the backend alone: the
+    planner's estimate of their training (the cost model's seconds per search) must exceed
+    what starting the helpers costs, ``startup * h / (h - 1)``. A small search (one pass
+    of one configuration, say) trains faster here than a helper starts."""
+    from ..fitting import plan_group, validate_request
+    from ..planner import HostCosts
+
+    total = 0.0
+    for m, (search_obj, options_obj) in todo:
+        family, spec, opts = validate_request(m["model"], search_obj, options_obj)
+        n_train = int(m["n_rows"] * (1.0 - opts["validation_fraction"]))
+        total += plan_group(spec, family, n_train, m["d"], _cost_model(session, m["model"], m["stmt"]))["seconds"]
+    return total > HostCosts().helper_startup * helpers / (helpers - 1)
 
 
 def _collect(handle: int, meta: dict):
@@ -235,7 +255,7 @@ def final(state):
         if not meta["d"]:
             return empty_fit("every row had a NULL label or NULL features", n_skipped=meta["skipped"])
         threads = int(options_obj.get("threads") or 0) or _default_threads()
-        if threads > 1 and state not in _ahead and state not in _done:
+        if threads > 1 and state not in _ahead and state not in _done and meta["stmt"] != _declined:
             _start_ahead(session, threads, meta)
         result = _collect(state, meta)
         if result is None:
