@@ -4,7 +4,6 @@ outlive their statement (error, rollback, closed cursor, cancel); plans and quer
 call the transition differently give the same fits."""
 
 import json
-import os
 import time
 
 import psycopg
@@ -82,14 +81,14 @@ def test_failed_and_rolled_back_statements_leave_no_buffer(db, clicks):
     spec = json.dumps(GRID)
     # an error mid-scan (after many rows were buffered), in autocommit
     with pytest.raises(psycopg.errors.DivisionByZero):
-        db.execute(f"SELECT country, groupml.learn_over_groups(ARRAY[f1, f2, 1 / (id - 4000)], clicked, 'logistic', "
+        db.execute("SELECT country, groupml.learn_over_groups(ARRAY[f1, f2, 1 / (id - 4000)], clicked, 'logistic', "
                    "%s::jsonb) FROM clicks GROUP BY country", [spec])
     assert live_buffers(db) == 0
     # within a transaction: a statement rolled back to a savepoint, then the transaction
     db.execute("BEGIN")
     db.execute("SAVEPOINT s")
     with pytest.raises(psycopg.errors.DivisionByZero):
-        db.execute(f"SELECT country, groupml.learn_over_groups(ARRAY[f1, f2, 1 / (id - 4000)], clicked, 'logistic', "
+        db.execute("SELECT country, groupml.learn_over_groups(ARRAY[f1, f2, 1 / (id - 4000)], clicked, 'logistic', "
                    "%s::jsonb) FROM clicks GROUP BY country", [spec])
     db.execute("ROLLBACK TO SAVEPOINT s")
     assert live_buffers(db) == 0
