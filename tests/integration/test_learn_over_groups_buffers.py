@@ -119,6 +119,27 @@ def test_group_and_hash_aggregate_give_the_same_fits(db, clicks):
     assert live_buffers(db) == 0
 
 
+def test_group_aggregate_holds_one_group_at_a_time(db, clicks):
+    """A sorted plan frees each group's buffer when the next group starts (peak memory one
+    group); a hashed plan keeps every group's until the end of the statement."""
+    live = (f"SELECT (f).status, (SELECT count(*) FROM groupml._learn_buffers() b WHERE country IS NOT NULL) FROM "
+            f"(SELECT country, groupml.learn_over_groups({FEATS}, clicked, 'logistic', '{{}}') AS f FROM clicks "
+            "GROUP BY country) s")
+    db.execute("SET enable_hashagg = off")
+    assert {n for _, n in db.execute(live).fetchall()} == {1}
+    db.execute("RESET enable_hashagg")
+    db.execute("SET enable_sort = off")
+    assert {n for _, n in db.execute(live).fetchall()} == {6}
+    assert live_buffers(db) == 0
+
+
+def test_not_a_window_function(db, clicks):
+    state, msg, _ = sql_error(db, f"SELECT groupml.learn_over_groups({FEATS}, clicked, 'logistic', '{{}}') OVER () "
+                                  "FROM clicks")
+    assert state == "0A000" and "window" in msg
+    assert live_buffers(db) == 0
+
+
 def test_hash_aggregate_keeps_the_rows_out_of_work_mem(db, clicks):
     """The buffers are not in the aggregate's memory, so a tiny work_mem does not make
     HashAggregate spill groups to disk (it would finalize them in batches)."""
