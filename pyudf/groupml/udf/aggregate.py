@@ -32,7 +32,7 @@ thread talks to PostgreSQL (cancel checks while it waits, NOTICEs).
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from ..errors import ArrayLengthError, DataError, GroupmlError, InvalidParameterError
 from . import families_hint, parse_object, sql_entry
@@ -45,11 +45,13 @@ ROWS_SQL = "SELECT groupml._learn_rows($1) AS r"
 
 _cost_models: Dict[tuple, object] = {}
 _requests: Dict[tuple, tuple] = {}      # (model, search, options) text -> (search, options) parsed
-# handle -> (n_rows, skipped, statement) when started: groups handed to the helpers ahead
+# handle -> (n_rows, skipped, statement) when started: groups started ahead (queued or handed
+# to a helper; a group's rows are read when a helper is free for it, so at most one group per
+# helper is copied out of its buffer at a time)
 _ahead: Dict[int, tuple] = {}
+_queue: List[tuple] = []                # (buffer, (search, options)) started, not yet handed over
 _done: Dict[int, tuple] = {}            # handle -> ("ok", FitResult) | ("error", exception) collected
 _pool: Optional[Any] = None             # the HelperPool training them
-_results: Optional[Any] = None          # its results() generator
 _declined: Optional[str] = None         # the statement whose groups were not worth helpers
 
 
@@ -145,9 +147,10 @@ def fit_native_outcome(*args):
 
 def _stop_helpers() -> None:
     """Stop the groups started ahead (kill their helpers) and forget them."""
-    global _pool, _results
-    pool, _pool, _results = _pool, None, None
+    global _pool
+    pool, _pool = _pool, None
     _ahead.clear()
+    _queue.clear()
     _done.clear()
     if pool is not None:
         pool.close(terminate=True)
@@ -165,7 +168,7 @@ def _start_ahead(session, threads: int, meta: dict) -> None:
     largest first (this group first among equals: its caller waits)."""
     from ..procpool import MAX_PROCESSES, HelperPool, helper_python
 
-    global _pool, _results
+    global _pool
     todo = []
     for m in _buffers(session):
         if (m["handle"] in _ahead or m["handle"] in _done or m["stmt"] != meta["stmt"] or m["anomaly"]
@@ -184,12 +187,26 @@ def _start_ahead(session, threads: int, meta: dict) -> None:
         return
     todo.sort(key=lambda mr: (-mr[0]["n_rows"], mr[0]["handle"] != meta["handle"]))
     _pool = HelperPool(helpers, python)
-    _results = _pool.results(session.check_cancel)
-    for m, (search_obj, options_obj) in todo:
+    for m, request in todo:
+        _ahead[m["handle"]] = (m["n_rows"], m["skipped"], m["stmt"])
+        _queue.append((m, request))
+    _feed(session)
+
+
+def _feed(session) -> None:
+    """Hand queued groups to the helpers that are free, reading each group's rows only then."""
+    while _queue and _pool is not None and _pool.has_free_helper:
+        m, (search_obj, options_obj) = _queue.pop(0)
         h = m["handle"]
-        _pool.submit(h, fit_native_outcome, _rows(session, h), m["d"], m["skipped"], m["model"], search_obj,
-                     options_obj, _cost_model(session, m["model"], m["stmt"]))
-        _ahead[h] = (m["n_rows"], m["skipped"], m["stmt"])
+        raw = _rows(session, h)
+        if not raw:                       # its statement ended meanwhile: nothing to train
+            _ahead.pop(h, None)
+            continue
+        rows = len(raw) // (8 * (m["d"] + 1))
+        _ahead[h] = (rows, m["skipped"], m["stmt"])       # what the helper trains on
+        _pool.submit(h, fit_native_outcome, raw, m["d"], m["skipped"], m["model"], search_obj, options_obj,
+                     _cost_model(session, m["model"], m["stmt"]))
+        del raw
 
 
 def _worth_helpers(session, todo: list, helpers: int) -> bool:
@@ -208,22 +225,24 @@ def _worth_helpers(session, todo: list, helpers: int) -> bool:
     return total > HostCosts().helper_startup * helpers / (helpers - 1)
 
 
-def _collect(handle: int, meta: dict):
+def _collect(session, handle: int, meta: dict):
     """The result started ahead for ``handle`` if its rows did not change since; else None.
-    Waits for it, checking for cancel (the pool's results() polls) meanwhile."""
-    global _pool, _results
-    item = _ahead.pop(handle, None)
-    if item is None:
+    Waits for it, handing queued groups to the helpers as they free up and checking for
+    cancel (the pool's results() polls) meanwhile."""
+    global _pool
+    if handle not in _ahead:
         return None
-    while handle not in _done and _results is not None:
-        try:
-            key, outcome = next(_results)
-        except StopIteration:
+    while handle not in _done and _pool is not None:
+        _feed(session)
+        if not _pool.pending:
             break
+        key, outcome = next(_pool.results(session.check_cancel))
         _done[key] = outcome
-        if _pool is not None and not _pool._pending:
-            pool, _pool, _results = _pool, None, None
-            pool.close()
+    _feed(session)                        # the helpers go on while this group's fit is returned
+    if _pool is not None and not _pool.pending and not _queue:
+        pool, _pool = _pool, None
+        pool.close()
+    item = _ahead.pop(handle)
     outcome = _done.pop(handle, None)
     if outcome is None or item[:2] != (meta["n_rows"], meta["skipped"]):
         return None                       # it grew after its start: trained again here
@@ -257,7 +276,7 @@ def final(state):
         threads = int(options_obj.get("threads") or 0) or _default_threads()
         if threads > 1 and state not in _ahead and state not in _done and meta["stmt"] != _declined:
             _start_ahead(session, threads, meta)
-        result = _collect(state, meta)
+        result = _collect(session, state, meta)
         if result is None:
             # one BLAS thread: a backend is one core's worth of work, and OpenBLAS's idle threads
             # spinning beside other backends cost more than they give on these tall, thin products
