@@ -341,6 +341,8 @@ groupml_learn_rows(PG_FUNCTION_ARGS)
 	PG_RETURN_BYTEA_P(out);
 }
 
+static void put_buffer(ReturnSetInfo *rsinfo, RowBuffer *buf);
+
 PG_FUNCTION_INFO_V1(groupml_learn_buffers);
 
 /* _learn_buffers(handle DEFAULT NULL): the live buffers of this backend (or the one given) */
@@ -350,50 +352,54 @@ groupml_learn_buffers(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	HASH_SEQ_STATUS seq;
 	RowBuffer  *buf;
-	RowBuffer  *only = NULL;
 
 	InitMaterializedSRF(fcinfo, 0);
 	if (registry == NULL)
 		return (Datum) 0;
 	if (!PG_ARGISNULL(0))
 	{
-		only = find_buffer(PG_GETARG_INT64(0));
-		if (only == NULL)
-			return (Datum) 0;
+		/* one buffer: a lookup (the final function asks for its own at every group) */
+		buf = find_buffer(PG_GETARG_INT64(0));
+		if (buf != NULL)
+			put_buffer(rsinfo, buf);
+		return (Datum) 0;
 	}
 	hash_seq_init(&seq, registry);
 	while ((buf = (RowBuffer *) hash_seq_search(&seq)) != NULL)
-	{
-		Datum		values[10];
-		bool		nulls[10];
-
-		if (only != NULL && buf != only)
-			continue;
-		memset(nulls, 0, sizeof(nulls));
-		values[0] = Int64GetDatum(buf->handle);
-		values[1] = Int32GetDatum(buf->d);
-		values[2] = Int64GetDatum(buf->n_rows);
-		values[3] = Int64GetDatum(buf->skipped);
-		if (buf->anomaly == ANOMALY_NONE)
-			nulls[4] = true;
-		else
-			values[4] = CStringGetTextDatum(anomaly_names[buf->anomaly]);
-		values[5] = Int32GetDatum(buf->found);
-		nulls[5] = buf->anomaly != ANOMALY_LENGTH;
-		values[6] = TimestampTzGetDatum(buf->stmt);
-		if (buf->model == NULL)
-			nulls[7] = true;
-		else
-			values[7] = CStringGetTextDatum(buf->model);
-		if (buf->search == NULL)
-			nulls[8] = true;
-		else
-			values[8] = JsonbPGetDatum(buf->search);
-		if (buf->options == NULL)
-			nulls[9] = true;
-		else
-			values[9] = JsonbPGetDatum(buf->options);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
+		put_buffer(rsinfo, buf);
 	return (Datum) 0;
+}
+
+/* one row of _learn_buffers */
+static void
+put_buffer(ReturnSetInfo *rsinfo, RowBuffer *buf)
+{
+	Datum		values[10];
+	bool		nulls[10];
+
+	memset(nulls, 0, sizeof(nulls));
+	values[0] = Int64GetDatum(buf->handle);
+	values[1] = Int32GetDatum(buf->d);
+	values[2] = Int64GetDatum(buf->n_rows);
+	values[3] = Int64GetDatum(buf->skipped);
+	if (buf->anomaly == ANOMALY_NONE)
+		nulls[4] = true;
+	else
+		values[4] = CStringGetTextDatum(anomaly_names[buf->anomaly]);
+	values[5] = Int32GetDatum(buf->found);
+	nulls[5] = buf->anomaly != ANOMALY_LENGTH;
+	values[6] = TimestampTzGetDatum(buf->stmt);
+	if (buf->model == NULL)
+		nulls[7] = true;
+	else
+		values[7] = CStringGetTextDatum(buf->model);
+	if (buf->search == NULL)
+		nulls[8] = true;
+	else
+		values[8] = JsonbPGetDatum(buf->search);
+	if (buf->options == NULL)
+		nulls[9] = true;
+	else
+		values[9] = JsonbPGetDatum(buf->options);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }

@@ -18,16 +18,17 @@ closed cursor: at once); the C module frees them then, so a failed statement lea
 Groups train in parallel although PostgreSQL calls the final function one group at a
 time: the first final call also starts the other complete buffers of the same statement in
 helper processes (:mod:`groupml.procpool`, ``threads`` of them, largest group first, this one
-first among equals), and each later final call collects its group's result. When the
-planner's cost model prices the statement's training below what starting the helpers costs
-(a small search), every group trains in the backend instead. That is
-speculation: a buffer that received rows after it was started (another aggregate in the same
-query still accumulating) is detected by its row counts and trained again in the backend.
-Groups an earlier statement started ahead (a LIMIT, a closed cursor, an error) are stopped
-with their helpers at the next final call of another statement; a final call that still comes
-for one (an open cursor) starts that statement's remaining groups again. With a sorted (GroupAggregate) plan no
-other buffer exists at a final call, so nothing is speculated. Only the backend's main
-thread talks to PostgreSQL (cancel checks while it waits, NOTICEs).
+first among equals; a group's rows are read when a helper is free for it), and each later
+final call collects its group's result. That is speculation: a buffer that received rows
+after it was started (another aggregate in the same query still accumulating) is detected by
+its row counts and trained again in the backend. When the planner's cost model prices the
+statement's training below what starting the helpers costs (a small search), every group
+trains in the backend instead. Groups an earlier statement started ahead (a LIMIT, a closed
+cursor, an error) are stopped with their helpers at the next final call of another
+statement; a final call that still comes for one (an open cursor) starts that statement's
+remaining groups again. With a sorted (GroupAggregate) plan no other buffer exists at a final
+call, so nothing is speculated. Only the backend's main thread talks to PostgreSQL (cancel
+checks while it waits, NOTICEs).
 """
 
 from __future__ import annotations
