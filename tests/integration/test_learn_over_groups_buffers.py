@@ -119,6 +119,36 @@ def test_group_and_hash_aggregate_give_the_same_fits(db, clicks):
     assert live_buffers(db) == 0
 
 
+def test_groups_trained_by_helper_processes_equal_the_backends_fits(db, clicks):
+    """A search the cost model prices high (max_iter is its budget; these groups converge
+    long before) sends a hashed plan's groups to helper processes; a sorted plan trains them
+    in the backend. The fits are the same."""
+    import threading
+
+    spec = json.dumps({"l2": [0.0001, 0.001, 0.01, 0.1, 1.0], "class_weight": [None, "balanced"],
+                       "max_iter": 20000})
+    pid = db.execute("SELECT pg_backend_pid()").fetchone()[0]
+    seen, stop = set(), threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            seen.update(_helpers(pid))
+            time.sleep(0.05)
+    db.execute("SET enable_sort = off")
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        hashed = per_group(db, AGG, spec)
+    finally:
+        stop.set()
+        watcher.join()
+    assert seen, "no helper process trained the hashed plan's groups"
+    db.execute("RESET enable_sort")
+    db.execute("SET enable_hashagg = off")
+    assert per_group(db, AGG, spec) == hashed
+    assert len(hashed) == 6 and all(v[0] == "ok" for v in hashed.values())
+
+
 def test_group_aggregate_holds_one_group_at_a_time(db, clicks):
     """A sorted plan frees each group's buffer when the next group starts (peak memory one
     group); a hashed plan keeps every group's until the end of the statement."""
@@ -161,14 +191,15 @@ def test_hash_aggregate_keeps_the_rows_out_of_work_mem(db, clicks):
 
 def test_two_aggregates_in_one_query_equal_each_alone(db, clicks):
     other = {"l2": [0.01], "max_iter": 50}
+    grid = json.dumps(dict(GRID, max_iter=20000))      # priced high: the groups go to helper processes
     both = db.execute(
         f"SELECT country, (a).params, (a).model, (b).params, (b).model FROM (SELECT country, "
         f"groupml.learn_over_groups({FEATS}, clicked, 'logistic', %s::jsonb) AS a, "
         f"groupml.learn_over_groups(ARRAY[f1, f2], clicked, 'logistic', %s::jsonb) AS b "
-        "FROM clicks GROUP BY country) s", [json.dumps(GRID), json.dumps(other)]).fetchall()
+        "FROM clicks GROUP BY country) s", [grid, json.dumps(other)]).fetchall()
     alone_a = per_group(db, f"SELECT country, (f).params, (f).model FROM (SELECT country, groupml.learn_over_groups("
                             f"{FEATS}, clicked, 'logistic', %s::jsonb) AS f FROM clicks GROUP BY country) s",
-                        json.dumps(GRID))
+                        grid)
     alone_b = per_group(db, "SELECT country, (f).params, (f).model FROM (SELECT country, groupml.learn_over_groups("
                             "ARRAY[f1, f2], clicked, 'logistic', %s::jsonb) AS f FROM clicks GROUP BY country) s",
                         json.dumps(other))
