@@ -126,15 +126,13 @@ def _rows(session, handle: int) -> bytes:
 
 def fit_native(raw: bytes, d: int, skipped: int, model: str, search: dict, options: dict, cost_model=None,
                *, interrupt_check=None):
-    """:func:`groupml.fitting.fit_group` on a buffer's rows (native float8, ``d`` features then
-    the label). Pure: runs in the backend or in a helper process."""
-    import numpy as np
+    """:func:`groupml.fitting.fit_packed` on a buffer's rows (native float8, ``d`` features then
+    the label) and its count of skipped rows. Pure: runs in the backend or in a helper process."""
+    from ..fitting import fit_packed
 
-    from ..fitting import fit_group
-
-    arr = np.frombuffer(raw, dtype=np.float64).reshape(-1, d + 1)
-    return fit_group(np.ascontiguousarray(arr[:, :d]), arr[:, d].copy(), model, search, options,
-                     n_skipped=int(skipped), interrupt_check=interrupt_check, cost_model=cost_model)
+    n_rows = len(raw) // (8 * (d + 1)) + int(skipped)
+    return fit_packed(raw, n_rows, d, model, search, options, cost_model, interrupt_check=interrupt_check,
+                      dtype="=f8")
 
 
 def fit_native_outcome(*args):
