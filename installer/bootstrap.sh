@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # System packages groupml needs on Debian/Ubuntu: a PostgreSQL server (15 unless one is already
-# installed), PL/Python pinned to that server's exact version, and python3-venv.
+# installed), PL/Python and the server headers pinned to that server's exact version, gcc and
+# python3-venv.
 # Idempotent; runs apt only for what is missing. Needs root.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
@@ -26,6 +27,12 @@ if [ ! -e "/usr/lib/postgresql/${major}/lib/plpython3.so" ]; then
   echo "groupml: installing postgresql-plpython3-${major}=${server_ver} (pinned to the server)"
   apt_install "postgresql-plpython3-${major}=${server_ver}"
 fi
+if [ ! -e "/usr/include/postgresql/${major}/server/postgres.h" ]; then
+  # the server headers and gcc build groupml's C module (learn_over_groups' row buffers)
+  echo "groupml: installing postgresql-server-dev-${major}=${server_ver} (pinned to the server)"
+  apt_install "postgresql-server-dev-${major}=${server_ver}"
+fi
+command -v gcc >/dev/null || apt_install gcc libc6-dev
 if ! dpkg-query -W -f='${Status}' "postgresql-${major}-cron" 2>/dev/null | grep -q "install ok installed"; then
   # pg_cron drives the multi-tenant scheduler; optional, so a failure here is not fatal
   apt_install "postgresql-${major}-cron" || echo "groupml: pg_cron not installed (optional)"

@@ -14,15 +14,19 @@ What ``install`` does, in order (each step is idempotent):
  2. checks for plpython3u; when missing and --install-plpython is given, installs Debian's
     postgresql-plpython3-<major> pinned to the exact installed server version (so apt does
     not upgrade the server);
- 3. finds the Python that plpython3u embeds (from the libpython it links) and builds a venv
+ 3. builds groupml's C module (sql/c/: the learn_over_groups row buffers) with gcc against the
+    server's headers and installs groupml.so into its pkglibdir; when the headers or gcc are
+    missing and --install-plpython is given, installs postgresql-server-dev-<major> (pinned
+    like plpython3u) and gcc first;
+ 4. finds the Python that plpython3u embeds (from the libpython it links) and builds a venv
     from it under --prefix (default /opt/groupml), readable by the postgres OS user;
- 4. installs the groupml package and numpy/scipy (plus extras) into that venv;
- 5. builds groupml--<version>.sql from sql/manifests, adding to every PL/Python body a
+ 5. installs the groupml package and numpy/scipy (plus extras) into that venv;
+ 6. builds groupml--<version>.sql from sql/manifests, adding to every PL/Python body a
     prelude that puts the venv's site-packages first on sys.path (no PYTHONPATH editing),
     and copies it with the control file, the frozen scripts of released versions
     (sql/releases/) and the upgrade scripts (sql/upgrades/) into the server's extension
     directory;
- 6. with --create-extension and --dsn: CREATE EXTENSION IF NOT EXISTS groupml CASCADE.
+ 7. with --create-extension and --dsn: CREATE EXTENSION IF NOT EXISTS groupml CASCADE.
 
 ``report`` writes the page of ``groupml.report(N)`` (or ``groupml.scheduler_report()``) to
 FILE (default: standard output), through psql as the role of DSN.
@@ -167,7 +171,7 @@ def pg_info(pg_config: str) -> dict:
         raise InstallError(f"PostgreSQL {major} is not supported; groupml needs one of {', '.join(SUPPORTED_MAJORS)}",
                            "point --pg-config at a supported server's pg_config")
     return {"version": version, "major": major, "sharedir": q("--sharedir"),
-            "pkglibdir": q("--pkglibdir"), "bindir": q("--bindir")}
+            "pkglibdir": q("--pkglibdir"), "bindir": q("--bindir"), "includedir_server": q("--includedir-server")}
 
 
 def server_major_from_dsn(dsn: str, bindir: str) -> str:
@@ -197,23 +201,80 @@ def ensure_plpython(info: dict, allow_install: bool) -> str:
         raise InstallError(f"plpython3u is not installed for PostgreSQL {major} ({so} is missing)",
                            f"re-run with --install-plpython, or: apt-get install postgresql-plpython3-{major}"
                            f"={dpkg_version(f'postgresql-{major}') or '<your server version>'}")
-    if not shutil.which("apt-get"):
-        raise InstallError("plpython3u is missing and apt-get is not available",
-                           "install PL/Python 3 for your server with your platform's package manager")
-    if os.geteuid() != 0:
-        raise InstallError("installing plpython3u needs root", "run the installer with sudo")
-    server_ver = dpkg_version(f"postgresql-{major}")
-    pkg = f"postgresql-plpython3-{major}"
-    spec = f"{pkg}={server_ver}" if server_ver else pkg
-    log(f"installing {spec} (pinned to the server version)")
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    res = run(["apt-get", "install", "-y", "-q", "--no-install-recommends", spec], check=False, env=env)
-    if res.returncode != 0:
-        run(["apt-get", "update", "-q"], env=env)
-        run(["apt-get", "install", "-y", "-q", "--no-install-recommends", spec], env=env)
+    spec = apt_install_pinned(info, [f"postgresql-plpython3-{major}"], "plpython3u")[0]
     if not os.path.exists(so):
         raise InstallError(f"{spec} installed but {so} is still missing")
     return so
+
+
+def apt_install_pinned(info: dict, pkgs: list, what: str) -> list:
+    """apt-get install ``pkgs``, each postgresql-* package pinned to the installed server's
+    exact version (so apt does not upgrade the server); returns the specs installed."""
+    if not shutil.which("apt-get"):
+        raise InstallError(f"{what} is missing and apt-get is not available",
+                           f"install {', '.join(pkgs)} for your server with your platform's package manager")
+    if os.geteuid() != 0:
+        raise InstallError(f"installing {what} needs root", "run the installer with sudo")
+    server_ver = dpkg_version(f"postgresql-{info['major']}")
+    specs = [f"{p}={server_ver}" if server_ver and p.startswith("postgresql-") else p for p in pkgs]
+    log(f"installing {' '.join(specs)} (pinned to the server version)")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    res = run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *specs], check=False, env=env)
+    if res.returncode != 0:
+        run(["apt-get", "update", "-q"], env=env)
+        run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *specs], env=env)
+    return specs
+
+
+MODULE_SOURCES = [os.path.join(SQL_DIR, "c", "groupml_rows.c")]
+MODULE_CFLAGS = ["-O2", "-fPIC", "-shared", "-fno-strict-aliasing", "-fwrapv", "-Wall", "-Wmissing-prototypes",
+                 "-Wno-unused-parameter"]
+
+
+def server_headers(info: dict) -> str:
+    """The server's header directory: pg_config's, else (a server copied elsewhere, whose
+    pg_config reports paths relative to its new place) Debian's for the same major version."""
+    for d in (info["includedir_server"], f"/usr/include/postgresql/{info['major']}/server"):
+        if os.path.exists(os.path.join(d, "postgres.h")):
+            return d
+    return info["includedir_server"]
+
+
+def ensure_build_tools(info: dict, allow_install: bool) -> str:
+    """gcc and the server's headers, for groupml's C module; returns gcc's path."""
+    header = os.path.join(server_headers(info), "postgres.h")
+    gcc = shutil.which("gcc")
+    if gcc and os.path.exists(header):
+        return gcc
+    major = info["major"]
+    missing = [p for p, ok in ((f"postgresql-server-dev-{major}", os.path.exists(header)), ("gcc", gcc)) if not ok]
+    if not allow_install:
+        raise InstallError(f"building groupml's C module needs {' and '.join(missing)} ({header} and gcc)",
+                           f"re-run with --install-plpython, or: apt-get install {' '.join(missing)}")
+    apt_install_pinned(info, missing + (["libc6-dev"] if not gcc else []), "the C module's build tools")
+    gcc = shutil.which("gcc")
+    header = os.path.join(server_headers(info), "postgres.h")
+    if not gcc or not os.path.exists(header):
+        raise InstallError(f"{' '.join(missing)} installed but gcc or {header} is still missing")
+    return gcc
+
+
+def build_module(info: dict, gcc: str | None = None) -> str:
+    """Compile groupml's C module against the server's headers and install it as
+    <pkglibdir>/groupml.so (written beside it, then renamed: a server that has the old one
+    loaded keeps it); returns its path."""
+    gcc = gcc or shutil.which("gcc") or "gcc"
+    target = os.path.join(info["pkglibdir"], "groupml.so")
+    tmp = f"{target}.{os.getpid()}.tmp"
+    res = run([gcc, *MODULE_CFLAGS, "-I", server_headers(info), "-o", tmp, *MODULE_SOURCES], check=False)
+    if res.returncode != 0:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise InstallError(f"building groupml's C module failed:\n{res.stderr.strip()}",
+                           "check that postgresql-server-dev matches the server's major version")
+    os.chmod(tmp, 0o755)
+    os.replace(tmp, target)
+    return target
 
 
 def embedded_python(plpython_so: str) -> str:
@@ -302,6 +363,10 @@ def cmd_install(args) -> None:
             raise InstallError(f"the server at the DSN is PostgreSQL {major} but pg_config is for {info['major']}",
                                f"pass --pg-config /usr/lib/postgresql/{major}/bin/pg_config")
     so = ensure_plpython(info, args.install_plpython)
+    if not os.access(info["pkglibdir"], os.W_OK):
+        raise InstallError(f"cannot write to {info['pkglibdir']}", "run the installer as root (sudo)")
+    module = build_module(info, ensure_build_tools(info, args.install_plpython))
+    log(f"built {module}")
     python = embedded_python(so)
     venv = os.path.join(args.prefix, "venv")
     vpy = ensure_venv(python, venv)
@@ -339,6 +404,10 @@ def cmd_uninstall(args) -> None:
     for p in glob.glob(os.path.join(extdir, "groupml.control")) + glob.glob(os.path.join(extdir, "groupml--*.sql")):
         os.remove(p)
         removed += 1
+    module = os.path.join(info["pkglibdir"], "groupml.so")
+    if os.path.exists(module):
+        os.remove(module)
+        removed += 1
     venv = os.path.join(args.prefix, "venv")
     if os.path.isdir(venv):
         shutil.rmtree(venv)
@@ -355,6 +424,7 @@ def cmd_status(args) -> None:
     so = os.path.join(info["pkglibdir"], "plpython3.so")
     print(f"server:       {info['version']}")
     print(f"plpython3u:   {'yes' if os.path.exists(so) else 'missing'}")
+    print(f"C module:     {'yes' if os.path.exists(os.path.join(info['pkglibdir'], 'groupml.so')) else 'missing'}")
     print(f"control file: {'yes' if os.path.exists(os.path.join(extdir, 'groupml.control')) else 'missing'}")
     marker = os.path.join(args.prefix, "installed.txt")
     print(f"venv:         {open(marker).read().strip() if os.path.exists(marker) else 'not installed'}")
@@ -416,7 +486,8 @@ def main(argv=None) -> None:
     common.add_argument("--dsn", help="connection string of the target server (checks its version)")
     p = sub.add_parser("install", parents=[common], help="install or update groupml (idempotent)")
     p.add_argument("--install-plpython", action="store_true",
-                   help="apt-get install postgresql-plpython3-<major> pinned to the server version when missing")
+                   help="apt-get install postgresql-plpython3-<major> and, for the C module, "
+                        "postgresql-server-dev-<major> (both pinned to the server version) and gcc when missing")
     p.add_argument("--extras", default="", help="comma list of package extras: torch,lightgbm,search,test")
     p.add_argument("--editable", action="store_true", help="install the package in editable mode (developers)")
     p.add_argument("--create-extension", action="store_true", help="run CREATE EXTENSION groupml CASCADE at --dsn")

@@ -431,24 +431,27 @@ def fit_group(X: np.ndarray, y: np.ndarray, model: str, search: dict, options: d
     return search_and_select(trainer, spec, plan, base, on_epoch=on_epoch, interrupt_check=interrupt_check)
 
 
-def unpack_rows(raw: Optional[bytes], width: int) -> np.ndarray:
+def unpack_rows(raw: Optional[bytes], width: int, dtype: str = ">f8") -> np.ndarray:
     """Packed rows (big-endian float8 values, ``width`` per row, as the packed-row SQL of
-    :mod:`groupml.sourcesql` builds them) as an (n, width) float64 matrix."""
-    return np.frombuffer(raw or b"", dtype=">f8").astype(np.float64).reshape(-1, width)
+    :mod:`groupml.sourcesql` builds them; ``dtype="=f8"``: native ones, as learn_over_groups'
+    C buffers hold them) as an (n, width) float64 matrix."""
+    arr = np.frombuffer(raw or b"", dtype=dtype)
+    return (arr if arr.dtype == np.float64 and arr.dtype.isnative else arr.astype(np.float64)).reshape(-1, width)
 
 
 def fit_packed(raw: Optional[bytes], n_rows: int, d: int, model: str, search: dict, options: dict,
                cost_model=None, *, interrupt_check: Optional[Callable[[], None]] = None,
-               image: bool = False) -> FitResult:
-    """:func:`fit_group` on one group's packed rows (``d`` features, then the label): big-endian
-    float8 values, or (``image``) the bytes of a float8[][] (:func:`groupml.sourcesql.array_scan_sql`).
-    Rows left out (a NULL value) count as skipped.  Pure: train_groups runs it in the backend
-    or in a helper process (:mod:`groupml.procpool`)."""
+               image: bool = False, dtype: str = ">f8") -> FitResult:
+    """:func:`fit_group` on one group's packed rows (``d`` features, then the label): float8
+    values (``dtype`` as for :func:`unpack_rows`), or (``image``) the bytes of a float8[][]
+    (:func:`groupml.sourcesql.array_scan_sql`). Rows left out (a NULL value) count as skipped.
+    Pure: train_groups and learn_over_groups run it in the backend or in a helper process
+    (:mod:`groupml.procpool`)."""
     if image:
         from .modelsets import float8_complete_rows
         arr = float8_complete_rows(raw, d + 1)
     else:
-        arr = unpack_rows(raw, d + 1)
+        arr = unpack_rows(raw, d + 1, dtype)
     return fit_group(np.ascontiguousarray(arr[:, :d]), arr[:, d].copy(), model, search, options,
                      n_skipped=int(n_rows) - arr.shape[0], interrupt_check=interrupt_check, cost_model=cost_model)
 

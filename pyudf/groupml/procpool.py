@@ -176,6 +176,16 @@ class HelperPool:
         """Tasks submitted and not yet collected: waiting for a helper, or held by one."""
         return len(self._waiting) + sum(h.key is not None for h in self._helpers)
 
+    @property
+    def has_free_helper(self) -> bool:
+        """True when a helper holds no task (a task submitted now starts at once)."""
+        return self._pending < len(self._helpers)
+
+    @property
+    def pending(self) -> int:
+        """Tasks submitted whose results were not collected yet."""
+        return self._pending
+
     def submit(self, key: Any, fn: Callable, *args: Any) -> None:
         """Run ``fn(*args)`` (a module-level function; arguments are pickled) in a helper."""
         self._waiting.append((key, fn, args))

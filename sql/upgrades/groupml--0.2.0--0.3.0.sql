@@ -690,3 +690,44 @@ SELECT @extschema@._predict_proba_in_set(model_set, features, pg_catalog.record_
 $sql$;
 COMMENT ON FUNCTION @extschema@.predict_proba(text, float8[], anycompatible, text) IS
   'Probability of class 1 for one row with its group''s classifier in a model set''s active version: group_key is the value of the group column, or ROW(a, b, ...) for several. on_missing: error | null, for a group the version has no model of.';
+
+-- learn_over_groups: the transition function in C (groupml.so). It buffers rows natively in
+-- backend memory; the final function reads them with _learn_rows and _learn_buffers.
+CREATE OR REPLACE FUNCTION @extschema@._learn_step(state bigint, features float8[], label float8, model @extschema@.model_family, search jsonb)
+RETURNS bigint LANGUAGE C VOLATILE
+AS 'MODULE_PATHNAME', 'groupml_learn_step';
+COMMENT ON FUNCTION @extschema@._learn_step(bigint, float8[], float8, @extschema@.model_family, jsonb) IS
+  'Internal: transition function of groupml.learn_over_groups (float8 label), in C: buffers the row.';
+CREATE OR REPLACE FUNCTION @extschema@._learn_step(state bigint, features float8[], label float8, model @extschema@.model_family, search jsonb, options jsonb)
+RETURNS bigint LANGUAGE C VOLATILE
+AS 'MODULE_PATHNAME', 'groupml_learn_step';
+COMMENT ON FUNCTION @extschema@._learn_step(bigint, float8[], float8, @extschema@.model_family, jsonb, jsonb) IS
+  'Internal: transition function of groupml.learn_over_groups (float8 label, with options), in C: buffers the row.';
+CREATE OR REPLACE FUNCTION @extschema@._learn_step(state bigint, features float8[], label boolean, model @extschema@.model_family, search jsonb)
+RETURNS bigint LANGUAGE C VOLATILE
+AS 'MODULE_PATHNAME', 'groupml_learn_step';
+COMMENT ON FUNCTION @extschema@._learn_step(bigint, float8[], boolean, @extschema@.model_family, jsonb) IS
+  'Internal: transition function of groupml.learn_over_groups (boolean label), in C: buffers the row.';
+CREATE OR REPLACE FUNCTION @extschema@._learn_step(state bigint, features float8[], label boolean, model @extschema@.model_family, search jsonb, options jsonb)
+RETURNS bigint LANGUAGE C VOLATILE
+AS 'MODULE_PATHNAME', 'groupml_learn_step';
+COMMENT ON FUNCTION @extschema@._learn_step(bigint, float8[], boolean, @extschema@.model_family, jsonb, jsonb) IS
+  'Internal: transition function of groupml.learn_over_groups (boolean label, with options), in C: buffers the row.';
+
+-- The packed rows of one learn_over_groups buffer, for the final function: native float8,
+-- d features then the label per row. C (groupml.so).
+CREATE FUNCTION @extschema@._learn_rows(handle bigint)
+RETURNS bytea LANGUAGE C VOLATILE STRICT
+AS 'MODULE_PATHNAME', 'groupml_learn_rows';
+COMMENT ON FUNCTION @extschema@._learn_rows(bigint) IS
+  'Internal: the rows buffered under a learn_over_groups handle in this backend, packed as native float8 (d features, then the label); NULL for an unknown handle.';
+
+-- The live learn_over_groups buffers of this backend: what the final function reads besides
+-- the rows (counts, the anomaly a row recorded, the first row's model, search and options).
+CREATE FUNCTION @extschema@._learn_buffers(handle bigint DEFAULT NULL)
+RETURNS TABLE(handle bigint, d integer, n_rows bigint, skipped bigint, anomaly text, found integer,
+              stmt timestamptz, model text, search jsonb, options jsonb)
+LANGUAGE C VOLATILE ROWS 100
+AS 'MODULE_PATHNAME', 'groupml_learn_buffers';
+COMMENT ON FUNCTION @extschema@._learn_buffers(bigint) IS
+  'Internal: the learn_over_groups row buffers alive in this backend (only the given handle''s when one is given): features per row, rows, skipped rows, the first anomaly (empty, length with the length found, nested), the statement start, and the first row''s model, search and options.';

@@ -17,8 +17,9 @@ which pytest creates mode 0700 for root, so initdb run as ``postgres`` (through 
 by ``postgresql_exec``) fails with 'could not access directory ...: Permission denied'.
 
 The extension's SQL (this version's build of sql/, the frozen scripts of released versions and
-the upgrade scripts) is written into the server's extension directory at the start, so the
-tests always exercise the working tree's SQL; the Python package is the one the installer put
+the upgrade scripts) is written into the server's extension directory at the start, and its C
+module (sql/c/) built into the server's pkglibdir, so the tests always exercise the working
+tree's SQL and C; the Python package is the one the installer put
 into the venv.
 """
 
@@ -48,7 +49,8 @@ _counter = itertools.count()
 
 
 def _refresh_extension_sql() -> None:
-    """Write the working tree's SQL into the server's extension dir (needs an installed venv)."""
+    """Write the working tree's SQL into the server's extension dir and build its C module into
+    the server's pkglibdir (needs an installed venv)."""
     info = groupml_installer.pg_info(groupml_installer.find_pg_config(None))
     marker = os.path.join(groupml_installer.DEFAULT_PREFIX, "installed.txt")
     if not os.path.exists(marker):
@@ -58,6 +60,8 @@ def _refresh_extension_sql() -> None:
     extdir = os.path.join(info["sharedir"], "extension")
     if os.access(extdir, os.W_OK):
         groupml_installer.write_extension_files(extdir, site)
+    if os.access(info["pkglibdir"], os.W_OK):
+        groupml_installer.build_module(info)
 
 
 def _create_extension(*, host, port, user, dbname, password=None, **_options) -> None:

@@ -76,3 +76,26 @@ def test_embedded_python_is_found_from_libpython():
         pytest.fail("plpython3u must be installed for the test suite (installer/run-tests.sh does it)")
     py = gi.embedded_python(so)
     assert py.startswith("/usr/bin/python3.")
+
+
+def test_the_c_module_builds_against_the_server_headers(tmp_path):
+    info = gi.pg_info(fake_pg_config(tmp_path))
+    if not os.path.exists(os.path.join(gi.server_headers(info), "postgres.h")):
+        pytest.fail("postgresql-server-dev-15 must be installed for the test suite (installer/bootstrap.sh does it)")
+    path = gi.build_module(info)
+    assert path == os.path.join(info["pkglibdir"], "groupml.so")
+    with open(path, "rb") as fh:
+        so = fh.read()
+    assert so.startswith(b"\x7fELF")
+    for symbol in (b"groupml_learn_step", b"groupml_learn_rows", b"groupml_learn_buffers", b"Pg_magic_func"):
+        assert symbol in so
+    assert os.listdir(info["pkglibdir"]) == ["groupml.so"]      # no temporary file left behind
+
+
+def test_missing_build_tools_say_how_to_install_them(tmp_path):
+    info = dict(gi.pg_info(fake_pg_config(tmp_path)), major="17", includedir_server=str(tmp_path / "none"))
+    with pytest.raises(SystemExit) as err:
+        gi.ensure_build_tools(info, allow_install=False)
+    msg = str(err.value)
+    assert "building groupml's C module needs postgresql-server-dev-17" in msg
+    assert "--install-plpython" in msg

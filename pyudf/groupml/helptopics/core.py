@@ -21,14 +21,16 @@ groupml.learn_over_groups(features float8[], label float8|boolean, model groupml
   options  {"validation_fraction": 0.2, "metric": "accuracy", "seed": 0, "progress": false, "threads": 2}
            metric: accuracy | auc | logloss (logistic, mlp, lightgbm), accuracy | auc (svm),
                    rmse | mae | r2 (linear and the *_regressor models)
-           threads: groups trained at the same time in this backend, default min(CPUs, 4); with a
-                   hashed GROUP BY the first final call starts the other groups in threads (largest
-                   first, BLAS one thread each); results do not depend on it; 1 = one after another.
+           threads: groups trained at the same time for this backend, default min(CPUs, 4); with a
+                   hashed GROUP BY the first final call starts the other groups in that many helper
+                   processes (largest first, BLAS one thread each); results do not depend on it;
+                   1 = one after another in the backend.
                    Groups finished ahead wait in memory until PostgreSQL asks for them (about
                    10 kB each): for hundreds of thousands of groups use 1, or train_groups
 
   Rows with a NULL, NaN or infinite label or feature are skipped and counted (fit.n_skipped).
-  Feature arrays of different lengths are an ERROR. Groups too small to split, or with one
+  Feature arrays of different lengths (or empty, or nested) are an ERROR, raised when the group's
+  rows are complete (the per-row step only buffers them, in C). Groups too small to split, or with one
   class only, return a fit whose status says so (too_small, single_class) and no model.
   model/search/options are read from the first row of each group.
 

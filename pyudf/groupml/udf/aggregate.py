@@ -1,166 +1,108 @@
-"""learn_over_groups: the aggregate's transition and final functions.
+"""learn_over_groups: the aggregate's final function.
 
-The aggregate state is a bigint *handle*; the rows themselves are buffered in this
-backend's memory as packed doubles (``array('d')``), which keeps the per-row cost to
-one PL/Python call and a C-level ``extend``. The final function turns the buffer into
-numpy arrays and hands them to :func:`groupml.fitting.fit_group`.
+The transition function is C (``_learn_step``, sql/c/groupml_rows.c): per row it appends the
+features and the label as native float8 to the group's buffer in backend memory and returns
+the buffer's handle (a bigint, the aggregate state). A PL/Python transition cost more than
+half of the aggregate's time (the call and the conversion of five arguments per row). The C
+code checks no user input: rows with a NULL label, NULL features or a NULL element are
+counted as skipped, and the first anomaly (an empty array, one of another length than the
+group's first, a nested one) is recorded and stops the appending. This final function reads
+its buffer's counts, anomaly and first-row model, search and options with ``_learn_buffers``
+and its rows with ``_learn_rows``, raises what a row broke, validates the request (once per
+statement while it stays the same), then trains.
 
-Buffers of aggregates that never reached their final function (the statement failed
-or was cancelled) are dropped when the next aggregate starts in a later transaction; a
-final call that fails drops its statement's buffers at once. Within a transaction only the
-current statement's buffers are trained ahead (statement_timestamp() tells them apart), and
-groups an earlier statement started ahead (a LIMIT, a closed cursor) are stopped when the
-next aggregate starts; a final call that still comes for one trains it in the foreground.
+Buffers live until the aggregate's memory goes (GroupAggregate: after each group's final
+call; HashAggregate: at the end of the statement; an error, a rolled-back transaction or a
+closed cursor: at once); the C module frees them then, so a failed statement leaves none.
 
 Groups train in parallel although PostgreSQL calls the final function one group at a
-time: the first final call also starts the other complete-looking buffers of the same
-transaction in a thread pool (largest first, ``threads`` at a time, BLAS one thread
-each), and each later final call collects its group's result.  That is speculation: a
-buffer that receives rows after it was started (another aggregate in the same query
-still accumulating) is detected by its row count and trained again; rows appended while
-a thread reads the buffer go to a copy (:meth:`RowBuffer.add_rows`).  With a sorted
-(GroupAggregate) plan no other buffer exists at a final call, so nothing is speculated.
-Only the main thread talks to PostgreSQL (cancel checks, NOTICEs).
+time: the first final call also starts the other complete buffers of the same statement in
+helper processes (:mod:`groupml.procpool`, ``threads`` of them, largest group first, this one
+first among equals; a group's rows are read when a helper is free for it), and each later
+final call collects its group's result. That is speculation: a buffer that received rows
+after it was started (another aggregate in the same query still accumulating) is detected by
+its row counts and trained again in the backend. When the planner's cost model prices the
+statement's training below what starting the helpers costs (a small search), every group
+trains in the backend instead. Groups an earlier statement started ahead (a LIMIT, a closed
+cursor, an error) are stopped with their helpers at the next final call of another
+statement; a final call that still comes for one (an open cursor) starts that statement's
+remaining groups again. With a sorted (GroupAggregate) plan no other buffer exists at a final
+call, so nothing is speculated. Only the backend's main thread talks to PostgreSQL (cancel
+checks while it waits, NOTICEs).
 """
 
 from __future__ import annotations
 
-import itertools
-import threading
-from array import array
-from typing import Dict, Optional
+from typing import Any, Dict, List, Optional
 
-from ..errors import ArrayLengthError, DataError, InvalidParameterError
+from ..errors import ArrayLengthError, DataError, GroupmlError, InvalidParameterError
 from . import families_hint, parse_object, sql_entry
 
 OWNER = "learn_over_groups"
 
+BUFFERS_SQL = ("SELECT handle, d, n_rows, skipped, anomaly, found, stmt::text AS stmt, model, "
+               "search::text AS search, options::text AS options FROM groupml._learn_buffers($1)")
+ROWS_SQL = "SELECT groupml._learn_rows($1) AS r"
 
-class RowBuffer:
-    __slots__ = ("family", "search", "options", "d", "x", "y", "skipped", "txn", "stmt")
-
-    def __init__(self, family: str, search: dict, options: dict, txn: str, stmt: str = ""):
-        self.family = family
-        self.search = search
-        self.options = options
-        self.d: Optional[int] = None
-        self.x = array("d")
-        self.y = array("d")
-        self.skipped = 0
-        self.txn = txn
-        self.stmt = stmt        # the statement whose rows started it (statement_timestamp())
-
-    def add(self, features, label) -> None:
-        if label is None or features is None:
-            self.skipped += 1
-            return
-        n = len(features)
-        if self.d is None:
-            if n == 0:
-                raise ArrayLengthError("The features array of learn_over_groups must not be empty; got an empty array",
-                                       hint="Pass the feature columns as ARRAY[f1, f2, ...].")
-            self.d = n
-        elif n != self.d:
-            raise ArrayLengthError(
-                f"Every features array of a group must have the same length; expected {self.d} values, found {n}",
-                hint="Build the array from the same columns for every row, e.g. ARRAY[f1, f2, f3].")
-        if _exported(self.x) or _exported(self.y):
-            self.x, self.y = array("d", self.x), array("d", self.y)   # leave the read one alone
-        mark = len(self.x)
-        try:
-            self.x.extend(features)
-        except TypeError:
-            del self.x[mark:]
-            if any(isinstance(v, list) for v in features):
-                raise DataError("The features array of learn_over_groups must be one-dimensional; got a nested array",
-                                hint="Pass ARRAY[f1, f2, ...] with one value per feature.")
-            self.skipped += 1  # a NULL element
-            return
-        self.y.append(float(label))
-
-
-def _exported(a: array) -> bool:
-    """True when a buffer view of ``a`` exists (a training thread reads it)."""
-    try:
-        a.append(0.0)
-    except BufferError:
-        return True
-    a.pop()
-    return False
-
-
-_buffers: Dict[int, RowBuffer] = {}
-# handle -> (future, rows when started, abort event): groups started ahead of their final call
-_ahead: Dict[int, tuple] = {}
-_handles = itertools.count(1)
 _cost_models: Dict[tuple, object] = {}
+_requests: Dict[tuple, tuple] = {}      # (model, search, options) text -> (search, options) parsed
+# handle -> (n_rows, skipped, statement) when started: groups started ahead (queued or handed
+# to a helper; a group's rows are read when a helper is free for it, so at most one group per
+# helper is copied out of its buffer at a time)
+_ahead: Dict[int, tuple] = {}
+_queue: List[tuple] = []                # (buffer, (search, options)) started, not yet handed over
+_done: Dict[int, tuple] = {}            # handle -> ("ok", FitResult) | ("error", exception) collected
+_pool: Optional[Any] = None             # the HelperPool training them
+_declined: Optional[str] = None         # the statement whose groups were not worth helpers
 
 
-def _cost_model(session, family: str, txn: str):
-    """The calibrated cost model (groupml.cost_runs), read once per transaction and family.
+def _cost_model(session, family: str, stmt: str):
+    """The calibrated cost model (groupml.cost_runs), read once per statement and family.
 
     The aggregate only reads the table: it may run in read-only transactions, so recording
     measured runs is left to the catalog writers (train_groups, calibrate_cost_model)."""
     from ..executor.costs import load_cost_model
 
-    key = (txn, family)
+    key = (stmt, family)
     if key not in _cost_models:
-        for stale in [k for k in _cost_models if k[0] != txn]:
-            del _cost_models[stale]
+        _cost_models.clear()
         _cost_models[key] = load_cost_model(session, family)
     return _cost_models[key]
 
 
-def _current_txn() -> tuple:
-    """(transaction, statement) this backend is in, as their start timestamps."""
-    from ..db import backend_session
-
-    r = backend_session().query("SELECT pg_catalog.now()::text AS t, pg_catalog.statement_timestamp()::text AS s")[0]
-    return str(r["t"]), str(r["s"])
-
-
-_swept: Optional[tuple] = None      # (transaction, statement) of the last sweep
-_last_request: Optional[tuple] = None   # (model, search, options) text and their parsed values
-
-
-def _sweep(txn: str, stmt: str) -> None:
-    """Drop the buffers of earlier transactions; stop the groups started ahead by an earlier
-    statement (one that ended before its final calls: a LIMIT, a closed cursor, an error),
-    which would otherwise keep training beside this one. Their buffers stay (an open cursor
-    of this transaction may still finalize them, then trained in the foreground).
-
-    Once per statement: a statement's later groups find nothing to sweep (scanning every
-    buffer at each group's first row made 40,000 groups cost 45 s instead of about 25)."""
-    global _swept
-    if _swept == (txn, stmt):
-        return
-    _swept = (txn, stmt)
-    for handle in [h for h, b in _buffers.items() if b.txn != txn]:
-        del _buffers[handle]
-    for handle in [h for h in _ahead if h not in _buffers or _buffers[h].stmt != stmt]:
-        _ahead.pop(handle)[2].set()            # its thread stops at its next pass
-
-
-def _start(model, search, options) -> int:
+def _request(meta: dict) -> tuple:
+    """The buffer's (search, options), parsed and validated with its model; the same text
+    is checked once (every group of a statement has the same request)."""
     from ..fitting import validate_request
 
+    model = meta["model"]
     if model is None:
         raise InvalidParameterError("The 'model' value of learn_over_groups must be a model family name; got null",
                                     hint=families_hint())
-    global _last_request
-    key = (model, str(search), str(options))
-    if _last_request is not None and _last_request[0] == key:
-        search_obj, options_obj = _last_request[1]        # every group of a statement: checked once
-    else:
-        search_obj = parse_object(search, "search", OWNER)
-        options_obj = parse_object(options, "options", OWNER)
+    key = (model, meta["search"], meta["options"])
+    if key not in _requests:
+        search_obj = parse_object(meta["search"], "search", OWNER)
+        options_obj = parse_object(meta["options"], "options", OWNER)
         validate_request(model, search_obj, options_obj)
-        _last_request = (key, (search_obj, options_obj))
-    txn, stmt = _current_txn()
-    _sweep(txn, stmt)
-    handle = next(_handles)
-    _buffers[handle] = RowBuffer(model, search_obj, options_obj, txn, stmt)
-    return handle
+        if len(_requests) > 64:
+            _requests.clear()
+        _requests[key] = (search_obj, options_obj)
+    return _requests[key]
+
+
+def _check_rows(meta: dict) -> None:
+    """Raise the anomaly the transition function recorded for the group's rows."""
+    if meta["anomaly"] == "empty":
+        raise ArrayLengthError("The features array of learn_over_groups must not be empty; got an empty array",
+                               hint="Pass the feature columns as ARRAY[f1, f2, ...].")
+    if meta["anomaly"] == "length":
+        raise ArrayLengthError(
+            f"Every features array of a group must have the same length; expected {meta['d']} values, "
+            f"found {meta['found']}",
+            hint="Build the array from the same columns for every row, e.g. ARRAY[f1, f2, f3].")
+    if meta["anomaly"] == "nested":
+        raise DataError("The features array of learn_over_groups must be one-dimensional; got a nested array",
+                        hint="Pass ARRAY[f1, f2, ...] with one value per feature.")
 
 
 @sql_entry
@@ -173,156 +115,178 @@ def model_family(name):
     return name
 
 
-def step(state, features, label, model, search, options):
-    """Transition function: append one row to the group's buffer. Hot path, kept lean.
+def _buffers(session, handle: Optional[int] = None) -> list:
+    return session.query(BUFFERS_SQL, [handle], ["bigint"])
 
-    The common case (known handle, complete row of the right length) touches no
-    validation code; everything else goes through :func:`_step_slow`.
-    """
-    buf = _buffers.get(state) if state is not None else None
-    if buf is not None and label is not None and features is not None and len(features) == buf.d:
-        x = buf.x
-        mark = len(x)
+
+def _rows(session, handle: int) -> bytes:
+    raw = session.query(ROWS_SQL, [handle], ["bigint"])[0]["r"]
+    return bytes(raw or b"")
+
+
+def fit_native(raw: bytes, d: int, skipped: int, model: str, search: dict, options: dict, cost_model=None,
+               *, interrupt_check=None):
+    """:func:`groupml.fitting.fit_packed` on a buffer's rows (native float8, ``d`` features then
+    the label) and its count of skipped rows. Pure: runs in the backend or in a helper process."""
+    from ..fitting import fit_packed
+
+    n_rows = len(raw) // (8 * (d + 1)) + int(skipped)
+    return fit_packed(raw, n_rows, d, model, search, options, cost_model, interrupt_check=interrupt_check,
+                      dtype="=f8")
+
+
+def fit_native_outcome(*args):
+    """:func:`fit_native` in a helper: a group's own error comes back as a value, so the
+    final call of that group raises it (not the call that happens to collect it)."""
+    try:
+        return ("ok", fit_native(*args))
+    except GroupmlError as exc:
+        return ("error", exc)
+
+
+def _stop_helpers() -> None:
+    """Stop the groups started ahead (kill their helpers) and forget them."""
+    global _pool
+    pool, _pool = _pool, None
+    _ahead.clear()
+    _queue.clear()
+    _done.clear()
+    if pool is not None:
+        pool.close(terminate=True)
+
+
+def _stop_ended(stmt: str) -> None:
+    """Groups another statement started ahead (it ended before its final calls: a LIMIT, a
+    closed cursor, an error) would keep training beside this one: stop them."""
+    if any(item[2] != stmt for item in _ahead.values()):
+        _stop_helpers()
+
+
+def _start_ahead(session, threads: int, meta: dict) -> None:
+    """Start this group and every other complete buffer of its statement in helper processes,
+    largest first (this group first among equals: its caller waits)."""
+    from ..procpool import MAX_PROCESSES, HelperPool, helper_python
+
+    global _pool
+    todo = []
+    for m in _buffers(session):
+        if (m["handle"] in _ahead or m["handle"] in _done or m["stmt"] != meta["stmt"] or m["anomaly"]
+                or not m["d"] or not m["n_rows"]):
+            continue
         try:
-            x.extend(features)
-        except TypeError:  # a NULL element: undo the partial extend, let the slow path count it
-            del x[mark:]
-            return _step_slow(state, features, label, model, search, options)
-        except BufferError:  # a training thread reads this buffer: continue on a copy
-            return _step_slow(state, features, label, model, search, options)
-        try:
-            buf.y.append(label)  # a boolean label appends as 1.0 / 0.0
-        except BufferError:
-            del x[mark:]
-            return _step_slow(state, features, label, model, search, options)
-        return state
-    return _step_slow(state, features, label, model, search, options)
-
-
-@sql_entry
-def _step_slow(state, features, label, model, search, options):
-    if state is None:
-        state = _start(model, search, options)
-    buf = _buffers.get(state)
-    if buf is None:
-        raise DataError("learn_over_groups lost its row buffer (the backend was reset mid-aggregate)",
-                        hint="Run the statement again.")
-    if label is True or label is False:
-        label = 1.0 if label else 0.0
-    buf.add(features, label)
-    return state
-
-
-def _arrays(buf: RowBuffer):
-    import numpy as np
-
-    X = np.frombuffer(buf.x, dtype=np.float64).reshape(-1, buf.d)
-    y = np.frombuffer(buf.y, dtype=np.float64)
-    return X, y
-
-
-def _rows(buf: RowBuffer) -> tuple:
-    return (len(buf.x), len(buf.y), buf.skipped)
-
-
-def _fit(buf: RowBuffer, X, y, cost_model, check):
-    from threadpoolctl import threadpool_limits
-
-    from ..fitting import fit_group
-
-    # one BLAS thread: a backend is one core's worth of work, and OpenBLAS's idle threads
-    # spinning beside other backends cost more than they give on these tall, thin products
-    with threadpool_limits(limits=1, user_api="blas"):
-        return fit_group(X, y, buf.family, buf.search, buf.options, n_skipped=buf.skipped,
-                         interrupt_check=check, cost_model=cost_model)
-
-
-class _Stopped(Exception):
-    """Raised inside a training thread whose statement ended."""
-
-
-def _start_ahead(session, threads: int, handle: int, current: RowBuffer) -> None:
-    """Start this group and every other complete-looking buffer of this statement in
-    ``threads`` threads, largest first (this group first among equals: its caller waits).
-    Buffers an earlier statement left (it failed, or was rolled back to a savepoint) are not
-    trained: their results would never be asked for."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    todo = [(h, b) for h, b in _buffers.items()
-            if h not in _ahead and b.d is not None and b.stmt == current.stmt]
-    if not todo:
+            request = _request(m)
+        except GroupmlError:
+            continue                      # its own final call raises it
+        todo.append((m, request))
+    helpers = min(threads, len(todo), MAX_PROCESSES)
+    python = helper_python() if helpers > 1 else None
+    if python is None or not _worth_helpers(session, todo, helpers):
+        global _declined
+        _declined = meta["stmt"]          # its later final calls train their groups here
         return
-    todo.append((handle, current))
-    todo.sort(key=lambda hb: (-len(hb[1].y), hb[0] != handle))
-    pool = ThreadPoolExecutor(threads, thread_name_prefix="groupml-final")
-    try:
-        for handle, buf in todo:
-            abort = threading.Event()
-
-            def check(abort=abort):
-                if abort.is_set():
-                    raise _Stopped()
-
-            X, y = _arrays(buf)
-            model = _cost_model(session, buf.family, buf.txn)
-            _ahead[handle] = (pool.submit(_fit, buf, X, y, model, check), _rows(buf), abort)
-            del X, y
-    finally:
-        pool.shutdown(wait=False)             # the threads end when the queue is empty
+    todo.sort(key=lambda mr: (-mr[0]["n_rows"], mr[0]["handle"] != meta["handle"]))
+    _pool = HelperPool(helpers, python)
+    for m, request in todo:
+        _ahead[m["handle"]] = (m["n_rows"], m["skipped"], m["stmt"])
+        _queue.append((m, request))
+    _feed(session)
 
 
-def _collect(session, handle: int, buf: RowBuffer):
-    """The result started ahead for ``handle`` if its rows did not change since; else None."""
-    from concurrent.futures import FIRST_COMPLETED, wait
+def _feed(session) -> None:
+    """Hand queued groups to the helpers that are free, reading each group's rows only then."""
+    while _queue and _pool is not None and _pool.has_free_helper:
+        m, (search_obj, options_obj) = _queue.pop(0)
+        h = m["handle"]
+        raw = _rows(session, h)
+        if not raw:                       # its statement ended meanwhile: nothing to train
+            _ahead.pop(h, None)
+            continue
+        rows = len(raw) // (8 * (m["d"] + 1))
+        _ahead[h] = (rows, m["skipped"], m["stmt"])       # what the helper trains on
+        _pool.submit(h, fit_native_outcome, raw, m["d"], m["skipped"], m["model"], search_obj, options_obj,
+                     _cost_model(session, m["model"], m["stmt"]))
+        del raw
 
-    item = _ahead.pop(handle, None)
-    if item is None:
+
+def _worth_helpers(session, todo: list, helpers: int) -> bool:
+    """Whether ``helpers`` processes finish these groups sooner than the backend alone: the
+    planner's estimate of their training (the cost model's seconds per search) must exceed
+    what starting the helpers costs, ``startup * h / (h - 1)``. A small search (one pass
+    of one configuration, say) trains faster here than a helper starts."""
+    from ..fitting import plan_group, validate_request
+    from ..planner import HostCosts
+
+    total = 0.0
+    for m, (search_obj, options_obj) in todo:
+        family, spec, opts = validate_request(m["model"], search_obj, options_obj)
+        n_train = int(m["n_rows"] * (1.0 - opts["validation_fraction"]))
+        total += plan_group(spec, family, n_train, m["d"], _cost_model(session, m["model"], m["stmt"]))["seconds"]
+    return total > HostCosts().helper_startup * helpers / (helpers - 1)
+
+
+def _collect(session, handle: int, meta: dict):
+    """The result started ahead for ``handle`` if its rows did not change since; else None.
+    Waits for it, handing queued groups to the helpers as they free up and checking for
+    cancel (the pool's results() polls) meanwhile."""
+    global _pool
+    if handle not in _ahead:
         return None
-    future, rows, abort = item
-    if rows != _rows(buf):
-        abort.set()
-        return None
-    try:
-        while not future.done():
-            wait([future], timeout=0.25, return_when=FIRST_COMPLETED)
-            session.check_cancel()
-    except BaseException:
-        abort.set()
-        raise
-    return future.result()
+    while handle not in _done and _pool is not None:
+        _feed(session)
+        if not _pool.pending:
+            break
+        key, outcome = next(_pool.results(session.check_cancel))
+        _done[key] = outcome
+    _feed(session)                        # the helpers go on while this group's fit is returned
+    if _pool is not None and not _pool.pending and not _queue:
+        pool, _pool = _pool, None
+        pool.close()
+    item = _ahead.pop(handle)
+    outcome = _done.pop(handle, None)
+    if outcome is None or item[:2] != (meta["n_rows"], meta["skipped"]):
+        return None                       # it grew after its start: trained again here
+    status, value = outcome
+    if status == "error":
+        raise value
+    return value
 
 
 @sql_entry
 def final(state):
+    from threadpoolctl import threadpool_limits
+
     from ..db import backend_session
     from ..fitting import empty_fit
 
     if state is None:
         return empty_fit("no rows reached the aggregate")
-    buf = _buffers.pop(state, None)
-    if buf is None:
+    session = backend_session()
+    found = _buffers(session, state)
+    if not found:
         raise DataError("learn_over_groups lost its row buffer (the backend was reset mid-aggregate)",
                         hint="Run the statement again.")
-    if buf.d is None:
-        _ahead.pop(state, None)
-        return empty_fit("every row had a NULL label or NULL features", n_skipped=buf.skipped)
-    session = backend_session()
-    threads = int(buf.options.get("threads") or 0) or _default_threads()
+    meta = found[0]
     try:
-        if threads > 1 and state not in _ahead:
-            _start_ahead(session, threads, state, buf)
-        result = _collect(session, state, buf)
+        search_obj, options_obj = _request(meta)
+        _check_rows(meta)
+        _stop_ended(meta["stmt"])
+        if not meta["d"]:
+            return empty_fit("every row had a NULL label or NULL features", n_skipped=meta["skipped"])
+        threads = int(options_obj.get("threads") or 0) or _default_threads()
+        if threads > 1 and state not in _ahead and state not in _done and meta["stmt"] != _declined:
+            _start_ahead(session, threads, meta)
+        result = _collect(session, state, meta)
         if result is None:
-            X, y = _arrays(buf)
-            result = _fit(buf, X, y, _cost_model(session, buf.family, buf.txn), session.check_cancel)
+            # one BLAS thread: a backend is one core's worth of work, and OpenBLAS's idle threads
+            # spinning beside other backends cost more than they give on these tall, thin products
+            with threadpool_limits(limits=1, user_api="blas"):
+                result = fit_native(_rows(session, state), meta["d"], meta["skipped"], meta["model"], search_obj,
+                                    options_obj, _cost_model(session, meta["model"], meta["stmt"]),
+                                    interrupt_check=session.check_cancel)
     except BaseException:
-        for _, _, abort in _ahead.values():   # cancel or error: the other threads stop too
-            abort.set()
-        _ahead.clear()
-        for h in [h for h, b in _buffers.items() if b.stmt == buf.stmt]:
-            del _buffers[h]                   # the statement failed: its other groups never finish
+        _stop_helpers()                   # cancel or error: the statement fails, its other groups stop
         raise
-    if buf.options.get("progress"):
+    if options_obj.get("progress"):
         session.notice(f"groupml: trained a group of {result.n_train + result.n_validation} rows: {result.status}"
                        + (f", {result.metric} {result.score:.4f}" if result.score is not None else ""))
     return result.as_sql()

@@ -1,0 +1,405 @@
+/*
+ * groupml_rows.c: the row buffers of groupml.learn_over_groups.
+ *
+ * The aggregate's transition function (_learn_step) runs once per input row, so it is C: it
+ * appends the row to its group's buffer and returns the buffer's handle (a bigint, the
+ * aggregate state).  It only buffers: it checks no user input and raises no error for it.
+ * What would be an error (an empty features array, one of another length than the group's
+ * first, a nested one) is recorded as the buffer's anomaly and appending stops; the Python
+ * final function (_learn_final) raises it, and validates the model, search and options.
+ *
+ * A buffer holds its rows packed as native float8: d features, then the label (a boolean
+ * label as 0/1), in one block that doubles as it grows.  Rows with a NULL label, NULL
+ * features or a NULL element are counted as skipped.  The first row's model, search and
+ * options are kept with the buffer.
+ *
+ * Memory: the buffers live in a context of this backend under TopTransactionContext (freed
+ * at commit or abort), not in the aggregate's context, whose size HashAggregate weighs
+ * against work_mem.  A reset callback on the aggregate's context frees a buffer when that
+ * context is reset (GroupAggregate: after each group's final call) or deleted (the end of
+ * the statement, an error, a closed cursor).  A backend-local hash table maps handles to
+ * buffers; it goes with the context, and callbacks of an earlier transaction do nothing.
+ *
+ * _learn_rows(handle) returns a buffer's packed rows; _learn_buffers() lists the live buffers.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+#include "access/xact.h"
+
+PG_MODULE_MAGIC;
+
+typedef enum Anomaly
+{
+	ANOMALY_NONE = 0,
+	ANOMALY_EMPTY,				/* the group's first array is empty */
+	ANOMALY_LENGTH,				/* an array's length differs from the group's first */
+	ANOMALY_NESTED				/* an array of more than one dimension */
+} Anomaly;
+
+static const char *const anomaly_names[] = {NULL, "empty", "length", "nested"};
+
+typedef struct RowBuffer
+{
+	int64		handle;			/* hash key */
+	int32		d;				/* features per row; 0 until the first row with features */
+	Anomaly		anomaly;
+	int32		found;			/* ANOMALY_LENGTH: the length found */
+	int64		n_rows;			/* rows appended */
+	int64		skipped;		/* rows with a NULL label, NULL features or a NULL element */
+	double	   *data;			/* n_rows * (d + 1) values */
+	Size		capacity;		/* values allocated */
+	TimestampTz stmt;			/* start of the statement that created it */
+	char	   *model;			/* the first row's model (NULL: SQL NULL) */
+	Jsonb	   *search;
+	Jsonb	   *options;
+} RowBuffer;
+
+/* frees a buffer when the aggregate's context that owns it is reset or deleted */
+typedef struct OwnerHook
+{
+	MemoryContextCallback cb;
+	int64		handle;
+	uint64		generation;
+} OwnerHook;
+
+/* per call site of _learn_step */
+typedef struct StepInfo
+{
+	bool		bool_label;
+	FmgrInfo	model_out;		/* the model argument's output function */
+} StepInfo;
+
+static MemoryContext rows_context = NULL;
+static HTAB *registry = NULL;
+static RowBuffer *last_buffer = NULL;	/* the buffer of the previous row */
+static uint64 generation = 0;	/* which rows_context the hooks belong to */
+static int64 next_handle = 0;	/* handles are never reused in a backend */
+
+static void
+registry_gone(void *arg)
+{
+	rows_context = NULL;
+	registry = NULL;
+	last_buffer = NULL;
+	generation++;
+}
+
+static void
+ensure_registry(void)
+{
+	HASHCTL		ctl;
+	MemoryContextCallback *cb;
+
+	if (registry != NULL)
+		return;
+	rows_context = AllocSetContextCreate(TopTransactionContext, "groupml learn_over_groups rows",
+										 ALLOCSET_DEFAULT_SIZES);
+	ctl.keysize = sizeof(int64);
+	ctl.entrysize = sizeof(RowBuffer);
+	ctl.hcxt = rows_context;
+	registry = hash_create("groupml learn_over_groups buffers", 64, &ctl,
+						   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	cb = MemoryContextAlloc(rows_context, sizeof(MemoryContextCallback));
+	cb->func = registry_gone;
+	cb->arg = NULL;
+	MemoryContextRegisterResetCallback(rows_context, cb);
+}
+
+static RowBuffer *
+find_buffer(int64 handle)
+{
+	if (last_buffer != NULL && last_buffer->handle == handle)
+		return last_buffer;
+	if (registry == NULL)
+		return NULL;
+	return (RowBuffer *) hash_search(registry, &handle, HASH_FIND, NULL);
+}
+
+static void
+free_buffer(int64 handle)
+{
+	RowBuffer  *buf = find_buffer(handle);
+
+	if (buf == NULL)
+		return;
+	if (buf->data)
+		pfree(buf->data);
+	if (buf->model)
+		pfree(buf->model);
+	if (buf->search)
+		pfree(buf->search);
+	if (buf->options)
+		pfree(buf->options);
+	if (last_buffer == buf)
+		last_buffer = NULL;
+	hash_search(registry, &handle, HASH_REMOVE, NULL);
+}
+
+static void
+owner_gone(void *arg)
+{
+	OwnerHook  *hook = (OwnerHook *) arg;
+
+	if (hook->generation == generation && registry != NULL)
+		free_buffer(hook->handle);
+}
+
+static Jsonb *
+copy_jsonb(FunctionCallInfo fcinfo, int argno)
+{
+	Jsonb	   *j;
+	Jsonb	   *copy;
+
+	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
+		return NULL;
+	j = PG_GETARG_JSONB_P(argno);
+	copy = MemoryContextAlloc(rows_context, VARSIZE(j));
+	memcpy(copy, j, VARSIZE(j));
+	return copy;
+}
+
+static RowBuffer *
+new_buffer(FunctionCallInfo fcinfo, StepInfo *info)
+{
+	MemoryContext owner = NULL;
+	RowBuffer  *buf;
+	int64		handle = ++next_handle;
+	bool		found;
+
+	ensure_registry();
+	buf = (RowBuffer *) hash_search(registry, &handle, HASH_ENTER, &found);
+	buf->d = 0;
+	buf->anomaly = ANOMALY_NONE;
+	buf->found = 0;
+	buf->n_rows = 0;
+	buf->skipped = 0;
+	buf->data = NULL;
+	buf->capacity = 0;
+	buf->stmt = GetCurrentStatementStartTimestamp();
+	buf->model = NULL;
+	buf->search = NULL;
+	buf->options = NULL;
+	if (!PG_ARGISNULL(3))
+		buf->model = MemoryContextStrdup(rows_context,
+										 OutputFunctionCall(&info->model_out, PG_GETARG_DATUM(3)));
+	buf->search = copy_jsonb(fcinfo, 4);
+	buf->options = copy_jsonb(fcinfo, 5);
+
+	if (AggCheckCallContext(fcinfo, &owner) && owner != NULL)
+	{
+		OwnerHook  *hook = MemoryContextAlloc(owner, sizeof(OwnerHook));
+
+		hook->handle = handle;
+		hook->generation = generation;
+		hook->cb.func = owner_gone;
+		hook->cb.arg = hook;
+		MemoryContextRegisterResetCallback(owner, &hook->cb);
+	}
+	return buf;
+}
+
+static StepInfo *
+step_info(FunctionCallInfo fcinfo)
+{
+	StepInfo   *info = (StepInfo *) fcinfo->flinfo->fn_extra;
+
+	if (info == NULL)
+	{
+		Oid			model_type = get_fn_expr_argtype(fcinfo->flinfo, 3);
+		Oid			out;
+		bool		varlena;
+
+		if (!OidIsValid(model_type))
+			elog(ERROR, "groupml._learn_step: cannot tell its argument types");
+		info = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(StepInfo));
+		info->bool_label = get_fn_expr_argtype(fcinfo->flinfo, 2) == BOOLOID;
+		getTypeOutputInfo(model_type, &out, &varlena);
+		fmgr_info_cxt(out, &info->model_out, fcinfo->flinfo->fn_mcxt);
+		fcinfo->flinfo->fn_extra = info;
+	}
+	return info;
+}
+
+PG_FUNCTION_INFO_V1(groupml_learn_step);
+
+/* _learn_step(state, features float8[], label float8|boolean, model, search jsonb [, options jsonb]) */
+Datum
+groupml_learn_step(PG_FUNCTION_ARGS)
+{
+	StepInfo   *info = step_info(fcinfo);
+	RowBuffer  *buf;
+	ArrayType  *features;
+	int			ndim;
+	int32		n;
+	Size		width;
+	Size		need;
+	double	   *row;
+
+	if (PG_ARGISNULL(0))
+		buf = new_buffer(fcinfo, info);
+	else
+	{
+		buf = find_buffer(PG_GETARG_INT64(0));
+		if (buf == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_EXCEPTION),
+					 errmsg("learn_over_groups lost its row buffer (the backend was reset mid-aggregate)"),
+					 errhint("Run the statement again.")));
+	}
+	last_buffer = buf;
+
+	if (buf->anomaly != ANOMALY_NONE)
+		PG_RETURN_INT64(buf->handle);
+	if (PG_ARGISNULL(1) || PG_ARGISNULL(2))
+	{
+		buf->skipped++;
+		PG_RETURN_INT64(buf->handle);
+	}
+	features = PG_GETARG_ARRAYTYPE_P(1);
+	ndim = ARR_NDIM(features);
+	n = ndim > 0 ? ARR_DIMS(features)[0] : 0;
+	if (buf->d == 0)
+	{
+		if (n == 0)
+		{
+			buf->anomaly = ANOMALY_EMPTY;
+			PG_RETURN_INT64(buf->handle);
+		}
+		buf->d = n;
+	}
+	else if (n != buf->d)
+	{
+		buf->anomaly = ANOMALY_LENGTH;
+		buf->found = n;
+		PG_RETURN_INT64(buf->handle);
+	}
+	if (ndim > 1)
+	{
+		buf->anomaly = ANOMALY_NESTED;
+		PG_RETURN_INT64(buf->handle);
+	}
+	if (array_contains_nulls(features))
+	{
+		buf->skipped++;
+		PG_RETURN_INT64(buf->handle);
+	}
+
+	width = (Size) buf->d + 1;
+	need = ((Size) buf->n_rows + 1) * width;
+	if (need > buf->capacity)
+	{
+		Size		capacity = Max(buf->capacity * 2, Max(need, 16 * width));
+
+		if (buf->data == NULL)
+			buf->data = MemoryContextAllocHuge(rows_context, capacity * sizeof(double));
+		else
+			buf->data = repalloc_huge(buf->data, capacity * sizeof(double));
+		buf->capacity = capacity;
+	}
+	row = buf->data + (Size) buf->n_rows * width;
+	memcpy(row, ARR_DATA_PTR(features), (Size) buf->d * sizeof(double));
+	row[buf->d] = info->bool_label ? (PG_GETARG_BOOL(2) ? 1.0 : 0.0) : PG_GETARG_FLOAT8(2);
+	buf->n_rows++;
+	PG_RETURN_INT64(buf->handle);
+}
+
+PG_FUNCTION_INFO_V1(groupml_learn_rows);
+
+/* _learn_rows(handle) -> bytea: the buffer's rows, native float8, d features then the label */
+Datum
+groupml_learn_rows(PG_FUNCTION_ARGS)
+{
+	RowBuffer  *buf = find_buffer(PG_GETARG_INT64(0));
+	Size		len;
+	bytea	   *out;
+
+	if (buf == NULL)
+		PG_RETURN_NULL();
+	len = (Size) buf->n_rows * ((Size) buf->d + 1) * sizeof(double);
+	if (len > MaxAllocSize - VARHDRSZ)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("A group of learn_over_groups holds %lld rows of %d values (%zu bytes); at most %zu bytes "
+						"can be handed to training", (long long) buf->n_rows, buf->d + 1, len,
+						(Size) (MaxAllocSize - VARHDRSZ)),
+				 errhint("Split the group (GROUP BY more columns), or use groupml.train_groups.")));
+	out = (bytea *) palloc(VARHDRSZ + len);
+	SET_VARSIZE(out, VARHDRSZ + len);
+	if (len > 0)
+		memcpy(VARDATA(out), buf->data, len);
+	PG_RETURN_BYTEA_P(out);
+}
+
+static void put_buffer(ReturnSetInfo *rsinfo, RowBuffer *buf);
+
+PG_FUNCTION_INFO_V1(groupml_learn_buffers);
+
+/* _learn_buffers(handle DEFAULT NULL): the live buffers of this backend (or the one given) */
+Datum
+groupml_learn_buffers(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	HASH_SEQ_STATUS seq;
+	RowBuffer  *buf;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (registry == NULL)
+		return (Datum) 0;
+	if (!PG_ARGISNULL(0))
+	{
+		/* one buffer: a lookup (the final function asks for its own at every group) */
+		buf = find_buffer(PG_GETARG_INT64(0));
+		if (buf != NULL)
+			put_buffer(rsinfo, buf);
+		return (Datum) 0;
+	}
+	hash_seq_init(&seq, registry);
+	while ((buf = (RowBuffer *) hash_seq_search(&seq)) != NULL)
+		put_buffer(rsinfo, buf);
+	return (Datum) 0;
+}
+
+/* one row of _learn_buffers */
+static void
+put_buffer(ReturnSetInfo *rsinfo, RowBuffer *buf)
+{
+	Datum		values[10];
+	bool		nulls[10];
+
+	memset(nulls, 0, sizeof(nulls));
+	values[0] = Int64GetDatum(buf->handle);
+	values[1] = Int32GetDatum(buf->d);
+	values[2] = Int64GetDatum(buf->n_rows);
+	values[3] = Int64GetDatum(buf->skipped);
+	if (buf->anomaly == ANOMALY_NONE)
+		nulls[4] = true;
+	else
+		values[4] = CStringGetTextDatum(anomaly_names[buf->anomaly]);
+	values[5] = Int32GetDatum(buf->found);
+	nulls[5] = buf->anomaly != ANOMALY_LENGTH;
+	values[6] = TimestampTzGetDatum(buf->stmt);
+	if (buf->model == NULL)
+		nulls[7] = true;
+	else
+		values[7] = CStringGetTextDatum(buf->model);
+	if (buf->search == NULL)
+		nulls[8] = true;
+	else
+		values[8] = JsonbPGetDatum(buf->search);
+	if (buf->options == NULL)
+		nulls[9] = true;
+	else
+		values[9] = JsonbPGetDatum(buf->options);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
