@@ -36,6 +36,8 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "access/xact.h"
+#include "executor/spi.h"
+#include "nodes/execnodes.h"
 
 PG_MODULE_MAGIC;
 
@@ -85,6 +87,48 @@ static HTAB *registry = NULL;
 static RowBuffer *last_buffer = NULL;	/* the buffer of the previous row */
 static uint64 generation = 0;	/* which rows_context the hooks belong to */
 static int64 next_handle = 0;	/* handles are never reused in a backend */
+
+/*
+ * Helper processes start while the scan goes on: once a statement's hashed aggregate has
+ * buffered PRESTART_ROWS rows, the step calls groupml._learn_prestart(handle) (PL/Python)
+ * once, which spawns them for the statement's first final call. Without it they could start
+ * only at that call, after the whole scan.
+ */
+#define PRESTART_ROWS 20000
+static TimestampTz prestart_stmt = 0;	/* the statement whose rows are counted */
+static int64 prestart_rows = 0;
+static bool prestart_done = false;
+
+static void
+maybe_prestart(FunctionCallInfo fcinfo, RowBuffer *buf)
+{
+	AggState   *agg;
+
+	if (buf->stmt != prestart_stmt)
+	{
+		prestart_stmt = buf->stmt;
+		prestart_rows = 0;
+		prestart_done = false;
+	}
+	if (prestart_done || ++prestart_rows < PRESTART_ROWS)
+		return;
+	prestart_done = true;
+	/* a sorted aggregate finishes each group before the next starts: nothing to train ahead */
+	if (fcinfo->context == NULL || !IsA(fcinfo->context, AggState))
+		return;
+	agg = (AggState *) fcinfo->context;
+	if (agg->aggstrategy != AGG_HASHED && agg->aggstrategy != AGG_MIXED)
+		return;
+	{
+		Oid			argtypes[1] = {INT8OID};
+		Datum		values[1] = {Int64GetDatum(buf->handle)};
+
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "groupml._learn_step: SPI_connect failed");
+		SPI_execute_with_args("SELECT groupml._learn_prestart($1)", 1, argtypes, values, NULL, false, 0);
+		SPI_finish();
+	}
+}
 
 static void
 registry_gone(void *arg)
@@ -311,6 +355,8 @@ groupml_learn_step(PG_FUNCTION_ARGS)
 	memcpy(row, ARR_DATA_PTR(features), (Size) buf->d * sizeof(double));
 	row[buf->d] = info->bool_label ? (PG_GETARG_BOOL(2) ? 1.0 : 0.0) : PG_GETARG_FLOAT8(2);
 	buf->n_rows++;
+	if (!prestart_done || buf->stmt != prestart_stmt)
+		maybe_prestart(fcinfo, buf);
 	PG_RETURN_INT64(buf->handle);
 }
 

@@ -731,3 +731,12 @@ LANGUAGE C VOLATILE ROWS 100
 AS 'MODULE_PATHNAME', 'groupml_learn_buffers';
 COMMENT ON FUNCTION @extschema@._learn_buffers(bigint) IS
   'Internal: the learn_over_groups row buffers alive in this backend (only the given handle''s when one is given): features per row, rows, skipped rows, the first anomaly (empty, length with the length found, nested), the statement start, and the first row''s model, search and options.';
+
+-- learn_over_groups: helper processes start during the scan (called by the C transition function).
+CREATE FUNCTION @extschema@._learn_prestart(handle bigint)
+RETURNS void LANGUAGE plpython3u VOLATILE STRICT
+AS $python$
+from groupml.udf.aggregate import prestart; return prestart(handle)
+$python$;
+COMMENT ON FUNCTION @extschema@._learn_prestart(bigint) IS
+  'Internal: called by learn_over_groups'' transition function (C) once a hashed aggregate has buffered 20,000 rows; starts the helper processes that will train its groups, so their start overlaps the scan.';

@@ -19,7 +19,9 @@ Groups train in parallel although PostgreSQL calls the final function one group 
 time: the first final call also starts the other complete buffers of the same statement in
 helper processes (:mod:`groupml.procpool`, ``threads`` of them, largest group first, this one
 first among equals; a group's rows are read when a helper is free for it), and each later
-final call collects its group's result. That is speculation: a buffer that received rows
+final call collects its group's result. The helpers are spawned during the scan: once a
+hashed aggregate has buffered 20,000 rows, the C step calls :func:`prestart` once per
+statement, so their start overlaps the rest of the scan. That is speculation: a buffer that received rows
 after it was started (another aggregate in the same query still accumulating) is detected by
 its row counts and trained again in the backend. When the planner's cost model prices the
 statement's training below what starting the helpers costs (a small search), every group
@@ -54,6 +56,9 @@ _queue: List[tuple] = []                # (buffer, (search, options)) started, n
 _done: Dict[int, tuple] = {}            # handle -> ("ok", FitResult) | ("error", exception) collected
 _pool: Optional[Any] = None             # the HelperPool training them
 _declined: Optional[str] = None         # the statement whose groups were not worth helpers
+# (statement, HelperPool) spawned by :func:`prestart` while the statement's scan goes on, taken
+# by its first final call (or closed, when its groups are not worth helpers)
+_spare: Optional[tuple] = None
 
 
 def _cost_model(session, family: str, stmt: str):
@@ -153,13 +158,58 @@ def _stop_helpers() -> None:
     _done.clear()
     if pool is not None:
         pool.close(terminate=True)
+    _take_spare(None)
+
+
+def _take_spare(stmt: Optional[str]):
+    """The helper pool :func:`prestart` spawned for statement ``stmt`` (None if there is none);
+    a spare of any other statement is closed."""
+    global _spare
+    spare, _spare = _spare, None
+    if spare is None:
+        return None
+    if spare[0] == stmt:
+        return spare[1]
+    spare[1].close(terminate=True)
+    return None
 
 
 def _stop_ended(stmt: str) -> None:
     """Groups another statement started ahead (it ended before its final calls: a LIMIT, a
-    closed cursor, an error) would keep training beside this one: stop them."""
+    closed cursor, an error) would keep training beside this one: stop them, and a spare pool
+    spawned for another statement."""
     if any(item[2] != stmt for item in _ahead.values()):
         _stop_helpers()
+    if _spare is not None and _spare[0] != stmt:
+        _take_spare(None)
+
+
+@sql_entry
+def prestart(handle):
+    """Spawn the helper processes of a hashed aggregate while its scan goes on: the C
+    transition function calls this once per statement, after 20,000 rows. The statement's
+    first final call takes them (:func:`_start_ahead`), or closes them when its groups are
+    not worth helpers; nothing is trained here."""
+    from ..db import backend_session
+    from ..procpool import MAX_PROCESSES, HelperPool, helper_python
+
+    global _spare
+    found = _buffers(backend_session(), handle)
+    if not found or _pool is not None:
+        return None
+    meta = found[0]
+    _stop_ended(meta["stmt"])
+    if _spare is not None:
+        return None
+    try:
+        _, options_obj = _request(meta)
+    except GroupmlError:
+        return None                       # the group's final call raises it
+    helpers = min(int(options_obj.get("threads") or 0) or _default_threads(), MAX_PROCESSES)
+    python = helper_python() if helpers > 1 else None
+    if python is not None:
+        _spare = (meta["stmt"], HelperPool(helpers, python))
+    return None
 
 
 def _start_ahead(session, threads: int, meta: dict) -> None:
@@ -180,12 +230,15 @@ def _start_ahead(session, threads: int, meta: dict) -> None:
         todo.append((m, request))
     helpers = min(threads, len(todo), MAX_PROCESSES)
     python = helper_python() if helpers > 1 else None
+    spare = _take_spare(meta["stmt"])
     if python is None or not _worth_helpers(session, todo, helpers):
         global _declined
         _declined = meta["stmt"]          # its later final calls train their groups here
+        if spare is not None:
+            spare.close(terminate=True)
         return
     todo.sort(key=lambda mr: (-mr[0]["n_rows"], mr[0]["handle"] != meta["handle"]))
-    _pool = HelperPool(helpers, python)
+    _pool = spare if spare is not None else HelperPool(helpers, python)
     for m, request in todo:
         _ahead[m["handle"]] = (m["n_rows"], m["skipped"], m["stmt"])
         _queue.append((m, request))
