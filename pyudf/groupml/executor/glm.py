@@ -64,6 +64,19 @@ class ShardedGLMTrainer(GLMTrainer):
         fsum, Gsum = self.evaluator(np.ascontiguousarray(Theta), cfgs)
         return fsum / self.n, Gsum / self.n
 
+    def _data_term(self, V, cfgs, rows, vshift, vscale):
+        """The workers evaluate the models on the user's scale (:meth:`_evaluate`, each on its
+        own rows); the chain rule brings the gradient to ``V``'s scale."""
+        d = self.d
+        Theta = np.empty_like(V)
+        Theta[:d] = V[:d] / vscale[:, None]
+        Theta[d] = V[d] - np.einsum("ij,ij->j", vshift, Theta[:d])
+        f, G = self._evaluate(Theta, cfgs, rows)
+        Gv = np.empty_like(G)
+        Gv[:d] = (G[:d] - vshift * G[d]) / vscale[:, None]
+        Gv[d] = G[d]
+        return f, Gv
+
     def _fingerprint(self):
         return [int(self.n), int(self.d), "sharded"]
 

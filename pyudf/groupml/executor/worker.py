@@ -187,7 +187,10 @@ def gap_partial(session, request: Mapping[str, Any], theta_bytes: bytes) -> byte
         STATS["loads"] += 1
         STATS["rows_loaded"] += M.shape[0]
         del M
-        _remember(_CACHE, key, trainer, trainer.X.nbytes + trainer.y.nbytes, req)
+        size = trainer.X.nbytes + trainer.y.nbytes
+        if trainer.family.pass_dtype != np.float64:      # its float32 pass rows, built at the first pass
+            size += size // 2
+        _remember(_CACHE, key, trainer, size, req)
     theta = np.frombuffer(theta_bytes, dtype="<f8").reshape(d + 1, k)
     out = partial_sums(trainer, req["params"], np.ascontiguousarray(theta), req.get("class_w"))
     return out.astype("<f8").tobytes()
