@@ -42,10 +42,12 @@ def test_a_float32_pass_agrees_with_a_float64_pass_on_far_from_zero_columns(fami
         f32, G32 = tr32._objective(V, c32)
         f64, G64 = tr64._objective(V, c64)
         np.testing.assert_allclose(f32, f64, rtol=1e-6, atol=0)
-        # within 1e-6 (a tenth of the smallest float32 tol) of each column's largest entry, or
-        # of 1 where that is smaller: float32 keeps about 7 digits of the sums
+        # within 5e-6 (half the smallest tol a float32 pass serves) of each column's largest
+        # entry, or of 1 where that is smaller: a float32 block sum of a few thousand rows
+        # keeps about 6 digits of the sum of the terms' sizes (far from the optimum, as here,
+        # the residuals are large; near it they and the errors shrink)
         big = np.maximum(np.abs(G64).max(axis=0), 1.0)
-        np.testing.assert_allclose(G32 / big, G64 / big, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(G32 / big, G64 / big, rtol=0, atol=5e-6)
         # on the user's scale too (the workers' partial sums): the same models, the same sums
         user = tr64._to_user(V, c64)
         f32u, G32u = tr32._evaluate(user, c32)
@@ -68,9 +70,11 @@ def test_float32_fits_converge_and_predict_like_float64_fits(family):
     tr, _ = _trainer(family, X, y, configs)
     tr.run(100)
     assert all(tr.status(i) == "converged" for i in range(len(configs)))
-    assert np.all(np.isfinite(tr._rows[np.float32][0]))
-    assert tr._rows[np.float32][0].dtype == np.float32
-    np.testing.assert_allclose(tr._rows[np.float32][0].mean(axis=0, dtype=np.float64), 0.0, atol=1e-5)
+    rows = tr._rows[np.float32][0]              # standardized columns, then ones
+    assert rows.dtype == np.float32 and rows.shape == (X.shape[0], X.shape[1] + 1)
+    assert np.all(np.isfinite(rows)) and np.all(rows[:, -1] == 1.0)
+    np.testing.assert_allclose(rows[:, :-1].mean(axis=0, dtype=np.float64), 0.0, atol=1e-5)
+    np.testing.assert_allclose(rows[:, :-1].std(axis=0, dtype=np.float64), 1.0, atol=1e-5)
 
 
 def test_which_passes_run_in_float32():

@@ -223,7 +223,9 @@ class ColumnWeights:
 
         On a label-sorted block each label range's rows are added pairwise in place
         (:func:`_fold`: a float32 partial sum then covers at most 64 rows) and the rows left
-        are summed in float64; its row weight is the same for all rows of a range.  A float32
+        are summed in float64; its row weight is the same for all rows of a range.  The two
+        ranges are summed apart even without weighted columns, so a column's sums do not
+        depend on which other configurations share the pass.  A float32
         matrix-vector product instead adds thousands of rows one after another into a float32
         sum, which loses about 1e-6 of a loss over a few thousand rows: enough to make two
         evaluations of one point compare wrongly in the line search.  Without a label-sorted
@@ -233,8 +235,6 @@ class ColumnWeights:
         z = self.zeros
         if z is None:
             return self.sums(M)
-        if self.split >= k:
-            return _float64_sums(M, _fold(M, np.add, _SUM_ROUNDS))
         s0 = _float64_sums(M, _fold(M[:z], np.add, _SUM_ROUNDS)) if z else np.zeros(k)
         s1 = _float64_sums(M[z:], _fold(M[z:], np.add, _SUM_ROUNDS)) if z < m else np.zeros(k)
         return self._by_label(s0, s1)
@@ -248,15 +248,17 @@ class ColumnWeights:
         (:func:`_fold`) and only one row in 512 (64) goes through ``log``; the logarithms
         are summed in float64.  That replaces a ``log`` per element (the most expensive step
         of a logistic pass) by a multiplication.  Weighted columns need the two label ranges
-        apart; without a label-sorted block they take one ``log`` per element.
+        apart (on a label-sorted block the ranges are always multiplied apart, so a column's
+        sums do not depend on the other columns); without a label-sorted block weighted
+        columns take one ``log`` per element.
         """
         m, k = A.shape
         np.copyto(B, A)
         rounds = _PRODUCT_ROUNDS.get(A.dtype.itemsize, 0)
-        if self.split >= k:
+        if self.zeros is None and self.split >= k:
             rows = _fold(B, np.multiply, rounds)
             return np.log(B[:rows]).sum(axis=0, dtype=np.float64)
-        if self.zeros is None or self.label_w is None:
+        if self.zeros is None:
             np.log(A, out=B)
             return self.sums(B)
         z = self.zeros
@@ -274,18 +276,20 @@ class ColumnWeights:
         return out
 
     def by_label_ranges(self) -> bool:
-        """True when weighted columns exist and the block is sorted by label."""
-        return self.sw is not None and self.zeros is not None and self.label_w is not None
+        """True when the block is sorted by label (its products then run per label range)."""
+        return self.zeros is not None
 
     def label_ranges(self, k: int):
         """``(row_start, row_end, column_scale)`` for the label-0 and label-1 rows of a
-        block sorted by label: the row weight of every column of each range."""
-        m, z = self.sw.shape[0], self.zeros
+        block sorted by label: the row weight of every column of each range (None: all 1)."""
+        m, z = self.ones.shape[0], self.zeros
         out = []
-        for r0, r1, w in ((0, z, self.label_w[0]), (z, m, self.label_w[1])):
+        for r0, r1, i in ((0, z, 0), (z, m, 1)):
             if r1 > r0:
-                scale = np.ones(k)
-                scale[self.split:] = w
+                scale = None
+                if self.label_w is not None and self.split < k:
+                    scale = np.ones(k)
+                    scale[self.split:] = self.label_w[i]
                 out.append((r0, r1, scale))
         return out
 

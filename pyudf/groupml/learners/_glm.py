@@ -113,15 +113,17 @@ def standardization(parts: Sequence[Mapping[str, Any]], d: int) -> Tuple[np.ndar
 
 
 def standardized(X: np.ndarray, shift: np.ndarray, scale: np.ndarray, dtype) -> np.ndarray:
-    """``(X - shift) / scale`` as a new C-contiguous ``dtype`` matrix, computed in float64 in
-    cache-sized blocks of rows and rounded once."""
+    """``[(X - shift) / scale, 1]``: the standardized columns and a column of ones, as a new
+    C-contiguous ``dtype`` matrix, computed in float64 in cache-sized blocks of rows and
+    rounded once."""
     n, d = X.shape
-    out = np.empty((n, d), dtype=dtype)
+    out = np.empty((n, d + 1), dtype=dtype)
+    out[:, d] = 1.0
     inv = 1.0 / scale
     step = max(GEMM_MIN_ROWS, GEMM_BLOCK_VALUES // max(d, 1))
     for s in range(0, n, step):
         block = X[s:s + step] - shift
-        np.multiply(block, inv, out=out[s:s + step])
+        np.multiply(block, inv, out=out[s:s + step, :d])
     return out
 
 
@@ -570,7 +572,8 @@ class GLMTrainer(TrialAccessors):
         passes read the user's rows as they are (c = 0, s = 1: no copy); float32 passes a
         centred and scaled copy (every column has mean 0 and spread 1 there, so float32
         keeps about 7 significant digits of each value whatever the column's offset and
-        units)."""
+        units) with a last column of ones (:func:`standardized`), which carries the
+        intercepts through the products."""
         rows = self._rows.get(dtype)
         if rows is None:
             if dtype == np.float64:
@@ -595,6 +598,12 @@ class GLMTrainer(TrialAccessors):
         Xp, yp, _, _ = self._pass_rows(dtype)
         X = Xp if rows is None else Xp[rows]
         y = yp if rows is None else yp[rows]
+        if dtype != np.float64 and len(cfgs) == 1:
+            # one column would run as a matrix-vector product, whose sums differ from the
+            # matrix-matrix product's: two equal columns keep a config's pass the same alone
+            # as in any batch
+            f, G = self._pass(np.repeat(W, 2, axis=1), np.repeat(b, 2), [cfgs[0]] * 2, rows, dtype)
+            return f[:1], G[:, :1]
         n, k = X.shape[0], len(cfgs)
         balanced = np.array([c.params.get("class_weight") == "balanced" for c in cfgs])
         order = np.argsort(balanced, kind="stable")
@@ -610,14 +619,23 @@ class GLMTrainer(TrialAccessors):
             label_w = self._label_weights()
         sorted_labels = getattr(self, "_label_sorted", False)
         params_list = [c.params for c in cfgs]
-        W = np.ascontiguousarray(W, dtype=dtype)
-        b = b.astype(dtype)
-        chunk = _block_rows(d, k)
+        dx = X.shape[1]                 # d, or d + 1: the float32 rows end with a column of ones
+        ones_col = dx > d
+        if ones_col:                    # the intercepts ride in the products (both are BLAS-3)
+            W1 = np.empty((dx, k), dtype=dtype)
+            W1[:d], W1[d] = W, b
+            W = W1
+        else:
+            W = np.ascontiguousarray(W, dtype=dtype)
+            b = b.astype(dtype)
+        gemv = not ones_col and 1 < k <= GEMV_MAX_K
+        chunk = _block_rows(d, k if not ones_col else max(k, GEMV_MAX_K + 1))
         Zbuf, Abuf, Bbuf, ones = self._workspace(min(n, chunk), k, dtype)
         f = np.zeros(k)
         G = np.zeros((d + 1, k))
+        Gx = G[:dx]                     # the rows the products fill
         wide = k > GEMV_MAX_K and d >= WIDE_FEATURES and d * k >= WIDE_WORK
-        Gpart = np.empty((k, d) if wide else (d, k), dtype=dtype)
+        Gpart = np.empty((k, dx) if wide else (dx, k), dtype=dtype)
         if wide:
             WT = np.ascontiguousarray(W.T)
             ZT_flat = np.empty(min(n, chunk) * k, dtype=dtype)
@@ -626,7 +644,7 @@ class GLMTrainer(TrialAccessors):
             m = e - s
             Xb = X[s:e]
             Z = Zbuf[:m]
-            if 1 < k <= GEMV_MAX_K:
+            if gemv:
                 for j in range(k):
                     Z[:, j] = np.dot(Xb, W[:, j])
             elif wide:
@@ -635,19 +653,26 @@ class GLMTrainer(TrialAccessors):
                 Z[...] = ZT.T
             else:
                 np.dot(Xb, W, out=Z)
-            Z += b
+            if not ones_col:
+                Z += b
             zeros = int(np.count_nonzero(y[s:e] < 0.5)) if sorted_labels else None
             cw = ColumnWeights(ones[:m], None if sw is None else sw[s:e], split, label_w, zeros)
             f += self.family.batch_loss(Z, y[s:e], cw, params_list, (Abuf[:m], Bbuf[:m]))
             if cw.by_label_ranges():
-                # weighted columns: scale the two label ranges' d x k products, not Z
+                # label-sorted rows: one product per label range, whose row weight is one value
+                # per column (weighted columns scale the d x k product, not Z); a column's
+                # sums then do not depend on which other columns share the pass
                 for r0, r1, scale in cw.label_ranges(k):
-                    G[:d] += _xt_z(Xb[r0:r1], Z[r0:r1], Gpart, k, wide) * scale
-                    G[d] += np.dot(ones[r0:r1], Z[r0:r1]) * scale
+                    part = _xt_z(Xb[r0:r1], Z[r0:r1], Gpart, k, wide)
+                    Gx += part if scale is None else part * scale
+                    if not ones_col:
+                        g = np.dot(ones[r0:r1], Z[r0:r1])
+                        G[d] += g if scale is None else g * scale
             else:
                 cw.apply(Z)                               # Z := weighted dloss/dz
-                G[:d] += _xt_z(Xb, Z, Gpart, k, wide)
-                G[d] += np.dot(ones[:m], Z)
+                Gx += _xt_z(Xb, Z, Gpart, k, wide)
+                if not ones_col:
+                    G[d] += np.dot(ones[:m], Z)
         f /= n
         G /= n
         if permuted:
