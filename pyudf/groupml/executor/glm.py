@@ -56,7 +56,7 @@ class ShardedGLMTrainer(GLMTrainer):
         n0 = n - n1
         return [n / (2.0 * n0) if n0 else 0.0, n / (2.0 * n1) if n1 else 0.0]
 
-    def _evaluate(self, Theta, cfgs, rows=None):
+    def _evaluate(self, Theta, cfgs, rows=None, dtype=None):
         if rows is not None:
             raise FeatureNotSupportedError(
                 "solver 'sgd' needs a group's rows in one process; the planner-driven executor runs "
@@ -64,7 +64,7 @@ class ShardedGLMTrainer(GLMTrainer):
         fsum, Gsum = self.evaluator(np.ascontiguousarray(Theta), cfgs)
         return fsum / self.n, Gsum / self.n
 
-    def _data_term(self, V, cfgs, rows, vshift, vscale):
+    def _data_term(self, V, cfgs, rows, vshift, vscale, dtype=None):
         """The workers evaluate the models on the user's scale (:meth:`_evaluate`, each on its
         own rows); the chain rule brings the gradient to ``V``'s scale."""
         d = self.d

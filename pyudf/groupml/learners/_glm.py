@@ -527,16 +527,17 @@ class GLMTrainer(TrialAccessors):
         return (w0, w1)
 
     def _evaluate(self, Theta: np.ndarray, cfgs: Sequence[_Config],
-                  rows: Optional[np.ndarray] = None) -> Tuple[np.ndarray, np.ndarray]:
+                  rows: Optional[np.ndarray] = None, dtype=None) -> Tuple[np.ndarray, np.ndarray]:
         """Mean data loss and its gradient for every column of ``Theta`` (weights on the
         user's scale; no penalty: :meth:`_objective` adds it).
 
-        ``rows`` selects a mini-batch (sorted row indices); None means all rows."""
+        ``rows`` selects a mini-batch (sorted row indices); None means all rows.  ``dtype``:
+        the pass dtype (default :meth:`_pass_dtype` of ``cfgs``)."""
         zero = np.zeros((self.d, len(cfgs)))
-        return self._data_term(Theta, cfgs, rows, zero, np.ones(self.d))
+        return self._data_term(Theta, cfgs, rows, zero, np.ones(self.d), dtype)
 
     def _data_term(self, V: np.ndarray, cfgs: Sequence[_Config], rows: Optional[np.ndarray],
-                   vshift: np.ndarray, vscale: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+                   vshift: np.ndarray, vscale: np.ndarray, dtype=None) -> Tuple[np.ndarray, np.ndarray]:
         """Mean data loss and its gradient with respect to ``V``, weights on the scale
         ``(vshift, vscale)``: the model ``w = v / vscale``, ``b = v_b - vshift . w`` (``vshift``
         d x k, one column per config; zero and one: the user's scale).
@@ -546,7 +547,7 @@ class GLMTrainer(TrialAccessors):
         intercept ``v_b + (c - vshift) . w``; the chain rule brings the gradient back.  On the
         trainer's own standardization both maps are the identity, exactly."""
         d = self.d
-        dtype = self._pass_dtype(cfgs)
+        dtype = self._pass_dtype(cfgs) if dtype is None else dtype
         _, _, c, s = self._pass_rows(dtype)
         ratio = s / vscale
         off = c[:, None] - vshift                      # d x k
@@ -598,12 +599,6 @@ class GLMTrainer(TrialAccessors):
         Xp, yp, _, _ = self._pass_rows(dtype)
         X = Xp if rows is None else Xp[rows]
         y = yp if rows is None else yp[rows]
-        if dtype != np.float64 and len(cfgs) == 1:
-            # one column would run as a matrix-vector product, whose sums differ from the
-            # matrix-matrix product's: two equal columns keep a config's pass the same alone
-            # as in any batch
-            f, G = self._pass(np.repeat(W, 2, axis=1), np.repeat(b, 2), [cfgs[0]] * 2, rows, dtype)
-            return f[:1], G[:, :1]
         n, k = X.shape[0], len(cfgs)
         balanced = np.array([c.params.get("class_weight") == "balanced" for c in cfgs])
         order = np.argsort(balanced, kind="stable")
@@ -628,8 +623,13 @@ class GLMTrainer(TrialAccessors):
         else:
             W = np.ascontiguousarray(W, dtype=dtype)
             b = b.astype(dtype)
+        # float64 passes of 2-4 configs run their products one matrix-vector product per
+        # config (GEMV_MAX_K); float32 passes of two or more configs always run matrix-matrix
+        # products on blocks of one size, so that a column's sums do not depend on how many
+        # columns share them; a lone config streams its rows through matrix-vector products
+        # (its pass costs numpy's per-call overhead more than arithmetic)
         gemv = not ones_col and 1 < k <= GEMV_MAX_K
-        chunk = _block_rows(d, k if not ones_col else max(k, GEMV_MAX_K + 1))
+        chunk = _block_rows(d, k if not ones_col or k == 1 else max(k, GEMV_MAX_K + 1))
         Zbuf, Abuf, Bbuf, ones = self._workspace(min(n, chunk), k, dtype)
         f = np.zeros(k)
         G = np.zeros((d + 1, k))
@@ -663,14 +663,14 @@ class GLMTrainer(TrialAccessors):
                 # per column (weighted columns scale the d x k product, not Z); a column's
                 # sums then do not depend on which other columns share the pass
                 for r0, r1, scale in cw.label_ranges(k):
-                    part = _xt_z(Xb[r0:r1], Z[r0:r1], Gpart, k, wide)
+                    part = _xt_z(Xb[r0:r1], Z[r0:r1], Gpart, k, wide, gemv)
                     Gx += part if scale is None else part * scale
                     if not ones_col:
                         g = np.dot(ones[r0:r1], Z[r0:r1])
                         G[d] += g if scale is None else g * scale
             else:
                 cw.apply(Z)                               # Z := weighted dloss/dz
-                Gx += _xt_z(Xb, Z, Gpart, k, wide)
+                Gx += _xt_z(Xb, Z, Gpart, k, wide, gemv)
                 if not ones_col:
                     G[d] += np.dot(ones[:m], Z)
         f /= n
@@ -914,12 +914,13 @@ def _block_rows(d: int, k: int) -> int:
     return int(min(CHUNK_ROWS, max(1024, (1 << 20) // max(d, 1))))
 
 
-def _xt_z(Xb: np.ndarray, Z: np.ndarray, out: np.ndarray, k: int, wide: bool = False) -> np.ndarray:
-    """``Xb.T @ Z`` (d x k); a few columns go through BLAS-2 one by one.
+def _xt_z(Xb: np.ndarray, Z: np.ndarray, out: np.ndarray, k: int, wide: bool = False,
+          gemv: bool = False) -> np.ndarray:
+    """``Xb.T @ Z`` (d x k); with ``gemv`` the columns go through BLAS-2 one by one.
 
     ``out`` is d x k, or k x d when ``wide`` (:data:`WIDE_FEATURES`): then the product is
     computed as ``Z.T @ Xb`` and returned transposed."""
-    if 1 < k <= GEMV_MAX_K:
+    if gemv:
         ZT = Z.T.copy()
         for j in range(k):
             out[:, j] = np.dot(ZT[j], Xb)
