@@ -595,6 +595,11 @@ class GLMTrainer(TrialAccessors):
         dtype, accumulated over blocks in float64.  Columns of class-weighted configs are
         moved to the end so their row weights apply to one contiguous slice.
         """
+        if dtype != np.float64 and len(cfgs) == 1 and len(self._configs) + len(self._retired) != 1:
+            # a config left alone (or a worker's shard pass) runs as two equal columns: a
+            # matrix-vector product's sums would differ from those it had in any batch
+            f, G = self._pass(np.repeat(W, 2, axis=1), np.repeat(b, 2), [cfgs[0]] * 2, rows, dtype)
+            return f[:1], G[:, :1]
         d = self.d
         Xp, yp, _, _ = self._pass_rows(dtype)
         X = Xp if rows is None else Xp[rows]
@@ -626,8 +631,8 @@ class GLMTrainer(TrialAccessors):
         # float64 passes of 2-4 configs run their products one matrix-vector product per
         # config (GEMV_MAX_K); float32 passes of two or more configs always run matrix-matrix
         # products on blocks of one size, so that a column's sums do not depend on how many
-        # columns share them; a lone config streams its rows through matrix-vector products
-        # (its pass costs numpy's per-call overhead more than arithmetic)
+        # columns share them; the one config of a one-config trainer streams its rows through
+        # matrix-vector products (its pass costs numpy's per-call overhead more than arithmetic)
         gemv = not ones_col and 1 < k <= GEMV_MAX_K
         chunk = _block_rows(d, k if not ones_col or k == 1 else max(k, GEMV_MAX_K + 1))
         Zbuf, Abuf, Bbuf, ones = self._workspace(min(n, chunk), k, dtype)
