@@ -384,6 +384,13 @@ def validate_request(model: str, search: dict, options: dict, options_owner: str
     return family, spec, opts
 
 
+def _sorts_labels(family) -> bool:
+    """True for the binary GLM families, whose trainer sorts its training rows by label."""
+    from .learners import GLMFamily
+
+    return isinstance(family, GLMFamily) and family.kind == "classification"
+
+
 def fit_group(X: np.ndarray, y: np.ndarray, model: str, search: dict, options: dict, *,
               n_skipped: int = 0, on_epoch: Optional[Callable[[Any], None]] = None,
               interrupt_check: Optional[Callable[[], None]] = None, cost_model=None) -> FitResult:
@@ -439,13 +446,6 @@ def fit_group(X: np.ndarray, y: np.ndarray, model: str, search: dict, options: d
     return search_and_select(trainer, spec, plan, base, on_epoch=on_epoch, interrupt_check=interrupt_check)
 
 
-def _sorts_labels(family) -> bool:
-    """True for the binary GLM families, whose trainer sorts its training rows by label."""
-    from .learners import GLMFamily
-
-    return isinstance(family, GLMFamily) and family.kind == "classification"
-
-
 def unpack_rows(raw: Optional[bytes], width: int) -> np.ndarray:
     """Packed rows (big-endian float8 values, ``width`` per row, as the packed-row SQL of
     :mod:`groupml.sourcesql` builds them) as an (n, width) float64 matrix."""
@@ -458,8 +458,7 @@ def fit_packed(raw: Optional[bytes], n_rows: int, d: int, model: str, search: di
     the packing left out (a NULL value) count as skipped.  Pure: train_groups runs it in
     the backend or in a helper process (:mod:`groupml.procpool`)."""
     arr = unpack_rows(raw, d + 1)
-    # views: fit_group gathers the training and validation rows into new arrays anyway
-    return fit_group(arr[:, :d], arr[:, d], model, search, options,
+    return fit_group(np.ascontiguousarray(arr[:, :d]), arr[:, d].copy(), model, search, options,
                      n_skipped=int(n_rows) - arr.shape[0], interrupt_check=interrupt_check, cost_model=cost_model)
 
 
