@@ -384,6 +384,13 @@ def validate_request(model: str, search: dict, options: dict, options_owner: str
     return family, spec, opts
 
 
+def _sorts_labels(family) -> bool:
+    """True for the binary GLM families, whose trainer sorts its training rows by label."""
+    from .learners import GLMFamily
+
+    return isinstance(family, GLMFamily) and family.kind == "classification"
+
+
 def fit_group(X: np.ndarray, y: np.ndarray, model: str, search: dict, options: dict, *,
               n_skipped: int = 0, on_epoch: Optional[Callable[[Any], None]] = None,
               interrupt_check: Optional[Callable[[], None]] = None, cost_model=None) -> FitResult:
@@ -400,8 +407,11 @@ def fit_group(X: np.ndarray, y: np.ndarray, model: str, search: dict, options: d
     from .learners._holdout import mask_of_hash, row_hash_and_order
 
     family, spec, opts = validate_request(model, search, options)
-    ok = np.isfinite(y) & np.isfinite(X).all(axis=1)
+    # a finite row sum means every value of the row is finite (inf and NaN propagate); only
+    # a table with some non-finite value takes the exact per-value test
+    ok = np.isfinite(y) & np.isfinite(X.sum(axis=1))
     if not ok.all():
+        ok &= np.isfinite(X).all(axis=1)
         n_skipped += int((~ok).sum())
         X, y = X[ok], y[ok]
     n, d = X.shape
@@ -419,8 +429,13 @@ def fit_group(X: np.ndarray, y: np.ndarray, model: str, search: dict, options: d
             f"the group has {n} usable rows: {n_train} for training and {n_val} for validation; "
             f"need at least 2 and 1"), **base)
     tr, va = order[~val[order]], order[val[order]]
+    if _sorts_labels(family) and chosen_families(spec.space) is None:
+        # the GLM trainer keeps binary training rows sorted by label (stably): sort the row
+        # numbers here, so that the rows are gathered once
+        label1 = y[tr] > 0.5
+        tr = np.concatenate((tr[~label1], tr[label1]))
     Xtr, ytr, Xva, yva = X[tr], y[tr], X[va], y[va]
-    if family.kind == "classification" and np.unique(ytr).size < 2:
+    if family.kind == "classification" and ytr.min() == ytr.max():
         return FitResult(status="single_class", message=(
             f"every training row of the group has label {ytr[0]:g}; a classifier needs both classes"), **base)
     plan = plan_group(spec, family, n_train, d, cost_model)

@@ -85,7 +85,10 @@ def test_every_strategy_trains_the_same_models(db, clicks, strategy):
     base = call(db, 1, "grouped")
     other = call(db, 2, strategy)
     assert db.execute("SELECT strategy FROM groupml.grouped_runs WHERE run_id = %s", [other]).fetchone()[0] == strategy
-    assert_same(models(db, other), models(db, base))
+    # dp adds each shard's rows in blocks of their own: the logistic passes run in float32
+    # (docs/learners.md), whose sums then differ by float32 rounding, so its fits agree to 1e-5;
+    # gtp and mtp add the same blocks as one backend
+    assert_same(models(db, other), models(db, base), tol=1e-5 if strategy == "dp" else 1e-6)
     log = schedule(db, other)
     sizes = dict(db.execute("SELECT group_key::text, (fit).n_train FROM groupml.models WHERE run_id = %s",
                             [other]).fetchall())

@@ -330,6 +330,35 @@ def test_the_order_returned_with_the_hash_sorts_the_copy_numbered_hash():
     assert np.all(h[order][1:] > h[order][:-1])        # every copy got a hash of its own, in sorted order
 
 
+def test_the_content_hash_is_the_same_in_blocks_of_rows():
+    # a column at a time over all rows, as the hash is defined, against the blocked computation
+    # (every block takes every column in turn), across block boundaries
+    from groupml.learners import _holdout
+    from groupml.learners._holdout import _GOLDEN, _MASK, _content_hash, _splitmix64_scalar
+
+    def by_columns(X, y, seed):
+        state = _splitmix64_scalar(seed & _MASK)
+        h = np.full(X.shape[0], state, dtype=np.uint64)
+        for j in range(X.shape[1] + 1):
+            col = (X[:, j] if j < X.shape[1] else y) + 0.0
+            state = _splitmix64_scalar(state)
+            h ^= col.view(np.uint64) * np.uint64(state | 1)
+            h += np.uint64(_GOLDEN)
+            for shift, mult in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB), (31, None)):
+                h ^= h >> np.uint64(shift)
+                if mult is not None:
+                    h *= np.uint64(mult)
+        return h
+
+    rng = np.random.default_rng(8)
+    for n in (0, 1, _holdout.HASH_BLOCK_ROWS - 1, 2 * _holdout.HASH_BLOCK_ROWS + 5):
+        X = rng.normal(size=(n, 3))
+        X[::5, 1] = -0.0
+        y = (rng.random(n) < 0.5).astype(float)
+        for seed in (0, 99):
+            np.testing.assert_array_equal(_content_hash(X, y, seed), by_columns(X, y, seed))
+
+
 def test_holdout_validation():
     X, y = np.ones((3, 2)), np.ones(3)
     for bad in (0, 1, -0.1, 1.5):

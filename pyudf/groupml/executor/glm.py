@@ -56,13 +56,26 @@ class ShardedGLMTrainer(GLMTrainer):
         n0 = n - n1
         return [n / (2.0 * n0) if n0 else 0.0, n / (2.0 * n1) if n1 else 0.0]
 
-    def _evaluate(self, Theta, cfgs, rows=None):
+    def _evaluate(self, Theta, cfgs, rows=None, dtype=None):
         if rows is not None:
             raise FeatureNotSupportedError(
                 "solver 'sgd' needs a group's rows in one process; the planner-driven executor runs "
                 "full-batch solvers", hint="Use solver 'lbfgs' or 'gd', or workers => 1.")
         fsum, Gsum = self.evaluator(np.ascontiguousarray(Theta), cfgs)
         return fsum / self.n, Gsum / self.n
+
+    def _data_term(self, V, cfgs, rows, vshift, vscale, dtype=None):
+        """The workers evaluate the models on the user's scale (:meth:`_evaluate`, each on its
+        own rows); the chain rule brings the gradient to ``V``'s scale."""
+        d = self.d
+        Theta = np.empty_like(V)
+        Theta[:d] = V[:d] / vscale[:, None]
+        Theta[d] = V[d] - np.einsum("ij,ij->j", vshift, Theta[:d])
+        f, G = self._evaluate(Theta, cfgs, rows)
+        Gv = np.empty_like(G)
+        Gv[:d] = (G[:d] - vshift * G[d]) / vscale[:, None]
+        Gv[d] = G[d]
+        return f, Gv
 
     def _fingerprint(self):
         return [int(self.n), int(self.d), "sharded"]

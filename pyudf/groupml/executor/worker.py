@@ -150,11 +150,14 @@ def partial_sums(trainer, params_list: List[Mapping[str, Any]], theta: np.ndarra
         q["l2"] = 0.0                    # regularisation is added once, by the coordinator
         q["fit_intercept"] = True        # the coordinator zeroes the intercept gradient
         cfgs.append(_Cfg(fam.validate_params(q)))
+    # the pass dtype of the configs as the coordinator has them (one without intercept keeps
+    # float64 passes, GLMFamily.pass_dtype_for)
+    dtype = trainer._pass_dtype([_Cfg(fam.validate_params(p)) for p in params_list])
     if class_w is not None:
         trainer._balanced_w = np.where(trainer.y > 0.5, float(class_w[1]), float(class_w[0]))
     n = trainer.n
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-        f, G = trainer._evaluate(theta, cfgs)
+        f, G = trainer._evaluate(theta, cfgs, dtype=dtype)
     out = np.empty(1 + f.size + G.size)
     out[0] = n
     out[1:1 + f.size] = f * n
@@ -187,7 +190,10 @@ def gap_partial(session, request: Mapping[str, Any], theta_bytes: bytes) -> byte
         STATS["loads"] += 1
         STATS["rows_loaded"] += M.shape[0]
         del M
-        _remember(_CACHE, key, trainer, trainer.X.nbytes + trainer.y.nbytes, req)
+        size = trainer.X.nbytes + trainer.y.nbytes
+        if trainer.family.pass_dtype != np.float64:      # its float32 pass rows, built at the first pass
+            size += size // 2
+        _remember(_CACHE, key, trainer, size, req)
     theta = np.frombuffer(theta_bytes, dtype="<f8").reshape(d + 1, k)
     out = partial_sums(trainer, req["params"], np.ascontiguousarray(theta), req.get("class_w"))
     return out.astype("<f8").tobytes()

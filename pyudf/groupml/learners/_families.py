@@ -27,6 +27,8 @@ from ..errors import DataError, InvalidParameterError, SearchSpecError, Undefine
 from ..validation import check_bool, check_choice, check_number, clipped, fail, shown
 
 SOLVERS = ("auto", "lbfgs", "gd", "sgd")
+#: Smallest ``tol`` whose configurations of a binary family train on float32 passes
+FLOAT32_MIN_TOL = 1e-5
 #: Upper bound of every iteration-count hyperparameter (GLM max_iter, MLP epochs, LightGBM
 #: num_boost_round): far beyond any useful run, and inside the C int of LightGBM.
 MAX_ITERATIONS = 1 << 30
@@ -53,6 +55,10 @@ class GLMFamily:
     metric_names: Tuple[str, ...] = ()
     report_metrics: Tuple[str, ...] = ()
     default_metric = ""
+    #: the narrowest dtype of the data passes' products and elementwise loss
+    #: (:meth:`pass_dtype_for`): float64 here, where the labels may be large (a residual
+    #: y - z keeps y's offset)
+    pass_dtype = np.float64
 
     @property
     def owner(self) -> str:
@@ -137,6 +143,19 @@ class GLMFamily:
     def _validate_extra(self, out: Dict[str, Any]) -> None:
         return None
 
+    def pass_dtype_for(self, params: Mapping[str, Any]):
+        """The dtype a data pass for validated ``params`` may run in: :attr:`pass_dtype`
+        for the full-batch solvers of a model with an intercept when ``tol`` is at least
+        :data:`FLOAT32_MIN_TOL` (a float32 pass computes the standardized gradient to about
+        1e-7, far below such a tol), else float64.  sgd's mini-batches of a few hundred rows
+        cost numpy's per-call overhead, which float32 does not cut; a model without
+        intercept is not centred, so its margins keep the columns' offsets, which float32
+        would round."""
+        if self.pass_dtype != np.float64 and params["solver"] != "sgd" and params["fit_intercept"] \
+                and params["tol"] >= FLOAT32_MIN_TOL:
+            return self.pass_dtype
+        return np.float64
+
     #: parameters each solver does not read (lbfgs takes no step size; only sgd draws batches)
     _UNREAD_BY_SOLVER = {"lbfgs": ("lr", "batch_size", "seed"), "gd": ("batch_size", "seed"), "sgd": ()}
 
@@ -198,46 +217,79 @@ class ColumnWeights:
         out[s:] = np.dot(self.sw if v is None else self.sw * v, M[:, s:])
         return out
 
+    def totals(self, M: np.ndarray) -> np.ndarray:
+        """``out[j] = sum_i s_ij * M_ij`` accumulated in float64 whatever ``M``'s dtype;
+        overwrites ``M``.
+
+        On a label-sorted block each label range's rows are added pairwise in place
+        (:func:`_fold`: a float32 partial sum then covers at most 64 rows) and the rows left
+        are summed in float64; its row weight is the same for all rows of a range.  The two
+        ranges are summed apart even without weighted columns, so a column's sums do not
+        depend on which other configurations share the pass.  A float32
+        matrix-vector product instead adds thousands of rows one after another into a float32
+        sum, which loses about 1e-6 of a loss over a few thousand rows: enough to make two
+        evaluations of one point compare wrongly in the line search.  Without a label-sorted
+        block this is :meth:`sums`.
+        """
+        m, k = M.shape
+        z = self.zeros
+        if z is None:
+            return self.sums(M)
+        s0 = _float64_sums(M, _fold(M[:z], np.add, _SUM_ROUNDS)) if z else np.zeros(k)
+        s1 = _float64_sums(M[z:], _fold(M[z:], np.add, _SUM_ROUNDS)) if z < m else np.zeros(k)
+        return self._by_label(s0, s1)
+
     def log_sums(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
         """``out[j] = sum_i s_ij * log(A_ij)`` for ``A`` in [1, 2]; ``B`` is scratch.
 
         The logarithm of a product of up to 512 such values is exact to a few ulps and
-        the product cannot overflow (2**512), so the rows are multiplied pairwise in
-        place (:func:`_tree_product`) and only one row in 512 goes through ``log``.
-        That replaces a ``log`` per element (the most expensive step of a logistic
-        pass) by a multiplication.  Weighted columns need the two label ranges apart;
-        without a label-sorted block they take one ``log`` per element.
+        the product cannot overflow (2**512 in float64; in float32, which overflows at
+        2**128, products of 64 values), so the rows are multiplied pairwise in place
+        (:func:`_fold`) and only one row in 512 (64) goes through ``log``; the logarithms
+        are summed in float64.  That replaces a ``log`` per element (the most expensive step
+        of a logistic pass) by a multiplication.  Weighted columns need the two label ranges
+        apart (on a label-sorted block the ranges are always multiplied apart, so a column's
+        sums do not depend on the other columns); without a label-sorted block weighted
+        columns take one ``log`` per element.
         """
         m, k = A.shape
         np.copyto(B, A)
-        if self.split >= k:
-            rows = _tree_product(B)
-            return np.log(B[:rows]).sum(axis=0)
-        if self.zeros is None or self.label_w is None:
+        rounds = _PRODUCT_ROUNDS.get(A.dtype.itemsize, 0)
+        if self.zeros is None and self.split >= k:
+            rows = _fold(B, np.multiply, rounds)
+            return np.log(B[:rows]).sum(axis=0, dtype=np.float64)
+        if self.zeros is None:
             np.log(A, out=B)
             return self.sums(B)
         z = self.zeros
         part0, part1 = B[:z], B[z:]
-        s0 = np.log(part0[:_tree_product(part0)]).sum(axis=0) if z else np.zeros(k)
-        s1 = np.log(part1[:_tree_product(part1)]).sum(axis=0) if z < m else np.zeros(k)
+        s0 = np.log(part0[:_fold(part0, np.multiply, rounds)]).sum(axis=0, dtype=np.float64) if z else np.zeros(k)
+        s1 = np.log(part1[:_fold(part1, np.multiply, rounds)]).sum(axis=0, dtype=np.float64) if z < m else np.zeros(k)
+        return self._by_label(s0, s1)
+
+    def _by_label(self, s0: np.ndarray, s1: np.ndarray) -> np.ndarray:
+        """Column totals from the label-0 and label-1 rows' sums ``s0`` and ``s1``."""
         out = s0 + s1
-        w0, w1 = self.label_w
-        out[self.split:] = w0 * s0[self.split:] + w1 * s1[self.split:]
+        if self.split < out.shape[0]:
+            w0, w1 = self.label_w
+            out[self.split:] = w0 * s0[self.split:] + w1 * s1[self.split:]
         return out
 
     def by_label_ranges(self) -> bool:
-        """True when weighted columns exist and the block is sorted by label."""
-        return self.sw is not None and self.zeros is not None and self.label_w is not None
+        """True when the block is sorted by label (its products then run per label range)."""
+        return self.zeros is not None
 
     def label_ranges(self, k: int):
         """``(row_start, row_end, column_scale)`` for the label-0 and label-1 rows of a
-        block sorted by label: the row weight of every column of each range."""
-        m, z = self.sw.shape[0], self.zeros
+        block sorted by label: the row weight of every column of each range (None: all 1)."""
+        m, z = self.ones.shape[0], self.zeros
         out = []
-        for r0, r1, w in ((0, z, self.label_w[0]), (z, m, self.label_w[1])):
+        for r0, r1, i in ((0, z, 0), (z, m, 1)):
             if r1 > r0:
-                scale = np.ones(k)
-                scale[self.split:] = w
+                scale = None
+                if self.label_w is not None and self.split < k:
+                    scale = np.ones(k)
+                    scale[self.split:] = self.label_w[i]
                 out.append((r0, r1, scale))
         return out
 
@@ -247,24 +299,39 @@ class ColumnWeights:
             R[:, self.split:] *= self.sw[:, None]
 
 
-def _tree_product(B: np.ndarray, rounds: int = 9) -> int:
-    """Multiply the rows of ``B`` pairwise in place, ``rounds`` times; return the rows left.
+#: rounds of :func:`_fold` with np.multiply by item size: products of at most 2**rounds values
+#: in [1, 2] stay below the dtype's overflow (2**1024 for float64, 2**128 for float32)
+_PRODUCT_ROUNDS = {8: 9, 4: 6}
+#: rounds of :func:`_fold` with np.add in :meth:`ColumnWeights.totals`
+_SUM_ROUNDS = 6
 
-    Afterwards ``B[:r]`` holds, column by column, products of disjoint sets of at most
-    ``2**rounds`` original rows that together cover every row.
+
+def _fold(B: np.ndarray, op, rounds: int) -> int:
+    """Combine the rows of ``B`` pairwise in place with ``op`` (np.multiply, np.add),
+    ``rounds`` times; return the rows left.
+
+    Afterwards ``B[:r]`` holds, column by column, the products (sums) of disjoint sets of
+    at most ``2**rounds`` original rows that together cover every row.
     """
     rows = B.shape[0]
     for _ in range(rounds):
         if rows <= 1:
             break
         half = rows // 2
-        B[:half] *= B[rows - half:rows]
+        op(B[:half], B[rows - half:rows], out=B[:half])
         rows -= half
     return rows
 
 
+def _float64_sums(B: np.ndarray, rows: int) -> np.ndarray:
+    """Column sums of ``B[:rows]`` accumulated in float64."""
+    return B[:rows].sum(axis=0, dtype=np.float64)
+
+
 class _BinaryFamily(GLMFamily):
     kind = "classification"
+    #: labels 0/1 and bounded losses: the passes run in float32 on standardized rows
+    pass_dtype = np.float32
 
     def prepare_labels(self, y, what):
         y = super().prepare_labels(y, what)
@@ -305,7 +372,13 @@ class LogisticFamily(_BinaryFamily):
         A, B = scratch
         h = 0.5 - y                               # 1/2 - y, one value per row
         np.abs(Z, out=A)
-        f = cw.sums(Z, h) + 0.5 * cw.sums(A)      # sum max(z, 0) - y z
+        z0 = cw.zeros
+        if z0 is None:
+            f = cw.sums(Z, h) + 0.5 * cw.sums(A)  # sum max(z, 0) - y z
+        else:                                     # rows sorted by label: 2 max(z, 0) - 2 y z is
+            np.add(A[:z0], Z[:z0], out=B[:z0])    # |z| + z on label-0 rows,
+            np.subtract(A[z0:], Z[z0:], out=B[z0:])   # |z| - z on label-1 rows
+            f = 0.5 * cw.totals(B)
         np.negative(A, out=A)
         np.exp(A, out=A)                          # e = exp(-|z|) in (0, 1]
         A += 1.0
@@ -313,7 +386,6 @@ class LogisticFamily(_BinaryFamily):
         np.reciprocal(A, out=A)                   # sigmoid(|z|)
         A -= 0.5
         np.copysign(A, Z, out=Z)                  # sigmoid(z) - 1/2
-        z0 = cw.zeros
         if z0 is None:
             Z += h[:, None]                       # sigmoid(z) - y
         else:                                     # rows sorted by label: h is 1/2, then -1/2
@@ -357,13 +429,13 @@ class SVMFamily(_BinaryFamily):
         np.multiply(Z, t, out=A)
         np.subtract(1.0, A, out=A)
         np.maximum(A, 0.0, out=A)             # max(0, 1 - t z)
-        f = cw.sums(np.square(A, out=B))
+        f = cw.totals(np.square(A, out=B))
         hinge = np.flatnonzero([p.get("loss") == "hinge" for p in params_list])
         # squared hinge: d/dz max(0, 1 - t z)^2 = -2 t max(0, 1 - t z); hinge: -t [1 - t z > 0]
         np.multiply(A, -2.0 * t, out=Z)
         if hinge.size:
-            f[hinge] = cw.sums(A)[hinge]
             Z[:, hinge] = -t * (A[:, hinge] > 0)
+            f[hinge] = cw.totals(A)[hinge]    # overwrites A
         return f
 
 

@@ -38,7 +38,8 @@ from ._trials import TrialAccessors, TrialRecord, find_trial
 LBFGS_HISTORY = 10
 ARMIJO_C1 = 1e-4
 MAX_BACKTRACKS = 40
-APPROX_EPS = 1e-10
+APPROX_EPS = 1e-10             # relative rounding level of f, float64 passes
+APPROX_EPS_FLOAT32 = 1e-6      # float32 passes (Hager and Zhang's default)
 APPROX_SLOPE = 0.8
 CHUNK_ROWS = 8192          # rows per block (fewer when a block of X would exceed ~8 MB)
 # The products of a pass use np.dot, not np.matmul / ``@``: both call the same BLAS routines,
@@ -109,6 +110,21 @@ def standardization(parts: Sequence[Mapping[str, Any]], d: int) -> Tuple[np.ndar
 
     stats = merge_stats(list(parts), d)
     return np.array(stats["x_mean"], dtype=np.float64), np.array(stats["x_scale"], dtype=np.float64)
+
+
+def standardized(X: np.ndarray, shift: np.ndarray, scale: np.ndarray, dtype) -> np.ndarray:
+    """``[(X - shift) / scale, 1]``: the standardized columns and a column of ones, as a new
+    C-contiguous ``dtype`` matrix, computed in float64 in cache-sized blocks of rows and
+    rounded once."""
+    n, d = X.shape
+    out = np.empty((n, d + 1), dtype=dtype)
+    out[:, d] = 1.0
+    inv = 1.0 / scale
+    step = max(GEMM_MIN_ROWS, GEMM_BLOCK_VALUES // max(d, 1))
+    for s in range(0, n, step):
+        block = X[s:s + step] - shift
+        np.multiply(block, inv, out=out[s:s + step, :d])
+    return out
 
 
 class _Config:
@@ -261,6 +277,8 @@ class GLMTrainer(TrialAccessors):
         self._balanced_w: Optional[np.ndarray] = None
         self._val_cache: Dict[int, Tuple[int, np.ndarray]] = {}
         self._ws = None
+        self._rows: Dict[Any, tuple] = {}       # the pass rows by dtype (_pass_rows), built at a first pass
+        self._sw_pass = None
         # called with no arguments after every full data pass and every 64 sgd
         # mini-batches; the SQL glue hooks its cancellation check here.  An exception
         # it raises propagates unchanged and leaves every config at a consistent state.
@@ -350,6 +368,10 @@ class GLMTrainer(TrialAccessors):
                 return
         sub = GLMTrainer(self.family, Xs, ys, Xs[:1], ys[:1], metric=self.metric)
         sub.shift, sub.scale = self.shift, self.scale
+        dtype = self._pass_dtype(fresh)
+        if dtype != np.float64:                 # the sample of the float32 pass rows
+            Xp, yp, c, s = self._pass_rows(dtype)
+            sub._rows[dtype] = (np.ascontiguousarray(Xp[::step]), yp[::step], c, s)
         sub.interrupt_check = self.interrupt_check
         for c in fresh:
             sub.add(c.trial_id, c.params)
@@ -505,51 +527,129 @@ class GLMTrainer(TrialAccessors):
         return (w0, w1)
 
     def _evaluate(self, Theta: np.ndarray, cfgs: Sequence[_Config],
-                  rows: Optional[np.ndarray] = None) -> Tuple[np.ndarray, np.ndarray]:
+                  rows: Optional[np.ndarray] = None, dtype=None) -> Tuple[np.ndarray, np.ndarray]:
         """Mean data loss and its gradient for every column of ``Theta`` (weights on the
         user's scale; no penalty: :meth:`_objective` adds it).
 
-        ``rows`` selects a mini-batch (sorted row indices); None means all rows.
-        The rows are processed in blocks (:func:`_block_rows`) so the n x k work
-        arrays stay in cache and are reused; each block contributes partial sums
-        (the same shape a worker on another backend would send back).  Columns of
-        class-weighted configs are moved to the end so their row weights apply to
-        one contiguous slice.
-        """
+        ``rows`` selects a mini-batch (sorted row indices); None means all rows.  ``dtype``:
+        the pass dtype (default :meth:`_pass_dtype` of ``cfgs``)."""
+        zero = np.zeros((self.d, len(cfgs)))
+        return self._data_term(Theta, cfgs, rows, zero, np.ones(self.d), dtype)
+
+    def _data_term(self, V: np.ndarray, cfgs: Sequence[_Config], rows: Optional[np.ndarray],
+                   vshift: np.ndarray, vscale: np.ndarray, dtype=None) -> Tuple[np.ndarray, np.ndarray]:
+        """Mean data loss and its gradient with respect to ``V``, weights on the scale
+        ``(vshift, vscale)``: the model ``w = v / vscale``, ``b = v_b - vshift . w`` (``vshift``
+        d x k, one column per config; zero and one: the user's scale).
+
+        The pass runs on the trainer's pass rows (:meth:`_pass_rows`: centred on ``c`` and
+        divided by ``s``), where the same model has the weights ``v * s / vscale`` and the
+        intercept ``v_b + (c - vshift) . w``; the chain rule brings the gradient back.  On the
+        trainer's own standardization both maps are the identity, exactly."""
         d = self.d
-        X = self.X if rows is None else self.X[rows]
-        y = self.y if rows is None else self.y[rows]
+        dtype = self._pass_dtype(cfgs) if dtype is None else dtype
+        _, _, c, s = self._pass_rows(dtype)
+        ratio = s / vscale
+        off = c[:, None] - vshift                      # d x k
+        Wp = V[:d] * ratio[:, None]
+        bp = V[d] + np.einsum("ij,ij->j", off, V[:d] / vscale[:, None])
+        f, Gp = self._pass(Wp, bp, cfgs, rows, dtype)
+        G = np.empty_like(Gp)
+        G[:d] = Gp[:d] * ratio[:, None] + off / vscale[:, None] * Gp[d]
+        G[d] = Gp[d]
+        return f, G
+
+    def _pass_dtype(self, cfgs: Sequence[_Config]):
+        """float32 when every config of the pass may run on float32 rows
+        (:meth:`GLMFamily.pass_dtype_for`), else float64."""
+        fam = self.family
+        if fam.pass_dtype != np.float64 and all(fam.pass_dtype_for(c.params) == fam.pass_dtype for c in cfgs):
+            return fam.pass_dtype
+        return np.float64
+
+    def _pass_rows(self, dtype):
+        """(X, y, c, s): the training rows as a pass in ``dtype`` reads them, ``(X - c) / s``,
+        built at the first such pass from the trainer's standardization then.  float64
+        passes read the user's rows as they are (c = 0, s = 1: no copy); float32 passes a
+        centred and scaled copy (every column has mean 0 and spread 1 there, so float32
+        keeps about 7 significant digits of each value whatever the column's offset and
+        units) with a last column of ones (:func:`standardized`), which carries the
+        intercepts through the products."""
+        rows = self._rows.get(dtype)
+        if rows is None:
+            if dtype == np.float64:
+                rows = (self.X, self.y, np.zeros(self.d), np.ones(self.d))
+            else:
+                c, s = self.shift.copy(), self.scale.copy()
+                rows = (standardized(self.X, c, s, dtype), self.y.astype(dtype), c, s)
+            self._rows[dtype] = rows
+        return rows
+
+    def _pass(self, W: np.ndarray, b: np.ndarray, cfgs: Sequence[_Config],
+              rows: Optional[np.ndarray], dtype) -> Tuple[np.ndarray, np.ndarray]:
+        """Mean data loss and gradient (float64) of the models ``(W, b)`` on the pass rows
+        in ``dtype`` (:meth:`_pass_rows`).
+
+        The rows are processed in blocks (:func:`_block_rows`) so the n x k work
+        arrays stay in cache and are reused; each block contributes partial sums in the pass
+        dtype, accumulated over blocks in float64.  Columns of class-weighted configs are
+        moved to the end so their row weights apply to one contiguous slice.
+        """
+        if dtype != np.float64 and len(cfgs) == 1 and len(self._configs) + len(self._retired) != 1:
+            # a config left alone (or a worker's shard pass) runs as two equal columns: a
+            # matrix-vector product's sums would differ from those it had in any batch
+            f, G = self._pass(np.repeat(W, 2, axis=1), np.repeat(b, 2), [cfgs[0]] * 2, rows, dtype)
+            return f[:1], G[:, :1]
+        d = self.d
+        Xp, yp, _, _ = self._pass_rows(dtype)
+        X = Xp if rows is None else Xp[rows]
+        y = yp if rows is None else yp[rows]
         n, k = X.shape[0], len(cfgs)
         balanced = np.array([c.params.get("class_weight") == "balanced" for c in cfgs])
         order = np.argsort(balanced, kind="stable")
         permuted = bool(balanced.any()) and bool(np.any(order != np.arange(k)))
         if permuted:
-            Theta = Theta[:, order]
+            W, b = W[:, order], b[order]
             cfgs = [cfgs[i] for i in order]
         split = k - int(balanced.sum())
         sw = label_w = None
         if split < k:
-            sw = self._weights() if rows is None else self._weights()[rows]
+            sw = self._pass_weights(dtype)
+            sw = sw if rows is None else sw[rows]
             label_w = self._label_weights()
         sorted_labels = getattr(self, "_label_sorted", False)
         params_list = [c.params for c in cfgs]
-        W = np.ascontiguousarray(Theta[:d])
-        b = Theta[d]
-        chunk = _block_rows(d, k)
-        Zbuf, Abuf, Bbuf, ones = self._workspace(min(n, chunk), k)
+        dx = X.shape[1]                 # d, or d + 1: the float32 rows end with a column of ones
+        ones_col = dx > d
+        if ones_col:                    # the intercepts ride in the products (both are BLAS-3)
+            W1 = np.empty((dx, k), dtype=dtype)
+            W1[:d], W1[d] = W, b
+            W = W1
+        else:
+            W = np.ascontiguousarray(W, dtype=dtype)
+            b = b.astype(dtype)
+        # float64 passes of 2-4 configs run their products one matrix-vector product per
+        # config (GEMV_MAX_K); float32 passes of two or more configs always run matrix-matrix
+        # products on blocks of one size, so that a column's sums do not depend on how many
+        # columns share them; the one config of a one-config trainer streams its rows through
+        # matrix-vector products (its pass costs numpy's per-call overhead more than arithmetic)
+        gemv = not ones_col and 1 < k <= GEMV_MAX_K
+        chunk = _block_rows(d, k if not ones_col or k == 1 else max(k, GEMV_MAX_K + 1))
+        Zbuf, Abuf, Bbuf, ones = self._workspace(min(n, chunk), k, dtype)
         f = np.zeros(k)
         G = np.zeros((d + 1, k))
+        Gx = G[:dx]                     # the rows the products fill
         wide = k > GEMV_MAX_K and d >= WIDE_FEATURES and d * k >= WIDE_WORK
-        Gpart = np.empty((k, d) if wide else (d, k))
+        Gpart = np.empty((k, dx) if wide else (dx, k), dtype=dtype)
         if wide:
             WT = np.ascontiguousarray(W.T)
-            ZT_flat = np.empty(min(n, chunk) * k)
+            ZT_flat = np.empty(min(n, chunk) * k, dtype=dtype)
         for s in range(0, n, chunk):
             e = min(n, s + chunk)
             m = e - s
             Xb = X[s:e]
             Z = Zbuf[:m]
-            if 1 < k <= GEMV_MAX_K:
+            if gemv:
                 for j in range(k):
                     Z[:, j] = np.dot(Xb, W[:, j])
             elif wide:
@@ -558,19 +658,26 @@ class GLMTrainer(TrialAccessors):
                 Z[...] = ZT.T
             else:
                 np.dot(Xb, W, out=Z)
-            Z += b
+            if not ones_col:
+                Z += b
             zeros = int(np.count_nonzero(y[s:e] < 0.5)) if sorted_labels else None
             cw = ColumnWeights(ones[:m], None if sw is None else sw[s:e], split, label_w, zeros)
             f += self.family.batch_loss(Z, y[s:e], cw, params_list, (Abuf[:m], Bbuf[:m]))
             if cw.by_label_ranges():
-                # weighted columns: scale the two label ranges' d x k products, not Z
+                # label-sorted rows: one product per label range, whose row weight is one value
+                # per column (weighted columns scale the d x k product, not Z); a column's
+                # sums then do not depend on which other columns share the pass
                 for r0, r1, scale in cw.label_ranges(k):
-                    G[:d] += _xt_z(Xb[r0:r1], Z[r0:r1], Gpart, k, wide) * scale
-                    G[d] += np.dot(ones[r0:r1], Z[r0:r1]) * scale
+                    part = _xt_z(Xb[r0:r1], Z[r0:r1], Gpart, k, wide, gemv)
+                    Gx += part if scale is None else part * scale
+                    if not ones_col:
+                        g = np.dot(ones[r0:r1], Z[r0:r1])
+                        G[d] += g if scale is None else g * scale
             else:
                 cw.apply(Z)                               # Z := weighted dloss/dz
-                G[:d] += _xt_z(Xb, Z, Gpart, k, wide)
-                G[d] += np.dot(ones[:m], Z)
+                Gx += _xt_z(Xb, Z, Gpart, k, wide, gemv)
+                if not ones_col:
+                    G[d] += np.dot(ones[:m], Z)
         f /= n
         G /= n
         if permuted:
@@ -578,6 +685,16 @@ class GLMTrainer(TrialAccessors):
             inv[order] = np.arange(k)
             f, G = f[inv], G[:, inv]
         return f, G
+
+    def _pass_weights(self, dtype) -> np.ndarray:
+        """The balanced row weights in the pass dtype (converted once per weights array)."""
+        sw = self._weights()
+        if sw.dtype == dtype:
+            return sw
+        hit = self._sw_pass
+        if hit is None or hit[0] is not sw:
+            hit = self._sw_pass = (sw, sw.astype(dtype))
+        return hit[1]
 
     def _shift_of(self, cfgs: Sequence[_Config]) -> np.ndarray:
         """d x k: every config's column centres (zero for a config without intercept)."""
@@ -602,10 +719,7 @@ class GLMTrainer(TrialAccessors):
         column of ``V`` (standardized weights; the last row is the intercept): the mean
         data loss at the equivalent user-scale weights plus (l2/2)*||v||^2."""
         d = self.d
-        f, G = self._evaluate(self._to_user(V, cfgs), cfgs, rows)
-        Gv = np.empty_like(G)
-        Gv[:d] = (G[:d] - self._shift_of(cfgs) * G[d]) / self.scale[:, None]
-        Gv[d] = G[d]
+        f, Gv = self._data_term(V, cfgs, rows, self._shift_of(cfgs), self.scale)
         Wv = V[:d]
         l2 = np.array([c.params["l2"] for c in cfgs])
         f = f + 0.5 * l2 * np.einsum("ij,ij->j", Wv, Wv)
@@ -614,13 +728,13 @@ class GLMTrainer(TrialAccessors):
         Gv[d, no_icpt] = 0.0
         return f, Gv
 
-    def _workspace(self, rows: int, k: int):
-        """Three (rows x k) work arrays and a ones vector, reused while k fits."""
+    def _workspace(self, rows: int, k: int, dtype=np.float64):
+        """Three (rows x k) work arrays and a ones vector, reused while k and dtype fit."""
         ws = self._ws
-        if ws is None or ws[4] != k or ws[0].shape[0] < rows:
-            flat = [np.empty(rows * k) for _ in range(3)]
+        if ws is None or ws[4] != k or ws[0].shape[0] < rows or ws[0].dtype != dtype:
+            flat = [np.empty(rows * k, dtype=dtype) for _ in range(3)]
             ws = self._ws = (flat[0].reshape(rows, k), flat[1].reshape(rows, k),
-                             flat[2].reshape(rows, k), np.ones(rows), k)
+                             flat[2].reshape(rows, k), np.ones(rows, dtype=dtype), k)
         return ws[:4]
 
     def _prox(self, cfg: _Config, theta: np.ndarray, step: float) -> None:
@@ -666,7 +780,7 @@ class GLMTrainer(TrialAccessors):
         # Zhang's approximate condition: f did not grow beyond its rounding level and the
         # directional derivative at the trial point has not turned strongly positive.
         ok = finite and (f <= c.f + ARMIJO_C1 * c.t * c.gp or (
-            f <= c.f + APPROX_EPS * abs(c.f) and float(g @ c.p) <= -APPROX_SLOPE * c.gp))
+            f <= c.f + self._approx_eps(c) * abs(c.f) and float(g @ c.p) <= -APPROX_SLOPE * c.gp))
         if ok:
             s = c.t * c.p
             yv = g - c.g
@@ -701,6 +815,11 @@ class GLMTrainer(TrialAccessors):
             t_new = 0.1 * t
         c.t = t_new
         return False
+
+    def _approx_eps(self, c: _Config) -> float:
+        """The rounding level of ``c``'s objective relative to its value: its passes may run
+        in float32 (:meth:`GLMFamily.pass_dtype_for`) or in float64."""
+        return APPROX_EPS if self.family.pass_dtype_for(c.params) == np.float64 else APPROX_EPS_FLOAT32
 
     def _gd_consume(self, c: _Config, f: float, g: np.ndarray) -> None:
         if not math.isfinite(f) or not np.all(np.isfinite(g)):
@@ -800,12 +919,13 @@ def _block_rows(d: int, k: int) -> int:
     return int(min(CHUNK_ROWS, max(1024, (1 << 20) // max(d, 1))))
 
 
-def _xt_z(Xb: np.ndarray, Z: np.ndarray, out: np.ndarray, k: int, wide: bool = False) -> np.ndarray:
-    """``Xb.T @ Z`` (d x k); a few columns go through BLAS-2 one by one.
+def _xt_z(Xb: np.ndarray, Z: np.ndarray, out: np.ndarray, k: int, wide: bool = False,
+          gemv: bool = False) -> np.ndarray:
+    """``Xb.T @ Z`` (d x k); with ``gemv`` the columns go through BLAS-2 one by one.
 
     ``out`` is d x k, or k x d when ``wide`` (:data:`WIDE_FEATURES`): then the product is
     computed as ``Z.T @ Xb`` and returned transposed."""
-    if 1 < k <= GEMV_MAX_K:
+    if gemv:
         ZT = Z.T.copy()
         for j in range(k):
             out[:, j] = np.dot(ZT[j], Xb)

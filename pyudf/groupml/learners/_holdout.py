@@ -26,6 +26,9 @@ _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 _GOLDEN = 0x9E3779B97F4A7C15
 _MASK = (1 << 64) - 1
+_S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
+#: rows hashed together (a few uint64 and float64 work arrays of this length stay in cache)
+HASH_BLOCK_ROWS = 4096
 
 
 def _splitmix64_scalar(x: int) -> int:
@@ -35,13 +38,13 @@ def _splitmix64_scalar(x: int) -> int:
     return x ^ (x >> 31)
 
 
-def _finalize(h: np.ndarray) -> None:
-    """splitmix64 finalizer, in place on a uint64 array (wrapping arithmetic)."""
-    h ^= h >> np.uint64(30)
-    h *= _M1
-    h ^= h >> np.uint64(27)
-    h *= _M2
-    h ^= h >> np.uint64(31)
+def _finalize(h: np.ndarray, scratch: np.ndarray | None = None) -> None:
+    """splitmix64 finalizer, in place on a uint64 array (wrapping arithmetic); ``scratch``:
+    a uint64 array of h's shape for the shifted values (else temporaries)."""
+    for shift, mult in ((_S30, _M1), (_S27, _M2), (_S31, None)):
+        h ^= np.right_shift(h, shift, out=scratch)
+        if mult is not None:
+            h *= mult
 
 
 def row_hash(X, y, seed: int = 0) -> np.ndarray:
@@ -66,25 +69,37 @@ def _content_hash(X, y, seed: int) -> np.ndarray:
                                f"{y.shape[0]} labels",
                                hint="X and y must have one entry per row.")
     n, d = X.shape
-    state = _splitmix64_scalar(int(seed) & _MASK)
-    h = np.full(n, state, dtype=np.uint64)
-    col = np.empty(n, dtype=np.float64)
-    for j in range(d + 1):
-        src = X[:, j] if j < d else y
-        np.add(src, 0.0, out=col)          # -0.0 -> +0.0 so equal values hash equal
+    start = _splitmix64_scalar(int(seed) & _MASK)
+    mults, state = [], start
+    for _ in range(d + 1):
         state = _splitmix64_scalar(state)
-        mult = np.uint64(state | 1)        # seeded odd multiplier for this column
-        word = col.view(np.uint64) * mult
-        h ^= word
-        h += np.uint64(_GOLDEN)
-        _finalize(h)
+        mults.append(np.uint64(state | 1))      # seeded odd multiplier for each column
+    h = np.empty(n, dtype=np.uint64)
+    # blocks of rows small enough for the cache: each block takes every column in turn
+    # (the same hash as a column at a time over all rows, without n-sized temporaries)
+    step = max(1, min(n, HASH_BLOCK_ROWS))
+    col = np.empty(step, dtype=np.float64)
+    word = np.empty(step, dtype=np.uint64)
+    golden = np.uint64(_GOLDEN)
+    for s in range(0, n, step):
+        e = min(n, s + step)
+        hb, c, w = h[s:e], col[:e - s], word[:e - s]
+        hb[...] = start
+        for j in range(d + 1):
+            np.add(X[s:e, j] if j < d else y[s:e], 0.0, out=c)   # -0.0 -> +0.0 so equal values hash equal
+            np.multiply(c.view(np.uint64), mults[j], out=w)
+            hb ^= w
+            hb += golden
+            _finalize(hb, w)
     return h
 
 
 def _number_copies(h: np.ndarray):
-    """``(h, order)``: the hashes with the copy number of repeated values mixed in (the first
-    copy keeps its hash), and a stable argsort of the result."""
-    order = np.argsort(h, kind="stable")
+    """``(h, order)``: the hashes with the copy number of repeated values mixed in (one copy
+    keeps its hash), and an argsort of the result.  Equal hashes are copies of one row, which
+    are interchangeable, so the sorts need not be stable (an unstable sort of 64-bit keys
+    is several times faster)."""
+    order = np.argsort(h)
     hs = h[order]
     same = hs[1:] == hs[:-1]
     if not same.any():
@@ -97,7 +112,7 @@ def _number_copies(h: np.ndarray):
     _finalize(mixed)
     h = h.copy()
     h[order[later]] = mixed
-    return h, np.argsort(h, kind="stable")
+    return h, np.argsort(h)
 
 
 def holdout_mask(X, y, fraction: float, seed: int = 0) -> np.ndarray:
