@@ -456,17 +456,12 @@ def unpack_rows(raw: Optional[bytes], width: int, dtype: str = ">f8") -> np.ndar
 
 def fit_packed(raw: Optional[bytes], n_rows: int, d: int, model: str, search: dict, options: dict,
                cost_model=None, *, interrupt_check: Optional[Callable[[], None]] = None,
-               image: bool = False, dtype: str = ">f8") -> FitResult:
-    """:func:`fit_group` on one group's packed rows (``d`` features, then the label): float8
-    values (``dtype`` as for :func:`unpack_rows`), or (``image``) the bytes of a float8[][]
-    (:func:`groupml.sourcesql.array_scan_sql`). Rows left out (a NULL value) count as skipped.
+               dtype: str = ">f8") -> FitResult:
+    """:func:`fit_group` on one group's packed rows (``d`` features, then the label; ``dtype``
+    as for :func:`unpack_rows`); rows the packing left out (a NULL value) count as skipped.
     Pure: train_groups and learn_over_groups run it in the backend or in a helper process
     (:mod:`groupml.procpool`)."""
-    if image:
-        from .modelsets import float8_complete_rows
-        arr = float8_complete_rows(raw, d + 1)
-    else:
-        arr = unpack_rows(raw, d + 1, dtype)
+    arr = unpack_rows(raw, d + 1, dtype)
     return fit_group(np.ascontiguousarray(arr[:, :d]), arr[:, d].copy(), model, search, options,
                      n_skipped=int(n_rows) - arr.shape[0], interrupt_check=interrupt_check, cost_model=cost_model)
 

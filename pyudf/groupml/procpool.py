@@ -203,16 +203,6 @@ class HelperPool:
                                             name="groupml-helper-send")
                 h.sender.start()
 
-    def flush(self, poll: Callable[[], None], every: float = 0.25) -> None:
-        """Wait until every task handed to a helper has been written to its pipe, calling
-        ``poll()`` at least every ``every`` seconds (the backend's cancel check). A sender
-        thread needs the GIL, which PL/Python keeps while the backend runs a query: flush
-        before one, so the helpers have their tasks meanwhile."""
-        for h in self._helpers:
-            while h.sender is not None and h.sender.is_alive():
-                h.sender.join(timeout=every)
-                poll()
-
     def _lost(self, h: _Helper) -> None:
         h.process.join(timeout=1.0)
         code = h.process.exitcode

@@ -113,6 +113,9 @@ maybe_prestart(FunctionCallInfo fcinfo, RowBuffer *buf)
 	if (prestart_done || ++prestart_rows < PRESTART_ROWS)
 		return;
 	prestart_done = true;
+	/* train_groups' packing (_pack_rows: no model) trains nothing in the aggregate */
+	if (buf->model == NULL)
+		return;
 	/* a sorted aggregate finishes each group before the next starts: nothing to train ahead */
 	if (fcinfo->context == NULL || !IsA(fcinfo->context, AggState))
 		return;
@@ -234,7 +237,7 @@ new_buffer(FunctionCallInfo fcinfo, StepInfo *info)
 	buf->model = NULL;
 	buf->search = NULL;
 	buf->options = NULL;
-	if (!PG_ARGISNULL(3))
+	if (PG_NARGS() > 3 && !PG_ARGISNULL(3))
 		buf->model = MemoryContextStrdup(rows_context,
 										 OutputFunctionCall(&info->model_out, PG_GETARG_DATUM(3)));
 	buf->search = copy_jsonb(fcinfo, 4);
@@ -260,16 +263,19 @@ step_info(FunctionCallInfo fcinfo)
 
 	if (info == NULL)
 	{
-		Oid			model_type = get_fn_expr_argtype(fcinfo->flinfo, 3);
+		Oid			model_type = PG_NARGS() > 3 ? get_fn_expr_argtype(fcinfo->flinfo, 3) : InvalidOid;
 		Oid			out;
 		bool		varlena;
 
-		if (!OidIsValid(model_type))
+		if (PG_NARGS() > 3 && !OidIsValid(model_type))
 			elog(ERROR, "groupml._learn_step: cannot tell its argument types");
 		info = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(StepInfo));
 		info->bool_label = get_fn_expr_argtype(fcinfo->flinfo, 2) == BOOLOID;
-		getTypeOutputInfo(model_type, &out, &varlena);
-		fmgr_info_cxt(out, &info->model_out, fcinfo->flinfo->fn_mcxt);
+		if (OidIsValid(model_type))
+		{
+			getTypeOutputInfo(model_type, &out, &varlena);
+			fmgr_info_cxt(out, &info->model_out, fcinfo->flinfo->fn_mcxt);
+		}
 		fcinfo->flinfo->fn_extra = info;
 	}
 	return info;

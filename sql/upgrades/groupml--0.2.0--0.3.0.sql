@@ -740,3 +740,16 @@ from groupml.udf.aggregate import prestart; return prestart(handle)
 $python$;
 COMMENT ON FUNCTION @extschema@._learn_prestart(bigint) IS
   'Internal: called by learn_over_groups'' transition function (C) once a hashed aggregate has buffered 20,000 rows; starts the helper processes that will train its groups, so their start overlaps the scan.';
+
+-- train_groups' load: each group's rows packed by the C step of learn_over_groups (no model).
+CREATE FUNCTION @extschema@._pack_step(state bigint, features float8[], label float8)
+RETURNS bigint LANGUAGE C VOLATILE
+AS 'MODULE_PATHNAME', 'groupml_learn_step';
+COMMENT ON FUNCTION @extschema@._pack_step(bigint, float8[], float8) IS
+  'Internal: transition function of groupml._pack_rows, in C: buffers the row (features, then the label) as native float8; rows with a NULL are counted as skipped, not buffered.';
+CREATE AGGREGATE @extschema@._pack_rows(features float8[], label float8) (
+    SFUNC = @extschema@._pack_step, STYPE = bigint,
+    FINALFUNC = @extschema@._learn_rows
+);
+COMMENT ON AGGREGATE @extschema@._pack_rows(float8[], float8) IS
+  'Internal (train_groups): the group''s rows as one bytea of native float8, each row its features then its label; a row with a NULL value is left out.';

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from groupml.errors import DataError
-from groupml.modelsets import float8_complete_rows, float8_image, float8_literal, float8_rows
+from groupml.modelsets import float8_image, float8_literal, float8_rows
 
 
 def parsed(text):
@@ -102,15 +102,3 @@ def test_anything_else_is_refused(bad):
 def test_rows_of_another_shape_are_refused(bad):
     with pytest.raises(DataError):
         float8_rows(bad, 3)
-    with pytest.raises(DataError):
-        float8_complete_rows(bad, 3)
-
-
-def test_complete_rows_leave_out_a_row_with_a_null_and_keep_a_nan():
-    rows = [[1.0, 2.0, 0.0], [None, 5.0, 1.0], [7.0, float("nan"), 1.0], [8.0, 9.0, None], [3.0, 4.0, 0.0]]
-    X = float8_complete_rows(image(sum(rows, []), dims=(5, 3)), 3)
-    assert np.array_equal(X, [[1.0, 2.0, 0.0], [7.0, np.nan, 1.0], [3.0, 4.0, 0.0]], equal_nan=True)
-    full = float8_complete_rows(image([1.0, 2.0, 3.0, 4.0], dims=(2, 2)), 2)
-    assert np.array_equal(full, [[1.0, 2.0], [3.0, 4.0]])
-    assert float8_complete_rows(image([None, None], dims=(1, 2)), 2).shape == (0, 2)
-    assert float8_complete_rows(None, 4).shape == (0, 4)

@@ -47,17 +47,17 @@ def _bad_image():
                      hint="predict_table packs the rows itself; call it rather than this function.")
 
 
-def _image(data: bytes):
-    """(values present, mask of the present ones or None when no value is NULL, dims) of a
-    float8[] given as its own bytes; the values are a read-only view of ``data`` (possibly
-    unaligned); 22000 for anything else."""
+def float8_image(data: bytes):
+    """(values, dims) of a float8[] given as its own bytes (groupml._float8_bytes): the values
+    in row-major order as a one-dimensional float64 array, NaN for a NULL (a read-only view of
+    ``data`` when there is no NULL); 22000 for anything else."""
     if data is None or len(data) < _IMAGE_HEAD.size:
         if data is None:
-            return np.empty(0), None, (0,)
+            return np.empty(0), (0,)
         raise _bad_image()
     ndim, offset, elem = _IMAGE_HEAD.unpack_from(data, 0)
     if ndim == 0:
-        return np.empty(0), None, (0,)                              # an empty array
+        return np.empty(0), (0,)                                  # an empty array
     if elem != _FLOAT8_OID or not 0 < ndim <= 6 or len(data) < 12 + 8 * ndim:
         raise _bad_image()
     dims = struct.unpack_from(f"={ndim}i", data, 12)
@@ -69,7 +69,7 @@ def _image(data: bytes):
         start = (head + 4 + 7) // 8 * 8 - 4
         if len(data) != start + 8 * n:
             raise _bad_image()
-        return np.frombuffer(data, dtype=np.float64, count=n, offset=start), None, dims
+        return np.frombuffer(data, dtype=np.float64, count=n, offset=start), dims
     if offset - 4 < head + (n + 7) // 8 or offset % 8:
         raise _bad_image()
     present = np.unpackbits(np.frombuffer(data, dtype=np.uint8, count=(n + 7) // 8, offset=head),
@@ -77,40 +77,9 @@ def _image(data: bytes):
     k = int(present.sum())
     if len(data) != offset - 4 + 8 * k:
         raise _bad_image()
-    return np.frombuffer(data, dtype=np.float64, count=k, offset=offset - 4), present, dims
-
-
-def float8_image(data: bytes):
-    """(values, dims) of a float8[] given as its own bytes (groupml._float8_bytes): the values
-    in row-major order as a one-dimensional float64 array, NaN for a NULL (a read-only view of
-    ``data`` when there is no NULL); 22000 for anything else."""
-    values, present, dims = _image(data)
-    if present is None:
-        return values, dims
-    out = np.full(present.shape[0], np.nan)
-    out[present] = values
+    out = np.full(n, np.nan)
+    out[present] = np.frombuffer(data, dtype=np.float64, count=k, offset=offset - 4)
     return out, dims
-
-
-def _rows_shape(dims, width: int) -> None:
-    if len(dims) != 2 or dims[1] != width:
-        raise _bad_image()
-
-
-def float8_complete_rows(data: bytes, width: int) -> np.ndarray:
-    """The rows without a NULL of a float8[][] of rows of ``width`` values, given as its own
-    bytes (groupml._float8_bytes of array_agg(ARRAY[...])), as an n x width matrix in row
-    order: a read-only, possibly unaligned view of ``data`` when no value is NULL (copy what
-    is kept); 22000 for an array of another shape. A NaN value is a value, not a NULL."""
-    values, present, dims = _image(data)
-    if values.size == 0 and present is None:
-        return np.empty((0, width))
-    _rows_shape(dims, width)
-    if present is None:
-        return values.reshape(dims)
-    full = np.zeros(present.shape[0])
-    full[present] = values
-    return full.reshape(dims)[present.reshape(dims).all(axis=1)]
 
 
 def float8_rows(data: bytes, width: int) -> np.ndarray:
@@ -120,7 +89,8 @@ def float8_rows(data: bytes, width: int) -> np.ndarray:
     values, dims = float8_image(data)
     if values.size == 0:
         return np.empty((0, width))
-    _rows_shape(dims, width)
+    if len(dims) != 2 or dims[1] != width:
+        raise _bad_image()
     return values.reshape(dims).copy()         # aligned and writable (the bytes' values may be neither)
 
 

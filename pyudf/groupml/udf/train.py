@@ -1,8 +1,7 @@
 """train_groups: train and select one model per group of a table, into the catalog.
 
-One scan loads every group as a packed block of doubles (``float8send`` per value,
-``string_agg`` per group: the conversion runs in C, PL/Python receives one bytea per
-group). Groups are then trained, largest first, by a few helper processes of this
+One scan loads every group as a packed block of native doubles (``groupml._pack_rows``,
+the C step of learn_over_groups: PL/Python receives one bytea per group). Groups are then trained, largest first, by a few helper processes of this
 backend (:mod:`groupml.procpool`; option ``processes``, automatic for tables of
 ``MIN_ROWS_FOR_HELPERS`` rows or more) or, for small tables, in the backend one after
 another. The backend's main thread stores each group's model and trials and commits as
@@ -31,100 +30,23 @@ from ..errors import (DataError, FeatureNotSupportedError, GroupmlError, Invalid
 from ..learners import wrap_transformed
 from ._catalog import check_catalog_privileges
 from ..sourcesql import (check_distinct_group_keys, check_group_keys, check_training_source, columns,
-                         array_scan_sql, group_clause_sql, group_key_sql, packed_scan_sql, reading_source,
+                         group_clause_sql, group_key_sql, native_scan_sql, reading_source,
                          source_oid)
-from ..executor.snapshot import bucket_sql
 from ._transform import check_no_kept_snapshot, feature_specs, needs_transform, run_transform, transform_option
 from . import modelsets, parse_object, pinned, sql_entry
 
 OWNER = "train_groups"
 
 
-#: Sources estimated at up to this many values (rows x (features + 1)) load each group as one
-#: float8[][] (array_agg holds up to about 67M values); larger or unestimated ones as string_agg
-#: of float8send's (about twice that per group, two to three times slower to build).
-ARRAY_SCAN_MAX_VALUES = 60_000_000
-
-
-def _load_blocks(session, source: str, group_by, features, label, cols, transform=None, estimate=None,
-                 first=None, rest=None):
-    """One row per group: gkey, n_rows, block, and ``image``: True when the block is the bytes of
-    a float8[][] (:func:`~groupml.sourcesql.array_scan_sql`), False for packed big-endian rows.
-
-    A load in two parts (:func:`_first_buckets`): ``first`` (hash buckets of the group key)
-    returns every group's key and row count but the rows of those buckets' groups only (the
-    others' block is NULL and ``loaded`` False); ``rest`` loads the groups of the other buckets."""
+def _load_blocks(session, source: str, group_by, features, label, cols, transform=None):
+    """One row per group: gkey, n_rows and block, its rows as native float8, features then label
+    (:func:`~groupml.sourcesql.native_scan_sql`)."""
     from ..transforms.sql import encode_exprs
 
-    exprs = encode_exprs(transform) if transform else None
-    image = _array_load(estimate, transform, features)
-    in_buckets = f"{bucket_sql(group_by)} OPERATOR(pg_catalog.=) ANY ($1::int[])"
-    if first is None and rest is None:
-        sql = (array_scan_sql if image else packed_scan_sql)(source, group_by, features, label, cols,
-                                                             feature_exprs=exprs)
-        args = None
-    else:                           # parts are planned for the array load only (_first_buckets)
-        sql = array_scan_sql(source, group_by, features, label, cols, feature_exprs=exprs,
-                             where=f"NOT ({in_buckets})" if rest is not None else "",
-                             only=in_buckets if first is not None else "")
-        args = [list(first if first is not None else rest)]
+    sql = native_scan_sql(source, group_by, features, label, cols,
+                          feature_exprs=encode_exprs(transform) if transform else None)
     with reading_source(session, source, OWNER):    # the source's views may name their tables bare
-        blocks = session.query(sql) if args is None else session.query(sql, args, ["int[]"])
-    return [dict(b, image=image, loaded=first is None or b["block"] is not None) for b in blocks]
-
-
-#: With helper processes, a table estimated at this many rows or more loads in two parts
-#: (:func:`_first_buckets`), so the helpers train the first part's groups while the rest loads.
-PARTED_LOAD_MIN_ROWS = 200_000
-#: The first part holds the largest groups, at least this share of the rows.
-FIRST_LOAD_SHARE = 0.3
-#: Rows of the sample that guesses the groups' sizes for the first part.
-LOAD_SAMPLE_ROWS = 20_000
-
-
-def plan_first_buckets(groups, first_share: float = FIRST_LOAD_SHARE) -> Optional[List[int]]:
-    """The hash buckets of a load's first part, from ``groups`` (dicts with the bucket ``b``
-    and a row count ``n``, e.g. of a sample): the buckets of the largest groups, until they
-    hold ``first_share`` of the rows; None when they would hold every bucket (one load)."""
-    rows: Dict[int, int] = {}
-    largest: Dict[int, int] = {}
-    for g in groups:
-        b, n = int(g["b"]), int(g["n"])
-        rows[b] = rows.get(b, 0) + n
-        largest[b] = max(largest.get(b, 0), n)
-    total = sum(rows.values())
-    first, held = [], 0
-    for b in sorted(rows, key=lambda b: (-largest[b], b)):
-        if first and held >= first_share * total:
-            return sorted(first)
-        first.append(b)
-        held += rows[b]
-    return None
-
-
-def _first_buckets(session, source: str, group_by, cols, estimate, helpers, image: bool) -> Optional[List[int]]:
-    """The first part of a load in two (hash buckets of the group key, the largest groups'),
-    or None for one load. Two parts pay when there are helper processes to train the first
-    part while the second loads, a large plain table (TABLESAMPLE reads a sample of its pages
-    to guess the groups' sizes), the array load, and group-by columns whose hash agrees with
-    GROUP BY's equality. A group lies in one bucket, so it loads whole in one part; the
-    guess only orders the loads, it changes no model."""
-    from ..executor.snapshot import can_build_in_parallel
-
-    if helpers is None or not image or estimate is None or estimate < PARTED_LOAD_MIN_ROWS \
-            or not can_build_in_parallel(group_by, cols) or _relkind(session, source) not in ("r", "m"):
-        return None
-    percent = min(100.0, 100.0 * LOAD_SAMPLE_ROWS / estimate)
-    with reading_source(session, source, OWNER):
-        sample = session.query(f"SELECT {bucket_sql(group_by)} AS b, pg_catalog.count(*) AS n FROM {source} "
-                               f"TABLESAMPLE SYSTEM ($1) REPEATABLE (0){group_clause_sql(group_by, source)}",
-                               [percent], ["float8"])
-    return plan_first_buckets(sample)
-
-
-def _relkind(session, source: str) -> str:
-    return session.query("SELECT c.relkind::text AS k FROM pg_catalog.pg_class c WHERE c.oid = $1::regclass",
-                         [source], ["text"])[0]["k"]
+        return session.query(sql)
 
 
 def _validate(session, oid, group_by, features, label, model, search, options):
@@ -242,14 +164,13 @@ def _estimated_rows(session, source: str):
     return None if n is None or n < 0 else n
 
 
-def _array_load(estimate, transform, features) -> bool:
-    """True when the source's groups load as float8[][] (its estimate is known and small enough)."""
-    return estimate is not None and estimate * (_width(transform, features) + 1) <= ARRAY_SCAN_MAX_VALUES
-
-
 def _width(transform, features) -> int:
     """Features per row: the transform's encoded width, else the feature columns."""
     return transform.width if transform is not None else len(features)
+
+
+#: the byte order of the blocks _pack_rows packs (the server's own)
+NATIVE = "=f8"
 
 
 def _is_done(gkey: str, done) -> bool:
@@ -261,36 +182,26 @@ def _todo(blocks, done):
     return sorted((b for b in blocks if not _is_done(b["gkey"], done)), key=lambda b: -int(b["n_rows"]))
 
 
-def _fit_all(session, loads, d, model, search, options, cost_model, helpers):
+def _fit_all(session, jobs, d, model, search, options, cost_model, helpers):
     """Yield (job, FitResult) as groups finish: in the helper processes when ``helpers``
-    is a pool, else in the backend one after another.  ``loads`` yields lists of jobs, each
-    loaded when it is asked for: the helpers train the groups of one load while the next
-    one runs.  Either way only the backend's main thread -- this generator's consumer --
-    touches the database, and it checks for cancel at least every 0.25 s (the backend's
-    own training: after every data pass)."""
+    is a pool, else in the backend one after another.  Either way only the backend's main
+    thread -- this generator's consumer -- touches the database, and it checks for cancel
+    at least every 0.25 s (the backend's own training: after every data pass)."""
     from threadpoolctl import threadpool_limits
 
     from ..fitting import fit_packed
 
     if helpers is None:
         with threadpool_limits(1):
-            for jobs in loads:
-                for job in jobs:
-                    yield job, fit_packed(job["block"], job["n_rows"], d, model, search, options, cost_model,
-                                          interrupt_check=session.check_cancel, image=job["image"])
+            for job in jobs:
+                yield job, fit_packed(job["block"], job["n_rows"], d, model, search, options, cost_model,
+                                      interrupt_check=session.check_cancel, dtype=NATIVE)
         return
-    submitted = []
-    for jobs in loads:
-        for job in jobs:
-            helpers.submit(len(submitted), functools.partial(fit_packed, image=job["image"]), job["block"],
-                           job["n_rows"], d, model, search, options, cost_model)
-            submitted.append(job)
-            job["block"] = None             # the helper's copy is the one that counts
-        # the helpers' tasks written to them before the next load: a sender thread needs the GIL,
-        # which the backend's thread keeps while it runs a query
-        helpers.flush(session.check_cancel)
+    for i, job in enumerate(jobs):
+        helpers.submit(i, functools.partial(fit_packed, dtype=NATIVE), job["block"], job["n_rows"], d, model,
+                       search, options, cost_model)
     for i, result in helpers.results(session.check_cancel):
-        yield submitted[i], result
+        yield jobs[i], result
 
 
 def _check_executor_request(session, source, group_by, features, label, model, search_obj, options_obj, strategy,
@@ -637,30 +548,21 @@ def _train_in_backend(session, run_id, done, source, group_by, features, label, 
         helpers = _start_helpers(_helper_count(processes, estimate)) if estimate is not None else None
         if helpers is not None:
             stack.enter_context(helpers)
-        first = _first_buckets(session, source, group_by, cols, estimate, helpers,
-                               _array_load(estimate, transform, features))
-        blocks = _load_blocks(session, source, group_by, features, label, cols, transform, estimate, first=first)
+        blocks = _load_blocks(session, source, group_by, features, label, cols, transform)
         keys = [b["gkey"] for b in blocks]
         check_group_keys(session, keys, len(group_by), OWNER)
         check_distinct_group_keys(session, keys, OWNER)
         catalog.set_run_groups(session, run_id, len(keys))
-        clock.charge(session, run_id)           # the loading (of the first part, in a load in two)
+        clock.charge(session, run_id)           # the loading
         session.commit()        # progress shows the count while the first group trains
         d = _width(transform, features)
-        jobs = _todo([b for b in blocks if b["loaded"]], done)
+        jobs = _todo(blocks, done)
         if helpers is None and estimate is None and len(jobs) > 1:
             helpers = _start_helpers(_helper_count(processes, sum(int(b["n_rows"]) for b in jobs)))
             if helpers is not None:
                 stack.enter_context(helpers)
-        loads = [lambda: jobs]
-        if first is not None and any(not b["loaded"] and not _is_done(b["gkey"], done) for b in blocks):
-            known = set(keys)   # a group committed after the first part started is not the run's
-            loads.append(lambda: _todo([b for b in _load_blocks(session, source, group_by, features, label, cols,
-                                                                transform, estimate, rest=first)
-                                        if b["gkey"] in known], done))
-        finished = sum(1 for k in keys if _is_done(k, done))
-        for b, result in _fit_all(session, (load() for load in loads), d, model, search_obj, options_obj,
-                                  cost_model, helpers):
+        finished = len(keys) - len(jobs)
+        for b, result in _fit_all(session, jobs, d, model, search_obj, options_obj, cost_model, helpers):
             # a run deleted meanwhile would fail the insert on a foreign key; the row lock (until
             # the group's commit) waits out a delete in progress and keeps one from starting
             if not catalog.lock_run_row(session, run_id):
