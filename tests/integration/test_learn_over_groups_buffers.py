@@ -123,29 +123,10 @@ def test_groups_trained_by_helper_processes_equal_the_backends_fits(db, clicks):
     """A search the cost model prices high (max_iter is its budget; these groups converge
     long before) sends a hashed plan's groups to helper processes; a sorted plan trains them
     in the backend. The fits are the same."""
-    import threading
-
     spec = json.dumps({"l2": [0.0001, 0.001, 0.01, 0.1, 1.0], "class_weight": [None, "balanced"],
                        "max_iter": 20000})
-    pid = db.execute("SELECT pg_backend_pid()").fetchone()[0]
-    seen, stop = set(), threading.Event()
-
-    def watch():
-        while not stop.is_set():
-            seen.update(_helpers(pid))
-            time.sleep(0.05)
-    db.execute("SET enable_sort = off")
-    watcher = threading.Thread(target=watch)
-    watcher.start()
-    try:
-        hashed = per_group(db, AGG, spec)
-    finally:
-        stop.set()
-        watcher.join()
-    assert seen, "no helper process trained the hashed plan's groups"
-    db.execute("RESET enable_sort")
-    db.execute("SET enable_hashagg = off")
-    assert per_group(db, AGG, spec) == hashed
+    seen, hashed = hashed_and_sorted(db, AGG, spec, lambda pid, other: bool(_helpers(pid)))
+    assert any(seen), "no helper process trained the hashed plan's groups"
     assert len(hashed) == 6 and all(v[0] == "ok" for v in hashed.values())
 
 
@@ -281,22 +262,35 @@ def _long_table(db):
 def test_helper_processes_start_while_a_hashed_aggregate_scans(dsn, db):
     # after 20,000 buffered rows the C step has the helpers spawned: they are alive while the
     # scan still reads (row 40,000 sleeps), before any final call; the fits equal a sorted plan's
-    import threading
 
     _long_table(db)
     spec = json.dumps({"l2": [0.0001, 0.001, 0.01, 0.1, 1.0], "class_weight": [None, "balanced"],
                        "max_iter": 20000})
     sql = ("SELECT grp, (f).status, (f).params, (f).score, (f).model FROM (SELECT grp, groupml.learn_over_groups("
            "ARRAY[f1, slow_at(i, 40000, f2), f3], y, 'logistic', %s::jsonb) AS f FROM long_t GROUP BY grp) s")
+    seen, hashed = hashed_and_sorted(db, sql, spec, lambda pid, other: bool(_helpers(pid)) and _sleeping(other, pid),
+                                     dsn=dsn)
+    assert any(seen), "no helper process was alive while the scan waited in row 40,000"
+    assert len(hashed) == 3 and all(v[0] == "ok" for v in hashed.values())
+
+
+def hashed_and_sorted(db, sql, spec, probe, dsn=None):
+    """(what ``probe(backend pid, another connection or None)`` saw every 50 ms while ``sql``
+    ran under a hashed plan, its per-group results); asserts a sorted plan gives the same."""
+    import threading
+
     pid = db.execute("SELECT pg_backend_pid()").fetchone()[0]
     seen, stop = [], threading.Event()
 
     def watch():
-        with psycopg.connect(dsn, autocommit=True) as other:
+        other = psycopg.connect(dsn, autocommit=True) if dsn else None
+        try:
             while not stop.is_set():
-                if _helpers(pid):
-                    seen.append(_sleeping(other, pid))
+                seen.append(probe(pid, other))
                 time.sleep(0.05)
+        finally:
+            if other is not None:
+                other.close()
     db.execute("SET enable_sort = off")
     watcher = threading.Thread(target=watch)
     watcher.start()
@@ -305,11 +299,11 @@ def test_helper_processes_start_while_a_hashed_aggregate_scans(dsn, db):
     finally:
         stop.set()
         watcher.join()
-    assert any(seen), "no helper process was alive while the scan waited in row 40,000"
     db.execute("RESET enable_sort")
     db.execute("SET enable_hashagg = off")
     assert per_group(db, sql, spec) == hashed
-    assert len(hashed) == 3 and all(v[0] == "ok" for v in hashed.values())
+    db.execute("RESET enable_hashagg")
+    return seen, hashed
 
 
 def _sleeping(conn, pid) -> bool:
