@@ -26,6 +26,18 @@ def run(*args):
                           capture_output=True, text=True, timeout=900)
 
 
+def scratch_pkglibdir(root) -> str:
+    """A pkglibdir of the scratch layout: the server's plpython3.so linked in (the installer
+    checks for it), so the module the installer builds, and its uninstall removes, is the
+    scratch one, never the server's own groupml.so."""
+    lib = os.path.join(str(root), "pkglib")
+    os.makedirs(lib, exist_ok=True)
+    link = os.path.join(lib, "plpython3.so")
+    if not os.path.exists(link):
+        os.symlink("/usr/lib/postgresql/15/lib/plpython3.so", link)
+    return lib
+
+
 @pytest.fixture
 def scratch():
     """A world-readable scratch directory (pytest's tmp_path is private to root)."""
@@ -39,14 +51,15 @@ def test_install_is_idempotent_and_uninstall_removes_everything(scratch, tmp_pat
     if os.geteuid() != 0:
         pytest.fail("the installer test needs root (installer/run-tests.sh runs as root)")
     # a prefix the postgres OS user cannot read is refused with a clear message
-    private = run("install", "--pg-config", fake_pg_config(tmp_path, pkglibdir="/usr/lib/postgresql/15/lib"),
+    private = run("install", "--pg-config", fake_pg_config(tmp_path, pkglibdir=scratch_pkglibdir(tmp_path)),
                   "--prefix", str(tmp_path / "prefix"))
     assert private.returncode != 0
     assert "the postgres OS user cannot import groupml from" in private.stderr
     assert "HINT: choose a --prefix outside /root" in private.stderr
 
     tmp_path = scratch
-    pg_config = fake_pg_config(tmp_path, pkglibdir="/usr/lib/postgresql/15/lib")
+    pkglib = scratch_pkglibdir(tmp_path)
+    pg_config = fake_pg_config(tmp_path, pkglibdir=pkglib)
     prefix = str(tmp_path / "prefix")
     extdir = tmp_path / "share" / "extension"
     first = run("install", "--pg-config", pg_config, "--prefix", prefix)
@@ -64,6 +77,7 @@ def test_install_is_idempotent_and_uninstall_removes_everything(scratch, tmp_pat
         assert frozen.count("site.addsitedir") == frozen.count("LANGUAGE plpython3u") > 5
         assert f"{prefix}/venv/lib/python3" in frozen
     assert (extdir / "groupml.control").exists()
+    assert os.path.exists(os.path.join(pkglib, "groupml.so"))          # the C module, built
     # the postgres OS user can import the package from the venv, as PL/Python will
     res = subprocess.run(["runuser", "-u", "postgres", "--", f"{prefix}/venv/bin/python", "-c",
                           "import groupml.fitting; print(groupml.__version__)"], capture_output=True, text=True)
@@ -79,11 +93,12 @@ def test_install_is_idempotent_and_uninstall_removes_everything(scratch, tmp_pat
     assert not (extdir / "groupml.control").exists()
     assert not list(extdir.glob("groupml--*.sql"))
     assert not os.path.exists(os.path.join(prefix, "venv"))
+    assert not os.path.exists(os.path.join(pkglib, "groupml.so"))
     assert "control file: missing" in run("status", "--pg-config", pg_config, "--prefix", prefix).stdout
 
 
 def test_install_refuses_a_dsn_of_another_major(tmp_path, cluster):
-    pg_config = fake_pg_config(tmp_path, version="PostgreSQL 16.2", pkglibdir="/usr/lib/postgresql/15/lib")
+    pg_config = fake_pg_config(tmp_path, version="PostgreSQL 16.2", pkglibdir=scratch_pkglibdir(tmp_path))
     res = run("install", "--pg-config", pg_config, "--prefix", str(tmp_path / "p"), "--dsn", cluster.dsn())
     assert res.returncode != 0
     assert "the server at the DSN is PostgreSQL 15 but pg_config is for 16" in res.stderr
