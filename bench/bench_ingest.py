@@ -93,7 +93,7 @@ def main(argv=None):
     print(f"snapshot -> numpy in one backend (training rows {n_train}): {t_load:.3f} s "
           f"= {n_train / t_load / 1e6:.2f} M rows/s   (target >= 2 M rows/s)")
     print(f"client psycopg COPY (FORMAT binary) -> numpy: {t_copy:.3f} s = {X.shape[0] / t_copy / 1e6:.2f} M rows/s")
-    print(f"learn_over_groups aggregate (per-row PL/Python, max_iter 1): {t_agg:.3f} s "
+    print(f"learn_over_groups aggregate (C transition, max_iter 1): {t_agg:.3f} s "
           f"= {args.rows / t_agg / 1e6:.2f} M rows/s")
     print(f"ratio snapshot load / COPY BINARY: {(n_train / t_load) / (X.shape[0] / t_copy):.2f}x; "
           f"/ aggregate: {(n_train / t_load) / (args.rows / t_agg):.1f}x")
