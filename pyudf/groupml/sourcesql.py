@@ -337,19 +337,16 @@ def group_clause_sql(group_by: List[str], source: str, ordered: bool = True) -> 
 
 
 def native_scan_sql(source: str, group_by: List[str], features: List[str], label: str, cols: Dict[str, str],
-                    where: str = "", feature_exprs: Optional[List[str]] = None, only: str = "") -> str:
+                    feature_exprs: Optional[List[str]] = None) -> str:
     """:func:`packed_scan_sql`'s groups with each block packed by groupml._pack_rows (the C step
     of learn_over_groups): native float8, the features then the label per row, a row with a
     NULL left out. About 2.5 times faster to build than string_agg over float8send's (one
-    append per row, one copy at the end), and unordered (the caller orders the groups). A group is limited to 1 GB of rows, as with
-    string_agg. ``where`` as :func:`packed_scan_sql`'s; ``only``: a condition (built by
-    groupml) on the rows packed, every row still counted in n_rows (a group with none of them
-    gets a NULL block)."""
+    append per row, one copy at the end), and unordered (the caller orders the groups). A
+    group is limited to 1 GB of rows, as with string_agg."""
     values = feature_exprs if feature_exprs is not None else [float8_expr(f, cols[f]) for f in features]
     packed = f"groupml._pack_rows(ARRAY[{', '.join(values)}], {float8_expr(label, cols[label])})"
     return (f"SELECT {group_key_sql(group_by)}::text AS gkey, pg_catalog.count(*) AS n_rows, "
-            f"{packed}" + (f" FILTER (WHERE {only})" if only else "") + f" AS block FROM {source}"
-            + (f" WHERE {where}" if where else "") + group_clause_sql(group_by, source, ordered=False))
+            f"{packed} AS block FROM {source}" + group_clause_sql(group_by, source, ordered=False))
 
 
 def packed_scan_sql(source: str, group_by: List[str], features: List[str], label: str, cols: Dict[str, str],

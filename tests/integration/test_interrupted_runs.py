@@ -162,7 +162,7 @@ MLP_SPEC = json.dumps({"epochs": 1000})
 
 
 def _loader_state(conn, loader: str, done: str) -> str:
-    """'loaded', 'loading' or 'not loaded': how far this session's backend got with an import
+    """'loaded', 'loading' or 'not loaded': how far the connection's backend got with an import
     in the helper thread ``loader`` of groupml's MLP module (``done``: the module global set
     once it is in)."""
     notices = []
@@ -176,7 +176,7 @@ def _loader_state(conn, loader: str, done: str) -> str:
 
 
 def _torch_state(conn):
-    """'loaded', 'loading' or 'not loaded': how far this session's backend got with torch."""
+    """'loaded', 'loading' or 'not loaded': how far the connection's backend got with torch."""
     return _loader_state(conn, "_loader", "_torch_mod")
 
 

@@ -22,8 +22,9 @@ groupml.learn_over_groups(features float8[], label float8|boolean, model groupml
            metric: accuracy | auc | logloss (logistic, mlp, lightgbm), accuracy | auc (svm),
                    rmse | mae | r2 (linear and the *_regressor models)
            threads: groups trained at the same time for this backend, default min(CPUs, 4); with a
-                   hashed GROUP BY the first final call starts the other groups in that many helper
-                   processes (largest first, BLAS one thread each); results do not depend on it;
+                   hashed GROUP BY that many helper processes (spawned during the scan, after
+                   20,000 rows) train the groups, largest first, from the first final call on
+                   (BLAS one thread each); results do not depend on it;
                    1 = one after another in the backend.
                    Groups finished ahead wait in memory until PostgreSQL asks for them (about
                    10 kB each): for hundreds of thousands of groups use 1, or train_groups
