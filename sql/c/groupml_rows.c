@@ -378,6 +378,23 @@ groupml_learn_rows(PG_FUNCTION_ARGS)
 
 	if (buf == NULL)
 		PG_RETURN_NULL();
+	/* the buffer stopped appending at the anomaly: its rows are not the group's, never hand them out */
+	if (buf->anomaly == ANOMALY_EMPTY)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("groupml: The features array of a group must not be empty; got an empty array"),
+				 errhint("Pass the feature columns as ARRAY[f1, f2, ...].")));
+	if (buf->anomaly == ANOMALY_LENGTH)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("groupml: Every features array of a group must have the same length; expected %d values, "
+						"found %d", buf->d, buf->found),
+				 errhint("Build the array from the same columns for every row, e.g. ARRAY[f1, f2, f3].")));
+	if (buf->anomaly == ANOMALY_NESTED)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("groupml: The features array of a group must be one-dimensional; got a nested array"),
+				 errhint("Pass ARRAY[f1, f2, ...] with one value per feature.")));
 	len = (Size) buf->n_rows * ((Size) buf->d + 1) * sizeof(double);
 	if (len > MaxAllocSize - VARHDRSZ)
 		ereport(ERROR,

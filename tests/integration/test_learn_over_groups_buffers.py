@@ -77,6 +77,35 @@ def test_null_elements_labels_and_arrays_are_skipped_and_counted(db):
     assert live_buffers(db) == 0
 
 
+@pytest.mark.parametrize("rows,state,message,hint", [
+    ("(ARRAY[1,2,3], 1), (ARRAY[1,2], 0)", "2202E",
+     "groupml: Every features array of a group must have the same length; expected 3 values, found 2", "same columns"),
+    ("('{}'::float8[], 1), (ARRAY[1,2], 0)", "2202E",
+     "groupml: The features array of a group must not be empty; got an empty array", "ARRAY[f1, f2"),
+    ("(ARRAY[[1,2],[3,4]], 1)", "22000",
+     "groupml: The features array of a group must be one-dimensional; got a nested array", "one value per feature"),
+])
+def test_pack_rows_refuses_rows_it_could_not_pack(db, rows, state, message, hint):
+    # train_groups' packing aggregate shares the C step: a group whose rows stopped at an
+    # anomaly is an error, never a block of part of its rows
+    got = sql_error(db, f"SELECT groupml._pack_rows(x, y) FROM (VALUES {rows}) v(x, y)")
+    assert got[0] == state and got[1] == message and hint in got[2], got
+    assert live_buffers(db) == 0
+
+
+def test_pack_rows_packs_native_rows_and_leaves_out_a_row_with_a_null(db):
+    import numpy as np
+
+    block = db.execute("SELECT groupml._pack_rows(x, y) FROM (VALUES (ARRAY[1.5, 2]::float8[], 1::float8), "
+                       "(ARRAY[3, NULL]::float8[], 0), (NULL, 1), (ARRAY[4, 5]::float8[], NULL), "
+                       "(ARRAY[6, 7]::float8[], 0)) v(x, y)").fetchone()[0]
+    rows = np.frombuffer(bytes(block), dtype="=f8").reshape(-1, 3)
+    assert rows.tolist() == [[1.5, 2.0, 1.0], [6.0, 7.0, 0.0]]
+    assert db.execute("SELECT groupml._pack_rows(x, y) FROM (VALUES (ARRAY[1]::float8[], 1::float8)) v(x, y) "
+                      "WHERE false").fetchone()[0] is None
+    assert live_buffers(db) == 0
+
+
 def test_failed_and_rolled_back_statements_leave_no_buffer(db, clicks):
     spec = json.dumps(GRID)
     # an error mid-scan (after many rows were buffered), in autocommit
