@@ -753,3 +753,16 @@ CREATE AGGREGATE @extschema@._pack_rows(features float8[], label float8) (
 );
 COMMENT ON AGGREGATE @extschema@._pack_rows(float8[], float8) IS
   'Internal (train_groups): the group''s rows as one bytea of native float8, each row its features then its label; a row with a NULL value is left out.';
+
+-- train_groups' load: _pack_rows with a row's values as separate float8 arguments (no array per row).
+CREATE FUNCTION @extschema@._pack_values_step(state bigint, VARIADIC "values" "any")
+RETURNS bigint LANGUAGE C VOLATILE
+AS 'MODULE_PATHNAME', 'groupml_pack_step';
+COMMENT ON FUNCTION @extschema@._pack_values_step(bigint, "any") IS
+  'Internal: transition function of groupml._pack_values, in C: buffers the row (float8 features, then the label, as separate arguments) as native float8; a row with a NULL value is counted as skipped, not buffered.';
+CREATE AGGREGATE @extschema@._pack_values(VARIADIC "values" "any") (
+    SFUNC = @extschema@._pack_values_step, STYPE = bigint,
+    FINALFUNC = @extschema@._learn_rows
+);
+COMMENT ON AGGREGATE @extschema@._pack_values("any") IS
+  'Internal (train_groups): the group''s rows as one bytea of native float8, each row its features then its label, given as separate float8 arguments (at most 98 features); a row with a NULL value is left out.';
