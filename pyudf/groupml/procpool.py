@@ -19,6 +19,10 @@ one backend trained the demo's groups barely faster than one after another (1.08
   (SIGQUIT) end them with the backend; a helper whose backend vanished exits when its
   task pipe closes.
 * **One BLAS thread each**, like the rest of a backend's training.
+* **Large inputs by memory file.** A :class:`SharedBlock` argument (a byte range of a memory
+  file, such as train_groups' load arena) does not go through the pipe: its file descriptor
+  does (``SCM_RIGHTS``), and the helper maps the range read-only. That spares the pickling
+  and the pipe's copies of a group's rows (about 0.13 s per 168 MB on two helpers).
 
 * **A helper that dies** (the OOM killer, an operator's kill) is seen through its process
   sentinel: the call ends with :class:`HelperLostError` (58000) and its run resumes; the
@@ -28,12 +32,13 @@ one backend trained the demo's groups barely faster than one after another (1.08
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import signal
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterator, Optional, Sequence, Tuple
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 
 from .errors import GroupmlError
 
@@ -75,6 +80,67 @@ def _init_helper(modules: Sequence[str]) -> None:
     threadpool_limits(limits=1)          # process-wide, for the helper's whole life
 
 
+class SharedBlock:
+    """Bytes ``[offset, offset + nbytes)`` of the memory file open as ``fd`` in this process.
+
+    A task argument of this type reaches a helper without being copied: the helper receives
+    the descriptor and maps the range (:meth:`view`). The descriptor stays the creator's: it
+    closes it once the helpers are done (they receive duplicates)."""
+
+    __slots__ = ("fd", "offset", "nbytes")
+
+    def __init__(self, fd: Optional[int], offset: int, nbytes: int):
+        self.fd, self.offset, self.nbytes = fd, int(offset), int(nbytes)
+
+    def __getstate__(self):
+        return (self.offset, self.nbytes)       # the descriptor travels apart (SCM_RIGHTS)
+
+    def __setstate__(self, state):
+        self.fd, (self.offset, self.nbytes) = None, state
+
+    @contextlib.contextmanager
+    def view(self) -> Iterator[memoryview]:
+        """The bytes as a read-only memoryview over a mapping of the file (unmapped on exit,
+        or when the last array made from them goes)."""
+        import mmap
+
+        if self.nbytes == 0:
+            yield memoryview(b"")
+            return
+        start = self.offset - self.offset % mmap.ALLOCATIONGRANULARITY
+        m = mmap.mmap(self.fd, self.offset + self.nbytes - start, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ,
+                      offset=start)
+        try:
+            with memoryview(m) as whole:
+                yield whole[self.offset - start:]
+        finally:
+            try:
+                m.close()
+            except BufferError:                 # an array still uses the bytes: unmapped with it
+                pass
+
+
+def _shared_blocks(args: Sequence[Any]) -> List[SharedBlock]:
+    return [a for a in args if isinstance(a, SharedBlock)]
+
+
+def _run_task(conn, fn: Callable, args: Tuple[Any, ...]):
+    """A task's result in a helper; its :class:`SharedBlock` arguments arrive as descriptors
+    after the task and are passed to ``fn`` as memoryviews of their bytes."""
+    from multiprocessing import reduction
+
+    shared = _shared_blocks(args)
+    for blk in shared:
+        blk.fd = reduction.recv_handle(conn)
+    try:
+        with contextlib.ExitStack() as stack:
+            views = {id(b): stack.enter_context(b.view()) for b in shared}
+            return fn(*[views.get(id(a), a) if isinstance(a, SharedBlock) else a for a in args])
+    finally:
+        for blk in shared:
+            os.close(blk.fd)
+
+
 class HelperLostError(GroupmlError):
     """A helper process ended while it trained a group (killed: the OOM killer, an operator)."""
     sqlstate = "58000"  # system_error: an error external to PostgreSQL
@@ -93,7 +159,7 @@ def _helper_main(conn, warm: Sequence[str]) -> None:
             return
         fn, args = job
         try:
-            out = ("ok", fn(*args))
+            out = ("ok", _run_task(conn, fn, args))
         except BaseException as exc:     # reported to the backend, which raises it
             out = ("error", exc)
         try:
@@ -117,8 +183,12 @@ def _send(h: _Helper, payload) -> None:
     in this write (it could not check for cancel). A dead helper's pipe fails here; its
     sentinel tells the backend. Any other failure (the task does not pickle, memory) is kept
     for :meth:`HelperPool.results` to raise: the helper never gets the task."""
+    from multiprocessing import reduction
+
     try:
         h.conn.send(payload)
+        for blk in _shared_blocks(payload[1]):
+            reduction.send_handle(h.conn, blk.fd, h.process.pid)
     except (EOFError, OSError):
         pass
     except BaseException as exc:  # noqa: BLE001 - handed to the backend's thread, which raises it
@@ -187,7 +257,8 @@ class HelperPool:
         return self._pending
 
     def submit(self, key: Any, fn: Callable, *args: Any) -> None:
-        """Run ``fn(*args)`` (a module-level function; arguments are pickled) in a helper."""
+        """Run ``fn(*args)`` (a module-level function; arguments are pickled, but for
+        :class:`SharedBlock` ones: ``fn`` receives a memoryview of their bytes) in a helper."""
         self._waiting.append((key, fn, args))
         self._dispatch()
 

@@ -344,13 +344,12 @@ MAX_VALUE_FEATURES = 98
 
 def native_scan_sql(source: str, group_by: List[str], features: List[str], label: str, cols: Dict[str, str],
                     feature_exprs: Optional[List[str]] = None) -> str:
-    """:func:`packed_scan_sql`'s groups with each block packed in C: native float8, the
-    features then the label per row, a row with a NULL left out. About 4 times faster to
-    build than string_agg over float8send's (one append per row, one copy at the end), and
-    unordered (the caller orders the groups). A row's values go to groupml._pack_values as
-    separate arguments (no array is built per row), or as an array to groupml._pack_rows
-    beyond :data:`MAX_VALUE_FEATURES` features. A group is limited to 1 GB of rows, as with
-    string_agg."""
+    """:func:`packed_scan_sql`'s groups with each group's rows packed in C (native float8,
+    the features then the label per row, a row with a NULL left out) into the load arena: the
+    ``block`` column is ``{fd, offset, bytes}`` (groupml._pack_shared), read through a
+    :class:`~groupml.procpool.SharedBlock`. Unordered (the caller orders the groups). A row's
+    values go to groupml._pack_values as separate arguments (no array is built per row), or
+    as an array to groupml._pack_rows beyond :data:`MAX_VALUE_FEATURES` features."""
     values = feature_exprs if feature_exprs is not None else [float8_expr(f, cols[f]) for f in features]
     label_value = float8_expr(label, cols[label])
     if len(values) <= MAX_VALUE_FEATURES:

@@ -21,8 +21,24 @@
  * buffers; it goes with the context, and callbacks of an earlier transaction do nothing.
  *
  * _learn_rows(handle) returns a buffer's packed rows; _learn_buffers() lists the live buffers.
+ *
+ * train_groups' load (_pack_values, _pack_rows) buffers rows the same way without a model, and
+ * its final function (_pack_shared) writes each group's rows into the transaction's load arena,
+ * a memory file (memfd), returning where: {fd, offset, bytes}.  The PL/Python caller duplicates
+ * the descriptor before the transaction ends and hands it to its helper processes, which map
+ * the rows read-only: a group's rows are copied once after the scan, not through a bytea, an
+ * SPI tuple, a Python bytes object and a pipe.  The arena's descriptor closes with the
+ * transaction; the memory goes when the last duplicate closes.  _pack_read(ref) reads a range
+ * back as bytea (within the loading transaction).
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE				/* memfd_create */
+#endif
 #include "postgres.h"
+
+#include <errno.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "catalog/pg_type.h"
 #include "fmgr.h"
@@ -87,6 +103,8 @@ static HTAB *registry = NULL;
 static RowBuffer *last_buffer = NULL;	/* the buffer of the previous row */
 static uint64 generation = 0;	/* which rows_context the hooks belong to */
 static int64 next_handle = 0;	/* handles are never reused in a backend */
+static int	arena_fd = -1;		/* the transaction's load arena (memfd), or -1 */
+static off_t arena_end = 0;		/* bytes written to it */
 
 /*
  * Helper processes start while the scan goes on: once a statement's hashed aggregate has
@@ -136,6 +154,10 @@ maybe_prestart(FunctionCallInfo fcinfo, RowBuffer *buf)
 static void
 registry_gone(void *arg)
 {
+	if (arena_fd >= 0)
+		close(arena_fd);
+	arena_fd = -1;
+	arena_end = 0;
 	rows_context = NULL;
 	registry = NULL;
 	last_buffer = NULL;
@@ -428,19 +450,10 @@ groupml_pack_step(PG_FUNCTION_ARGS)
 	PG_RETURN_INT64(buf->handle);
 }
 
-PG_FUNCTION_INFO_V1(groupml_learn_rows);
-
-/* _learn_rows(handle) -> bytea: the buffer's rows, native float8, d features then the label */
-Datum
-groupml_learn_rows(PG_FUNCTION_ARGS)
+/* the error a buffer's anomaly stands for: its rows stopped there, so they are never handed out */
+static void
+check_anomaly(RowBuffer *buf)
 {
-	RowBuffer  *buf = find_buffer(PG_GETARG_INT64(0));
-	Size		len;
-	bytea	   *out;
-
-	if (buf == NULL)
-		PG_RETURN_NULL();
-	/* the buffer stopped appending at the anomaly: its rows are not the group's, never hand them out */
 	if (buf->anomaly == ANOMALY_EMPTY)
 		ereport(ERROR,
 				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
@@ -457,6 +470,21 @@ groupml_learn_rows(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_DATA_EXCEPTION),
 				 errmsg("groupml: The features array of a group must be one-dimensional; got a nested array"),
 				 errhint("Pass ARRAY[f1, f2, ...] with one value per feature.")));
+}
+
+PG_FUNCTION_INFO_V1(groupml_learn_rows);
+
+/* _learn_rows(handle) -> bytea: the buffer's rows, native float8, d features then the label */
+Datum
+groupml_learn_rows(PG_FUNCTION_ARGS)
+{
+	RowBuffer  *buf = find_buffer(PG_GETARG_INT64(0));
+	Size		len;
+	bytea	   *out;
+
+	if (buf == NULL)
+		PG_RETURN_NULL();
+	check_anomaly(buf);
 	len = (Size) buf->n_rows * ((Size) buf->d + 1) * sizeof(double);
 	if (len > MaxAllocSize - VARHDRSZ)
 		ereport(ERROR,
@@ -469,6 +497,121 @@ groupml_learn_rows(PG_FUNCTION_ARGS)
 	SET_VARSIZE(out, VARHDRSZ + len);
 	if (len > 0)
 		memcpy(VARDATA(out), buf->data, len);
+	PG_RETURN_BYTEA_P(out);
+}
+
+/* appends len bytes to the transaction's load arena (created on first use); returns their offset */
+static off_t
+arena_append(const char *data, Size len)
+{
+	off_t		offset;
+	Size		done = 0;
+
+	if (arena_fd < 0)
+	{
+		arena_fd = memfd_create("groupml load", MFD_CLOEXEC);
+		if (arena_fd < 0)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("groupml could not create the memory file that hands a load's rows to training: %m"),
+					 errhint("Check the backend's limit on open files.")));
+		arena_end = 0;
+	}
+	offset = arena_end;
+	while (done < len)
+	{
+		ssize_t		n = pwrite(arena_fd, data + done, Min(len - done, (Size) 1 << 30), offset + (off_t) done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("groupml could not write %zu bytes of a group's rows to its memory file: %m", len),
+					 errhint("The load needs memory for every group's rows once more while it runs; free memory, "
+							 "or train fewer groups per call.")));
+		done += (Size) n;
+	}
+	arena_end = offset + (off_t) len;
+	return offset;
+}
+
+PG_FUNCTION_INFO_V1(groupml_pack_shared);
+
+/*
+ * _pack_shared(handle) -> int8[] {fd, offset, bytes}: the final function of train_groups'
+ * load. Writes the group's rows (native float8, d features then the label) to the load arena
+ * and frees the buffer's copy; fd is the arena's descriptor in this backend (-1 for a group
+ * without rows), valid until the transaction ends.
+ */
+Datum
+groupml_pack_shared(PG_FUNCTION_ARGS)
+{
+	RowBuffer  *buf = PG_ARGISNULL(0) ? NULL : find_buffer(PG_GETARG_INT64(0));
+	Size		len;
+	Datum		ref[3];
+	off_t		offset = 0;
+
+	if (buf == NULL)
+		PG_RETURN_NULL();
+	check_anomaly(buf);
+	if (buf->data == NULL && buf->n_rows > 0)
+		elog(ERROR, "groupml._pack_shared: the group's rows were handed out already");
+	len = (Size) buf->n_rows * ((Size) buf->d + 1) * sizeof(double);
+	if (len > 0)
+	{
+		offset = arena_append((const char *) buf->data, len);
+		pfree(buf->data);		/* the arena holds them now: the load's peak memory is one copy, not two */
+		buf->data = NULL;
+		buf->capacity = 0;
+	}
+	ref[0] = Int64GetDatum(len > 0 ? arena_fd : -1);
+	ref[1] = Int64GetDatum((int64) offset);
+	ref[2] = Int64GetDatum((int64) len);
+	PG_RETURN_ARRAYTYPE_P(construct_array(ref, 3, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+PG_FUNCTION_INFO_V1(groupml_pack_read);
+
+/* _pack_read(ref int8[]) -> bytea: the bytes a _pack_shared reference names, read back from the arena */
+Datum
+groupml_pack_read(PG_FUNCTION_ARGS)
+{
+	ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(0);
+	int64	   *ref;
+	bytea	   *out;
+	Size		done = 0;
+
+	if (ARR_NDIM(arr) != 1 || ARR_DIMS(arr)[0] != 3 || ARR_ELEMTYPE(arr) != INT8OID || ARR_HASNULL(arr))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("groupml._pack_read takes a reference {fd, offset, bytes} as _pack_shared returns it"),
+				 errhint("Pass the value of groupml._pack_values or groupml._pack_rows.")));
+	ref = (int64 *) ARR_DATA_PTR(arr);
+	if (ref[2] != 0 && (arena_fd < 0 || ref[0] != arena_fd || ref[1] < 0 || ref[2] < 0 || ref[1] + ref[2] > (int64) arena_end))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("groupml._pack_read: {%lld, %lld, %lld} is not a range of this transaction's load",
+						(long long) ref[0], (long long) ref[1], (long long) ref[2]),
+				 errhint("Read a load's rows in the transaction that loaded them.")));
+	if (ref[2] < 0 || (Size) ref[2] > MaxAllocSize - VARHDRSZ)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("groupml._pack_read: %lld bytes do not fit in a bytea (at most %zu)", (long long) ref[2],
+						(Size) (MaxAllocSize - VARHDRSZ)),
+				 errhint("Read a smaller group.")));
+	out = (bytea *) palloc(VARHDRSZ + (Size) ref[2]);
+	SET_VARSIZE(out, VARHDRSZ + (Size) ref[2]);
+	while (done < (Size) ref[2])
+	{
+		ssize_t		n = pread(arena_fd, VARDATA(out) + done, (Size) ref[2] - done, (off_t) ref[1] + (off_t) done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			ereport(ERROR, (errcode_for_file_access(), errmsg("groupml._pack_read could not read the load: %m")));
+		done += (Size) n;
+	}
 	PG_RETURN_BYTEA_P(out);
 }
 

@@ -747,12 +747,17 @@ RETURNS bigint LANGUAGE C VOLATILE
 AS 'MODULE_PATHNAME', 'groupml_learn_step';
 COMMENT ON FUNCTION @extschema@._pack_step(bigint, float8[], float8) IS
   'Internal: transition function of groupml._pack_rows, in C: buffers the row (features, then the label) as native float8; rows with a NULL are counted as skipped, not buffered.';
+CREATE FUNCTION @extschema@._pack_shared(handle bigint)
+RETURNS int8[] LANGUAGE C VOLATILE
+AS 'MODULE_PATHNAME', 'groupml_pack_shared';
+COMMENT ON FUNCTION @extschema@._pack_shared(bigint) IS
+  'Internal: final function of groupml._pack_values and groupml._pack_rows, in C: writes the group''s rows (native float8, features then the label) to the transaction''s load arena, a memory file, and returns {fd, offset, bytes}; fd is the arena''s descriptor in this backend (-1 for a group without rows) until the transaction ends.';
 CREATE AGGREGATE @extschema@._pack_rows(features float8[], label float8) (
     SFUNC = @extschema@._pack_step, STYPE = bigint,
-    FINALFUNC = @extschema@._learn_rows
+    FINALFUNC = @extschema@._pack_shared, FINALFUNC_MODIFY = READ_WRITE
 );
 COMMENT ON AGGREGATE @extschema@._pack_rows(float8[], float8) IS
-  'Internal (train_groups): the group''s rows as one bytea of native float8, each row its features then its label; a row with a NULL value is left out.';
+  'Internal (train_groups): the group''s rows as native float8, each row its features then its label, written to the load arena; returns {fd, offset, bytes} (groupml._pack_shared). A row with a NULL value is left out.';
 
 -- train_groups' load: _pack_rows with a row's values as separate float8 arguments (no array per row).
 CREATE FUNCTION @extschema@._pack_values_step(state bigint, VARIADIC "values" "any")
@@ -762,7 +767,12 @@ COMMENT ON FUNCTION @extschema@._pack_values_step(bigint, "any") IS
   'Internal: transition function of groupml._pack_values, in C: buffers the row (float8 features, then the label, as separate arguments) as native float8; a row with a NULL value is counted as skipped, not buffered.';
 CREATE AGGREGATE @extschema@._pack_values(VARIADIC "values" "any") (
     SFUNC = @extschema@._pack_values_step, STYPE = bigint,
-    FINALFUNC = @extschema@._learn_rows
+    FINALFUNC = @extschema@._pack_shared, FINALFUNC_MODIFY = READ_WRITE
 );
 COMMENT ON AGGREGATE @extschema@._pack_values("any") IS
-  'Internal (train_groups): the group''s rows as one bytea of native float8, each row its features then its label, given as separate float8 arguments (at most 98 features); a row with a NULL value is left out.';
+  'Internal (train_groups): the group''s rows as native float8, each row its features then its label given as separate float8 arguments (at most 98 features), written to the load arena; returns {fd, offset, bytes} (groupml._pack_shared). A row with a NULL value is left out.';
+CREATE FUNCTION @extschema@._pack_read(ref int8[])
+RETURNS bytea LANGUAGE C VOLATILE STRICT
+AS 'MODULE_PATHNAME', 'groupml_pack_read';
+COMMENT ON FUNCTION @extschema@._pack_read(int8[]) IS
+  'Internal: the bytes a reference of groupml._pack_values or groupml._pack_rows names ({fd, offset, bytes}), read from the load arena of the transaction that loaded them.';

@@ -96,13 +96,55 @@ def test_pack_rows_refuses_rows_it_could_not_pack(db, rows, state, message, hint
 def test_pack_rows_packs_native_rows_and_leaves_out_a_row_with_a_null(db):
     import numpy as np
 
-    block = db.execute("SELECT groupml._pack_rows(x, y) FROM (VALUES (ARRAY[1.5, 2]::float8[], 1::float8), "
-                       "(ARRAY[3, NULL]::float8[], 0), (NULL, 1), (ARRAY[4, 5]::float8[], NULL), "
-                       "(ARRAY[6, 7]::float8[], 0)) v(x, y)").fetchone()[0]
+    block = db.execute("SELECT groupml._pack_read(groupml._pack_rows(x, y)) FROM (VALUES "
+                       "(ARRAY[1.5, 2]::float8[], 1::float8), (ARRAY[3, NULL]::float8[], 0), (NULL, 1), "
+                       "(ARRAY[4, 5]::float8[], NULL), (ARRAY[6, 7]::float8[], 0)) v(x, y)").fetchone()[0]
     rows = np.frombuffer(bytes(block), dtype="=f8").reshape(-1, 3)
     assert rows.tolist() == [[1.5, 2.0, 1.0], [6.0, 7.0, 0.0]]
     assert db.execute("SELECT groupml._pack_rows(x, y) FROM (VALUES (ARRAY[1]::float8[], 1::float8)) v(x, y) "
                       "WHERE false").fetchone()[0] is None
+    assert live_buffers(db) == 0
+
+
+def test_pack_values_writes_each_group_to_its_own_range_of_one_load_arena(db):
+    import numpy as np
+
+    db.execute("CREATE TABLE p (g int, a float8, b float8, y float8)")
+    db.execute("INSERT INTO p SELECT i % 3, i, -i, i % 2 FROM generate_series(1, 3000) i")
+    db.execute("INSERT INTO p VALUES (0, NULL, 1, 1), (1, 1, 1, NULL), (5, NULL, NULL, NULL)")
+    got = db.execute("SELECT g, r, groupml._pack_read(r) FROM (SELECT g, groupml._pack_values(a, b, y) AS r "
+                     "FROM p GROUP BY g) s ORDER BY g").fetchall()
+    fds = {r[0] for _, r, _ in got if r[2] > 0}
+    assert len(fds) == 1 and fds.pop() >= 0                 # one memory file for the statement
+    ranges = sorted((r[1], r[1] + r[2]) for _, r, _ in got if r[2] > 0)
+    assert all(a[1] <= b[0] for a, b in zip(ranges, ranges[1:]))     # disjoint ranges
+    for g, ref, block in got[:3]:
+        rows = np.frombuffer(bytes(block), dtype="=f8").reshape(-1, 3)
+        i = np.sort(rows[:, 0])
+        assert ref[2] == len(bytes(block)) and np.array_equal(i, np.arange(g if g else 3, 3001, 3))
+        assert np.array_equal(rows[:, 1], -rows[:, 0]) and np.array_equal(rows[:, 2], rows[:, 0] % 2)
+    assert got[3][0] == 5 and got[3][1] == [-1, 0, 0] and bytes(got[3][2]) == b""   # every row had a NULL
+    # the same rows as _pack_rows packs them from arrays
+    same = db.execute("SELECT groupml._pack_read(groupml._pack_values(a, b, y)) = "
+                      "groupml._pack_read(groupml._pack_rows(ARRAY[a, b], y)) FROM p WHERE g = 1").fetchone()[0]
+    assert same is True
+    assert live_buffers(db) == 0
+
+
+def test_pack_read_refuses_a_range_outside_the_current_load(db):
+    # the arena closes with the transaction that loaded it: a reference kept past it reads nothing
+    ref = db.execute("SELECT groupml._pack_values(i::float8, 1::float8) FROM generate_series(1, 10) i").fetchone()[0]
+    state, msg, hint = sql_error(db, "SELECT groupml._pack_read(%s::int8[])", [ref])
+    assert state == "22023" and "is not a range of this transaction's load" in msg and "transaction that loaded" in hint
+    state, msg, hint = sql_error(db, "SELECT groupml._pack_read('{1,2}'::int8[])")
+    assert state == "22023" and "takes a reference {fd, offset, bytes}" in msg and hint
+
+
+def test_pack_values_takes_float8_values_only(db):
+    for call in ("groupml._pack_values(1::int, 2::float8)", "groupml._pack_values(1::float8)",
+                 "groupml._pack_values(VARIADIC ARRAY[1, 2]::float8[])"):
+        with pytest.raises(psycopg.errors.InternalError):
+            db.execute(f"SELECT {call} FROM generate_series(1, 3)")
     assert live_buffers(db) == 0
 
 

@@ -708,6 +708,44 @@ def test_helper_processes_give_the_same_catalog_as_the_backend_alone(db, clicks)
     assert a == b and len(a) == 4            # same parameters, scores and model bytes
 
 
+def test_rows_wider_than_a_function_takes_arguments_load_as_arrays(db):
+    # up to 98 features a row's values are separate arguments of the load aggregate; a function
+    # takes at most 100, so wider rows are packed from an array -- both load the same rows
+    cols = ", ".join(f"x{j} float8" for j in range(99))
+    db.execute(f"CREATE TABLE wide (g int, y int, {cols})")
+    values = ", ".join(f"sin(i * {j + 1})" for j in range(99))
+    db.execute(f"INSERT INTO wide SELECT i % 2, (sin(i * 1) + sin(i * 2) > 0)::int, {values} "
+               "FROM generate_series(1, 400) i")
+    feats = [f"x{j}" for j in range(99)]
+    runs = [db.execute("CALL groupml.train_groups('wide', ARRAY['g'], %s, 'y', 'logistic', '{\"l2\": [1]}')",
+                       [f]).fetchone()[0] for f in (feats, feats[:98])]
+    for run, d in zip(runs, (99, 98)):
+        got = db.execute("SELECT (fit).status, (fit).n_train + (fit).n_validation, (fit).n_features "
+                         "FROM groupml.models WHERE run_id = %s", [run]).fetchall()
+        assert got == [("ok", 200, d)] * 2
+
+
+def test_the_load_arena_is_closed_after_a_call_and_after_a_failed_one(db, clicks):
+    # the groups' rows reach the helpers through a memory file; the backend keeps no descriptor
+    # of it once the call ends, whether the groups trained or the call failed
+    db.execute("CREATE FUNCTION arena_fds() RETURNS int LANGUAGE plpython3u AS $$\n"
+               "import os\n"
+               "links = [os.readlink('/proc/self/fd/' + f) for f in os.listdir('/proc/self/fd')\n"
+               "         if os.path.islink('/proc/self/fd/' + f)]\n"
+               "return sum('groupml load' in link for link in links)\n$$")
+    for processes in (1, 2):
+        db.execute("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'f2', 'f3'], 'clicked', "
+                   "'logistic', %s::jsonb, %s::jsonb)", [GRID, json.dumps({"processes": processes})])
+        assert db.execute("SELECT arena_fds()").fetchone()[0] == 0
+    # a group key the catalog cannot index is refused after the load
+    db.execute("UPDATE clicks SET country = (SELECT string_agg(md5(i::text), '') FROM generate_series(1, 100) i) "
+               "WHERE country = (SELECT min(country) FROM clicks)")
+    with pytest.raises(psycopg.errors.ProgramLimitExceeded):
+        db.execute("CALL groupml.train_groups('clicks', ARRAY['country'], ARRAY['f1', 'f2'], 'clicked', "
+                   "'logistic', %s::jsonb, '{\"processes\": 2}'::jsonb)", [GRID])
+    assert db.execute("SELECT arena_fds()").fetchone()[0] == 0
+
+
 @pytest.mark.parametrize("options, workers, message, hint_part", [
     ('{"processes": 0}', 1, "groupml: The 'processes' value of train_groups options must be >= 1; got 0",
      "helper processes"),

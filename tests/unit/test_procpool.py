@@ -1,5 +1,6 @@
 """groupml.procpool: helper processes that train groups for one backend."""
 
+import functools
 import os
 import signal
 import time
@@ -9,7 +10,7 @@ import pytest
 
 from groupml.errors import InvalidParameterError
 from groupml.fitting import fit_group, fit_packed
-from groupml.procpool import HelperPool, helper_python
+from groupml.procpool import HelperPool, SharedBlock, helper_python
 
 
 def _pool(n=2):
@@ -70,6 +71,57 @@ def test_fit_packed_in_a_helper_equals_fit_group_in_this_process():
     local = fit_group(X, y, "logistic", search, options, n_skipped=2)
     assert remote.n_skipped == 2 and remote.params == local.params and remote.score == local.score
     assert remote.model == local.model                 # the same bytes: same arithmetic in both processes
+
+
+def _memory_file(chunks):
+    """A memory file holding ``chunks`` one after another; (fd, [SharedBlock per chunk])."""
+    fd = os.memfd_create("test blocks", os.MFD_CLOEXEC)
+    blocks, offset = [], 0
+    for c in chunks:
+        os.pwrite(fd, c, offset)
+        blocks.append(SharedBlock(fd, offset, len(c)))
+        offset += len(c)
+    return fd, blocks
+
+
+def _bytes_of(view, tag):
+    return tag, bytes(view)
+
+
+def test_shared_blocks_reach_helpers_as_their_bytes_without_the_pipe():
+    rng = np.random.default_rng(5)
+    # ranges that start and end off page boundaries, one larger than a pipe's buffer, an empty one
+    chunks = [rng.bytes(n) for n in (10, 70_001, 4096 * 3 + 5, 0, 1_000_003)]
+    fd, blocks = _memory_file(chunks)
+    try:
+        with _pool() as pool:
+            for i, b in enumerate(blocks):
+                pool.submit(i, _bytes_of, b, i)
+            got = dict(pool.results(lambda: None))
+        assert {i: v for i, (_, v) in got.items()} == dict(enumerate(chunks))
+        assert all(tag == i for i, (tag, _) in got.items())
+        assert not _children()
+        with blocks[1].view() as view:              # in this process too, read-only
+            assert bytes(view) == chunks[1] and view.readonly
+    finally:
+        os.close(fd)
+
+
+def test_fit_packed_on_a_shared_block_equals_it_on_bytes():
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((500, 3))
+    y = (X[:, 0] - X[:, 1] + rng.standard_normal(500) > 0).astype(float)
+    raw = np.column_stack([X, y]).tobytes()
+    fd, (block,) = _memory_file([raw])
+    try:
+        search = {"l2": [0.0, 0.1]}
+        with _pool(1) as pool:
+            pool.submit(0, functools.partial(fit_packed, dtype="=f8"), block, 500, 3, "logistic", search, {})
+            (_, remote), = list(pool.results(lambda: None))
+        local = fit_packed(raw, 500, 3, "logistic", search, {}, dtype="=f8")
+        assert remote.params == local.params and remote.model == local.model
+    finally:
+        os.close(fd)
 
 
 def test_an_error_in_a_helper_reaches_the_caller_with_its_hint():
@@ -147,7 +199,7 @@ def test_closing_never_waits_long_for_a_helper_that_does_not_exit():
 _STARTING_HELPERS = """
 import os, signal, sys
 sys.path.insert(0, sys.argv[1])
-from groupml.procpool import HelperPool, helper_python
+from groupml.procpool import HelperPool, SharedBlock, helper_python
 with HelperPool(2, helper_python()) as pool:
     starting = [h.process.pid for h in pool._helpers]
     for pid in starting:

