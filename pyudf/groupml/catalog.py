@@ -656,6 +656,24 @@ def recent_family_runs(session, *, family: str, source: str, features: Sequence[
         ["text", "text", "text[]", "text", "integer"])
 
 
+def backend_runs_work(session, *, family: str, source: str, features: Sequence[str], search: Mapping[str, Any],
+                      limit: int) -> List[Dict[str, Any]]:
+    """The newest ``limit`` complete runs of ``family`` over the same source, features and
+    search that trained in one backend (no executor plan): per run its groups' training rows
+    and the sum over groups of training rows x the configuration-passes of the group's trials."""
+    return session.query(
+        "WITH r AS (SELECT r.run_id FROM groupml.runs r WHERE r.family = $1 AND r.status = 'done' AND r.source = $2 "
+        "AND r.features OPERATOR(pg_catalog.=) $3::text[] AND r.search = $4::jsonb AND NOT EXISTS "
+        "(SELECT 1 FROM groupml.grouped_runs g WHERE g.run_id = r.run_id) ORDER BY r.run_id DESC LIMIT $5), "
+        "t AS (SELECT t.run_id, t.group_key, pg_catalog.sum((t.metrics ->> 'passes')::float8) AS p "
+        "FROM groupml.trials t WHERE t.run_id IN (SELECT run_id FROM r) GROUP BY 1, 2) "
+        "SELECT m.run_id, pg_catalog.sum(((m.fit).n_train)::float8) AS rows, "
+        "pg_catalog.sum(((m.fit).n_train)::float8 * t.p) AS executed "
+        "FROM groupml.models m JOIN t ON t.run_id = m.run_id AND t.group_key = m.group_key GROUP BY m.run_id",
+        [family, source, list(features), json.dumps(search), int(limit)],
+        ["text", "text", "text[]", "text", "integer"])
+
+
 def runs_tasks(session, run_ids: Sequence[int], limit: int) -> List[Dict[str, Any]]:
     """Executed tasks of ``run_ids``, newest run first, at most ``limit``."""
     return session.query(

@@ -92,6 +92,23 @@ def test_explain_and_runs_use_unit_costs_measured_by_earlier_runs(db, groups, op
     assert json.loads(json.dumps(uc))["costs"]["compute_per_row"] > 0
 
 
+def test_a_run_in_one_backend_gives_the_work_ratio_to_later_plans(db, clicks):
+    # a run in one backend records no tasks: its trials' configuration-passes say how much of
+    # the planned budget the search ran (L-BFGS stops long before max_iter), and later plans
+    # of the same search expect as much
+    assert "of the planned config-epochs" not in explain(db)[0][4]
+    db.execute(f"CALL groupml.train_groups('clicks', ARRAY['country'], {FEATS}, 'clicked', 'logistic', %s::jsonb)",
+               [SPEC])
+    assert db.execute("SELECT count(*) FROM groupml.grouped_runs").fetchone()[0] == 0
+    text = explain(db)[0][4]
+    assert "earlier runs of this search ran" in text and "of the planned config-epochs (1 run(s))" in text
+    # another search has no comparable run
+    other = db.execute(f"SELECT explanation FROM groupml.explain_train_groups('clicks', ARRAY['country'], {FEATS}, "
+                       f"'clicked', 'logistic', '{{\"l2\": [0.5]}}', %s::jsonb, 2) WHERE chosen",
+                       [on_workers("{}")]).fetchone()[0]
+    assert "of the planned config-epochs" not in other
+
+
 def test_explain_by_a_role_that_cannot_read_the_run_catalog(db, dbname, clicks):
     call(db)
     role = f"calib_reader_{dbname}"

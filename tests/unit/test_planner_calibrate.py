@@ -8,7 +8,7 @@ import pytest
 
 from groupml.errors import InvalidParameterError
 from groupml.executor.plan import make_plan
-from groupml.planner import (Calibration, UnitCosts, Workload, calibrate_unit_costs, estimate_dp,
+from groupml.planner import (Calibration, UnitCosts, Workload, backend_work_ratio, calibrate_unit_costs, estimate_dp,
                              estimate_grouped, estimate_gtp, estimate_mtp)
 
 # the unit times the synthetic workers below run at (seconds)
@@ -293,6 +293,22 @@ def test_work_ratio_scales_the_planned_epochs():
     # runs without a planned workload (other search, unfinished) give no ratio
     assert calibrate_unit_costs(tasks, runs=[{"run_id": 1}], pattern="algebraic").work_ratio is None
 
+
+
+def test_runs_in_one_backend_give_the_work_ratio_through_their_trials():
+    # 4 configs x 50 epochs planned per training row; the runs' trials ran 50, 80 and 60
+    # configuration-passes per row (row-weighted over their groups): the median, 80/200
+    records = [{"run_id": 1, "rows": 1000.0, "executed": 50_000.0}, {"run_id": 2, "rows": 500.0, "executed": 40_000.0},
+               {"run_id": 3, "rows": 2000.0, "executed": 120_000.0}]
+    ratio, runs = backend_work_ratio(records, 4, 50)
+    assert runs == 3 and ratio == pytest.approx(60 / 200)
+    # unusable records are left out; none left: no ratio
+    bad = [{"run_id": 4, "rows": 0, "executed": 10.0}, {"run_id": 5, "rows": 10.0, "executed": None},
+           {"run_id": 6, "rows": math.inf, "executed": 1.0}, {"run_id": 7, "rows": 10.0, "executed": -1.0}]
+    assert backend_work_ratio(bad, 4, 50) == (None, 0)
+    assert backend_work_ratio(bad + records[:1], 4, 50) == (pytest.approx(50 / 200), 1)
+    with pytest.raises(InvalidParameterError):
+        backend_work_ratio(records, 0, 50)
 
 
 def test_work_ratio_rounds_the_planned_epochs_to_the_nearest():

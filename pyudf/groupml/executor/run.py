@@ -239,7 +239,7 @@ def _plan_run(session, run_id: int, groups, *, model: str, search: dict, source:
     wl = workload_of(spec, family)
     # unit costs measured from earlier runs' tasks
     cal = load_calibration(session, model=model, pattern=pattern, source=source, features=features, search=search,
-                           d=d, n_configs=wl["n_configs"])
+                           d=d, n_configs=wl["n_configs"], epochs=wl["epochs"])
     whole_max_rows = pass_task_rows(exec_options, d, wl["n_configs"], wl["epochs"])
     plan = make_plan(sizes, wl["n_configs"], wl["epochs"], workers, strategy, pattern=pattern, blocks=wl["blocks"],
                      calibration=cal, pass_task_rows=whole_max_rows, placement=exec_options["placement"])

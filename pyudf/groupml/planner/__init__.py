@@ -17,7 +17,7 @@ Pure Python, no database.  Placements, plans and cost-model state are plain data
 
 from ._backend import (ONE_BACKEND, HostCosts, best_one_backend, choose_backend, estimate_one_backend, executor_overhead,
                        host_costs_from_timings)
-from ._calibrate import Calibration, calibrate_unit_costs
+from ._calibrate import Calibration, backend_work_ratio, calibrate_unit_costs
 from ._costmodel import (DEFAULT_COEFFICIENTS, TERMS, CostModel, check_run, choose_batch_size,
                          choose_workers, right_size, term_values)
 from ._invariants import (PlacementInvariantError, check_placement, constrained_bound,
@@ -40,7 +40,7 @@ __all__ = [
     "estimate_grouped", "estimate_gtp", "estimate_mtp", "estimate_dp", "grouped_placement",
     "unit_costs_from_model", "PATTERNS", "STRATEGIES",
     "CostModel", "choose_batch_size", "choose_workers", "right_size", "term_values", "check_run", "TERMS",
-    "DEFAULT_COEFFICIENTS", "Calibration", "calibrate_unit_costs",
+    "DEFAULT_COEFFICIENTS", "Calibration", "backend_work_ratio", "calibrate_unit_costs",
     "ONE_BACKEND", "HostCosts", "best_one_backend", "estimate_one_backend", "executor_overhead", "choose_backend",
     "host_costs_from_timings",
 ]

@@ -24,6 +24,8 @@ A second, separate measurement is the **work ratio**: the row-weighted share of 
 planned config-epochs (``n_configs x epochs`` per group, the search budget) that the
 searches of earlier runs with the same workload really executed -- L-BFGS converging
 early, bandits and Hyperband stopping configs. It scales the epochs the planner expects.
+Runs on worker backends give it through their tasks; runs in one backend, which record no
+tasks, through their trials' configuration-passes (:func:`backend_work_ratio`).
 """
 
 from __future__ import annotations
@@ -525,3 +527,27 @@ def _work_ratio(cal: Calibration, tasks, tinfo, runs) -> None:
     if ratios:
         cal.work_ratio = float(min(100.0, max(1e-3, np.median(ratios))))
         cal.ratio_runs = len(ratios)
+
+
+def backend_work_ratio(records: Iterable[Mapping[str, Any]], n_configs: int,
+                       epochs: int) -> Tuple[Optional[float], int]:
+    """(work ratio, runs measured) from earlier runs of the same search trained in one backend:
+    the median over runs of the row-weighted config-epochs executed over those planned
+    (``n_configs x epochs`` per training row); (None, 0) without a usable run.
+
+    ``records``: one per run, ``rows`` (the training rows of its groups) and ``executed``
+    (the sum over its groups of training rows x the configuration-passes of the group's
+    trials). Records with missing, negative or non-finite values are ignored."""
+    s = check_number(n_configs, "n_configs", OWNER, ge=1, integer=True)
+    h = check_number(epochs, "epochs", OWNER, ge=1, integer=True)
+    ratios = []
+    for r in records:
+        rows, done = r.get("rows"), r.get("executed")
+        if not isinstance(rows, (int, float)) or not isinstance(done, (int, float)):
+            continue
+        rows, done = float(rows), float(done)
+        if math.isfinite(rows) and math.isfinite(done) and rows > 0 and done > 0:
+            ratios.append(done / (rows * s * h))
+    if not ratios:
+        return None, 0
+    return float(min(100.0, max(1e-3, np.median(ratios)))), len(ratios)

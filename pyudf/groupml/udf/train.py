@@ -755,7 +755,7 @@ def _plan_inputs(session, source, group_by, features, label, model, search_obj, 
     ``imputed``: a transform imputes NULL features (only a NULL label leaves a row out).
     ``calibrate``: measure this host's GLM passes first when the catalog has none of the
     family (:func:`~groupml.udf.search.ensure_host_calibration`)."""
-    from ..executor.costs import load_calibration
+    from ..executor.costs import backend_unit_costs, load_calibration
     from ..executor.plan import pass_task_rows, workload_of
     from .search import ensure_host_calibration
 
@@ -768,10 +768,11 @@ def _plan_inputs(session, source, group_by, features, label, model, search_obj, 
                              f"(WHERE {notnull}) AS n FROM {source}{group_clause_sql(group_by, source)}")
     frac = opts["validation_fraction"]
     wl = workload_of(spec, family)
+    cal = load_calibration(session, model=model, pattern=pattern, source=source, features=features, search=search_obj,
+                           d=len(features), n_configs=wl["n_configs"], epochs=wl["epochs"])
     return {"sizes": {i: int(round(int(r["n"]) * (1 - frac))) for i, r in enumerate(rows)},
-            "keys": {i: r["gkey"] for i, r in enumerate(rows)}, "wl": wl, "frac": frac,
-            "cal": load_calibration(session, model=model, pattern=pattern, source=source, features=features,
-                                    search=search_obj, d=len(features), n_configs=wl["n_configs"]),
+            "keys": {i: r["gkey"] for i, r in enumerate(rows)}, "wl": wl, "frac": frac, "cal": cal,
+            "one_costs": backend_unit_costs(session, model, pattern, len(features), wl["n_configs"], cal),
             "max_rows": pass_task_rows(exec_options, len(features), wl["n_configs"], wl["epochs"])}
 
 
@@ -815,8 +816,9 @@ def _may_run_in_backend(strategy: str, options_obj: dict, run_id) -> bool:
 def _backend_choice(session, inputs, workers: int, strategy: str, exec_options, pattern: str, d: int):
     """:func:`~groupml.planner.choose_backend` for a request: one backend (in the backend
     itself or with the helper processes it would start, whichever is cheaper) against the
-    worker plan with its snapshot and coordination, priced with the same calibrated unit
-    costs. Adds 'plan' and 'one_estimate' (the estimates)."""
+    worker plan with its snapshot and coordination, each priced with the unit costs measured
+    where it runs (:func:`~groupml.executor.costs.backend_unit_costs`). Adds 'plan' and
+    'one_estimate' (the estimates)."""
     from ..executor.costs import host_costs
     from ..planner import best_one_backend, choose_backend, executor_overhead
 
@@ -824,7 +826,7 @@ def _backend_choice(session, inputs, workers: int, strategy: str, exec_options, 
     host = host_costs(session)
     n_rows = sum(inputs["sizes"].values())
     helpers = max(1, min(os.cpu_count() or 1, MAX_PROCESSES))
-    one = best_one_backend(plan.workload, helpers, inputs["cal"].costs, host, d)
+    one = best_one_backend(plan.workload, helpers, inputs["one_costs"], host, d)
     choice = choose_backend(one, plan, executor_overhead(n_rows, d, workers, host))
     choice.update(plan=plan, one_estimate=one)
     return choice
