@@ -272,7 +272,7 @@ def wrap_around_placement(sizes, p, order):
     return wrap_around(sizes, p, group_isolation=False, order=order)
 
 
-def test_sequential_mtp_pays_a_task_per_epoch_block():
+def test_mtp_pays_a_task_per_epoch_block_and_per_glm_pass():
     # the MLP under MTP runs each config's epoch block as its own task, shipping the state
     # there and back: blocks * (task_startup + 2 * model_transfer) per (group, config)
     w = Workload({"a": 8}, n_configs=2, epochs=4, pattern="sequential", batch_size=4, blocks=4)
@@ -280,9 +280,13 @@ def test_sequential_mtp_pays_a_task_per_epoch_block():
     assert m.per_worker == [8.0, 8.0] and m.breakdown["startup"] == 16.0
     one = Workload({"a": 8}, n_configs=2, epochs=4, pattern="sequential", batch_size=4)
     assert estimate_mtp(one, 2, costs(task_startup=1, model_transfer=0.5)).per_worker == [2.0, 2.0]
-    # other patterns: one task per (group, config) whatever the blocks
+    # GLMs: a task per data pass of each config (4 epochs: 4 tasks per worker), after one
+    # statistics task for the group on its first copy (worker 0)
     alg = Workload({"a": 8}, n_configs=2, epochs=4, blocks=4)
-    assert estimate_mtp(alg, 2, costs(task_startup=1, model_transfer=0.5)).per_worker == [1.0, 1.0]
+    assert estimate_mtp(alg, 2, costs(task_startup=1, model_transfer=0.5)).per_worker == [5.0, 4.0]
+    # LightGBM: one task per (group, config) whatever the blocks
+    lgb = Workload({"a": 8}, n_configs=2, epochs=4, pattern="sampling", blocks=4)
+    assert estimate_mtp(lgb, 2, costs(task_startup=1, model_transfer=0.5)).per_worker == [1.0, 1.0]
     plan = choose_strategy({"a": 8}, 2, 4, 2, pattern="sequential", batch_size=4, blocks=4, strategy="mtp")
     assert plan.workload.to_dict()["blocks"] == 4
     with pytest.raises(InvalidParameterError) as e:

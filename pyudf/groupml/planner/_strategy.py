@@ -179,16 +179,19 @@ def _check_mtp_size(n_groups: int, n_configs: int) -> None:
 
 
 def estimate_mtp(workload: Workload, n_workers: int, costs: UnitCosts) -> StrategyEstimate:
-    """MTP: each (group, config) is one task; tasks go largest first to the worker that
+    """MTP: each (group, config) is one unit of work; units go largest first to the worker that
     would finish them first, counting the data it must fetch.  A worker copies a group's rows once (network) and re-reads its local copy
-    from disk for every further config of that group it trains.  For the sequential
-    pattern a config's ``blocks`` epoch blocks are tasks of their own: each starts a task
-    and ships the training state there and back (2 model transfers)."""
+    from disk for every further config of that group it trains.  A unit is one task, but for
+    the sequential pattern a config's ``blocks`` epoch blocks are tasks of their own (each
+    starts a task and ships the training state there and back: 2 model transfers), and for
+    the algebraic pattern every data pass of a config is a task of its own (the backend's
+    L-BFGS sends each pass to the worker holding the copy), after one statistics task per
+    group (its columns' moments, on the first copy)."""
     p = check_workers(n_workers)
     w, s, h = workload, workload.n_configs, workload.epochs
     _check_mtp_size(len(w.group_sizes), s)
     parts = {k: [0.0] * p for k in ("compute", "load", "disk", "startup")}
-    n_tasks = w.blocks if w.pattern == "sequential" else 1
+    n_tasks = w.blocks if w.pattern == "sequential" else h if w.pattern == "algebraic" else 1
     start = n_tasks * costs.task_startup + (2 * n_tasks * costs.model_transfer if w.pattern == "sequential" else 0.0)
     tasks = []
     for key in group_order(w.group_sizes):
@@ -207,6 +210,8 @@ def estimate_mtp(workload: Workload, n_workers: int, costs: UnitCosts) -> Strate
 
         k = min(range(p), key=lambda k: (busy[k] + t + data_cost(k), k))
         dc = data_cost(k)
+        if w.pattern == "algebraic" and not any(key in hk for hk in hosted):
+            dc += costs.task_startup            # the group's statistics task, on its first copy
         parts["startup"][k] += start
         parts["compute"][k] += t - start
         parts["disk" if key in hosted[k] else "load"][k] += dc
