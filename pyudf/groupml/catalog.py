@@ -639,6 +639,12 @@ def can_read_run_records(session) -> bool:
         "pg_catalog.has_table_privilege('groupml.trials', 'SELECT') AS ok")[0]["ok"])
 
 
+def _search_args(family: str, source: str, features: Sequence[str], search: Mapping[str, Any], limit: int):
+    """(values, types) of the queries below: $1 family, $2 source, $3 features, $4 search, $5 limit."""
+    return ([family, source, list(features), json.dumps(search), int(limit)],
+            ["text", "text", "text[]", "text", "integer"])
+
+
 def recent_family_runs(session, *, family: str, source: str, features: Sequence[str], search: Mapping[str, Any],
                        limit: int) -> List[Dict[str, Any]]:
     """The newest ``limit`` executor runs of ``family`` with executed tasks: run_id, feature
@@ -652,8 +658,7 @@ def recent_family_runs(session, *, family: str, source: str, features: Sequence[
         "FROM groupml.runs r JOIN groupml.grouped_runs g ON g.run_id = r.run_id "
         "WHERE r.family = $1 AND EXISTS (SELECT 1 FROM groupml.run_schedule s WHERE s.run_id = r.run_id) "
         "ORDER BY r.run_id DESC LIMIT $5",
-        [family, source, list(features), json.dumps(search), int(limit)],
-        ["text", "text", "text[]", "text", "integer"])
+        *_search_args(family, source, features, search, limit))
 
 
 def backend_runs_work(session, *, family: str, source: str, features: Sequence[str], search: Mapping[str, Any],
@@ -670,8 +675,7 @@ def backend_runs_work(session, *, family: str, source: str, features: Sequence[s
         "SELECT m.run_id, pg_catalog.sum(((m.fit).n_train)::float8) AS rows, "
         "pg_catalog.sum(((m.fit).n_train)::float8 * t.p) AS executed "
         "FROM groupml.models m JOIN t ON t.run_id = m.run_id AND t.group_key = m.group_key GROUP BY m.run_id",
-        [family, source, list(features), json.dumps(search), int(limit)],
-        ["text", "text", "text[]", "text", "integer"])
+        *_search_args(family, source, features, search, limit))
 
 
 def runs_tasks(session, run_ids: Sequence[int], limit: int) -> List[Dict[str, Any]]:
