@@ -631,12 +631,27 @@ def recent_cost_runs(session, limit: int, *, family: Optional[str] = None,
 # ------------------------------------------------------------------------------ calibration reads
 def can_read_run_records(session) -> bool:
     """Whether the calling role may read what calibration reads (runs, grouped_runs,
-    run_schedule, trials)."""
+    run_schedule, trials, models)."""
     return bool(session.query(
         "SELECT pg_catalog.has_table_privilege('groupml.runs', 'SELECT') AND "
         "pg_catalog.has_table_privilege('groupml.grouped_runs', 'SELECT') AND "
         "pg_catalog.has_table_privilege('groupml.run_schedule', 'SELECT') AND "
-        "pg_catalog.has_table_privilege('groupml.trials', 'SELECT') AS ok")[0]["ok"])
+        "pg_catalog.has_table_privilege('groupml.trials', 'SELECT') AND "
+        "pg_catalog.has_table_privilege('groupml.models', 'SELECT') AS ok")[0]["ok"])
+
+
+def recent_worker_overheads(session, family: str, limit: int) -> List[Dict[str, Any]]:
+    """The newest ``limit`` complete runs of ``family`` on worker backends: what each spent
+    beyond its training (``seconds - train_seconds``: the snapshot, the workers' connections,
+    planning and commits), its worker count, feature count and rows (its groups' training
+    and validation rows)."""
+    return session.query(
+        "SELECT r.seconds - r.train_seconds AS overhead, g.workers, pg_catalog.cardinality(r.features) AS d, "
+        "(SELECT pg_catalog.sum(((m.fit).n_train + (m.fit).n_validation)::float8) FROM groupml.models m "
+        "WHERE m.run_id = r.run_id) AS n_rows "
+        "FROM groupml.runs r JOIN groupml.grouped_runs g ON g.run_id = r.run_id "
+        "WHERE r.family = $1 AND r.status = 'done' AND r.seconds IS NOT NULL AND r.train_seconds IS NOT NULL "
+        "ORDER BY r.run_id DESC LIMIT $2", [family, int(limit)], ["text", "integer"])
 
 
 def _search_args(family: str, source: str, features: Sequence[str], search: Mapping[str, Any], limit: int):

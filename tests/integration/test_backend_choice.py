@@ -77,3 +77,6 @@ def test_worker_options_or_a_strategy_keep_worker_backends(db, small):
     run_id = db.execute(f"CALL groupml.train_groups('clicks', ARRAY['country'], {FEATS}, 'clicked', 'logistic', "
                         f"%s::jsonb, workers => 2, strategy => 'gtp')", [GRID]).fetchone()[0]
     assert db.execute("SELECT strategy FROM groupml.grouped_runs WHERE run_id = %s", [run_id]).fetchone()[0] == "gtp"
+    # the run's coordination beyond its training now prices the worker plans' overhead
+    text = [r[4] for r in explain(db, 2) if r[0] == "backend"][0]
+    assert "coordination measured from 1 earlier run(s))" in text

@@ -4,7 +4,8 @@ import pytest
 
 from groupml.errors import InvalidParameterError
 from groupml.planner import (HostCosts, UnitCosts, Workload, best_one_backend, choose_backend, choose_strategy,
-                             estimate_one_backend, executor_overhead, host_costs_from_timings)
+                             estimate_one_backend, executor_overhead, host_costs_from_timings,
+                             run_overhead_from_runs)
 
 COSTS = UnitCosts(compute_per_row=1e-6, update=0.0, load_per_row=1e-7, task_startup=0.01)
 HOST = HostCosts(scan_per_value=1e-7, snapshot_per_value=2e-7, helper_startup=0.5, run_overhead=0.2)
@@ -57,6 +58,22 @@ def test_more_workers_than_cores_win_on_a_large_workload():
 
 def test_executor_overhead_is_the_parallel_snapshot_plus_coordination():
     assert executor_overhead(100000, 9, 2, HOST) == pytest.approx(2e-7 * 100000 * 10 / 2 + 0.2)
+
+
+def test_run_overhead_measured_from_earlier_worker_runs():
+    # what each run spent beyond its training, less its snapshot as HOST prices it
+    # (2e-7 x rows x (d + 1) / workers): 0.5 - 0.1, 0.3 - 0.05, 0.35 - 0.1 -> median 0.25
+    runs = [{"overhead": 0.5, "workers": 2, "d": 9, "n_rows": 100000},
+            {"overhead": 0.3, "workers": 4, "d": 9, "n_rows": 100000},
+            {"overhead": 0.35, "workers": 2, "d": 4, "n_rows": 200000}]
+    got, n = run_overhead_from_runs(runs, HOST)
+    assert n == 3 and got == pytest.approx(0.25)
+    # a run whose snapshot took longer than priced counts 0, never a negative overhead
+    assert run_overhead_from_runs([{"overhead": 0.01, "workers": 1, "d": 9, "n_rows": 100000}], HOST) == (0.0, 1)
+    bad = [{"overhead": None, "workers": 2, "d": 3, "n_rows": 10}, {"overhead": -1.0, "workers": 2, "d": 3, "n_rows": 10},
+           {"overhead": 1.0, "workers": 0, "d": 3, "n_rows": 10}, {"overhead": float("nan"), "workers": 2, "d": 3,
+                                                                     "n_rows": 10}, {"workers": 2}]
+    assert run_overhead_from_runs(bad, HOST) == (None, 0)
 
 
 def test_host_costs_from_timings():

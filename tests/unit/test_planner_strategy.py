@@ -280,10 +280,11 @@ def test_mtp_pays_a_task_per_epoch_block_and_per_glm_pass():
     assert m.per_worker == [8.0, 8.0] and m.breakdown["startup"] == 16.0
     one = Workload({"a": 8}, n_configs=2, epochs=4, pattern="sequential", batch_size=4)
     assert estimate_mtp(one, 2, costs(task_startup=1, model_transfer=0.5)).per_worker == [2.0, 2.0]
-    # GLMs: a task per data pass of each config (4 epochs: 4 tasks per worker), after one
-    # statistics task for the group on its first copy (worker 0)
+    # GLMs: a task per data pass of each config, shipping the weights there and the gradient
+    # back (4 epochs: 4 x (1 + 2 x 0.5) per worker), after one statistics task for the group
+    # on its first copy (worker 0)
     alg = Workload({"a": 8}, n_configs=2, epochs=4, blocks=4)
-    assert estimate_mtp(alg, 2, costs(task_startup=1, model_transfer=0.5)).per_worker == [5.0, 4.0]
+    assert estimate_mtp(alg, 2, costs(task_startup=1, model_transfer=0.5)).per_worker == [9.0, 8.0]
     # LightGBM: one task per (group, config) whatever the blocks
     lgb = Workload({"a": 8}, n_configs=2, epochs=4, pattern="sampling", blocks=4)
     assert estimate_mtp(lgb, 2, costs(task_startup=1, model_transfer=0.5)).per_worker == [1.0, 1.0]

@@ -162,3 +162,18 @@ def host_costs(session):
         _host_costs = host_costs_from_timings(scan_seconds=time.perf_counter() - t0,
                                               scan_values=_SCAN_ROWS * _SCAN_VALUES)
     return _host_costs
+
+
+def host_costs_for(session, family: str):
+    """(:func:`host_costs` with ``run_overhead`` measured from ``family``'s latest complete runs
+    on worker backends, the number of runs measured; 0: the default kept -- no such run, or
+    a role that cannot read the run catalog)."""
+    from ..planner import HostCosts, run_overhead_from_runs
+
+    host = host_costs(session)
+    if not catalog.can_read_run_records(session):
+        return host, 0
+    measured, runs = run_overhead_from_runs(catalog.recent_worker_overheads(session, family, MAX_RUNS), host)
+    if measured is None:
+        return host, 0
+    return HostCosts(**dict(host.to_dict(), run_overhead=measured)), runs

@@ -16,6 +16,7 @@ Pure Python, no database.  Placements, plans and cost-model state are plain data
 """
 
 from ._backend import (ONE_BACKEND, HostCosts, best_one_backend, choose_backend, estimate_one_backend, executor_overhead,
+                       run_overhead_from_runs,
                        host_costs_from_timings)
 from ._calibrate import Calibration, backend_work_ratio, calibrate_unit_costs
 from ._costmodel import (DEFAULT_COEFFICIENTS, TERMS, CostModel, check_run, choose_batch_size,
@@ -42,5 +43,6 @@ __all__ = [
     "CostModel", "choose_batch_size", "choose_workers", "right_size", "term_values", "check_run", "TERMS",
     "DEFAULT_COEFFICIENTS", "Calibration", "backend_work_ratio", "calibrate_unit_costs",
     "ONE_BACKEND", "HostCosts", "best_one_backend", "estimate_one_backend", "executor_overhead", "choose_backend",
+    "run_overhead_from_runs",
     "host_costs_from_timings",
 ]

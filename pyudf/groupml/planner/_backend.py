@@ -14,8 +14,10 @@ The fixed costs come from :class:`HostCosts`, measured on the host at first use
 
 from __future__ import annotations
 
+import math
+import statistics
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
 
 from ._common import check_workers
 from ._placement import whole_groups
@@ -80,6 +82,25 @@ def host_costs_from_timings(*, scan_seconds: float, scan_values: int, snapshot_s
     return out
 
 
+def run_overhead_from_runs(records: Iterable[Mapping[str, Any]], host: HostCosts) -> Tuple[Optional[float], int]:
+    """(``run_overhead`` measured, runs used) from earlier runs on worker backends: the median
+    over runs of what a run spent beyond its training (``overhead``) less its snapshot as
+    ``host`` prices it (``snapshot_per_value`` x ``n_rows`` x (``d`` + 1) / ``workers``), at
+    least 0; (None, 0) without a usable record (missing, negative or non-finite values)."""
+    got = []
+    for r in records:
+        vals = [r.get(k) for k in ("overhead", "workers", "d", "n_rows")]
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in vals):
+            continue
+        overhead, workers, d, n_rows = (float(v) for v in vals)
+        if overhead < 0 or workers < 1 or d < 0 or n_rows < 0:
+            continue
+        got.append(max(0.0, overhead - host.snapshot_per_value * n_rows * (d + 1) / workers))
+    if not got:
+        return None, 0
+    return float(statistics.median(got)), len(got)
+
+
 def estimate_one_backend(workload: Workload, helpers: int, costs: UnitCosts, host: HostCosts,
                          d: int) -> StrategyEstimate:
     """Every group trained in the calling backend: one packing scan of all rows, then the
@@ -125,16 +146,18 @@ def executor_overhead(n_rows: int, d: int, workers: int, host: HostCosts) -> flo
     return host.snapshot_per_value * n_rows * (d + 1) / p + host.run_overhead
 
 
-def choose_backend(one: StrategyEstimate, plan: Plan, overhead: float) -> Dict[str, Any]:
+def choose_backend(one: StrategyEstimate, plan: Plan, overhead: float, overhead_runs: int = 0) -> Dict[str, Any]:
     """One backend when its estimate is no more than the worker plan's makespan plus
-    ``overhead`` (:func:`executor_overhead`); returns {'backend': bool, 'one': seconds,
-    'workers': seconds, 'explanation': text}."""
+    ``overhead`` (:func:`executor_overhead`; its coordination measured from
+    ``overhead_runs`` earlier runs, 0: the default); returns {'backend': bool, 'one':
+    seconds, 'workers': seconds, 'explanation': text}."""
     total = plan.makespan + overhead
     backend = one.makespan <= total
     h = one.details.get("helpers", len(one.per_worker))
     where = f"{h} helper processes" if h > 1 else "in the backend itself"
     what = (f"one backend ({where}, no snapshot) estimated {one.makespan:.3g} s "
             f"against {plan.strategy} on {plan.n_workers} worker backend(s) {total:.3g} s (tasks {plan.makespan:.3g} s "
-            f"+ snapshot and coordination {overhead:.3g} s)")
+            f"+ snapshot and coordination {overhead:.3g} s"
+            + (f", coordination measured from {overhead_runs} earlier run(s))" if overhead_runs else ")"))
     return {"backend": backend, "one": one.makespan, "workers": total,
             "explanation": ("one backend is cheapest: " if backend else "worker backends are cheaper: ") + what}

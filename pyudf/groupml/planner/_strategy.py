@@ -185,14 +185,15 @@ def estimate_mtp(workload: Workload, n_workers: int, costs: UnitCosts) -> Strate
     the sequential pattern a config's ``blocks`` epoch blocks are tasks of their own (each
     starts a task and ships the training state there and back: 2 model transfers), and for
     the algebraic pattern every data pass of a config is a task of its own (the backend's
-    L-BFGS sends each pass to the worker holding the copy), after one statistics task per
-    group (its columns' moments, on the first copy)."""
+    L-BFGS sends the weights to the worker holding the copy and gets the gradient back: 2
+    model transfers), after one statistics task per group (its columns' moments, on the
+    first copy)."""
     p = check_workers(n_workers)
     w, s, h = workload, workload.n_configs, workload.epochs
     _check_mtp_size(len(w.group_sizes), s)
     parts = {k: [0.0] * p for k in ("compute", "load", "disk", "startup")}
     n_tasks = w.blocks if w.pattern == "sequential" else h if w.pattern == "algebraic" else 1
-    start = n_tasks * costs.task_startup + (2 * n_tasks * costs.model_transfer if w.pattern == "sequential" else 0.0)
+    start = n_tasks * costs.task_startup + (2 * n_tasks * costs.model_transfer if w.pattern != "sampling" else 0.0)
     tasks = []
     for key in group_order(w.group_sizes):
         rows = w.group_sizes[key]

@@ -771,7 +771,7 @@ def _plan_inputs(session, source, group_by, features, label, model, search_obj, 
     cal = load_calibration(session, model=model, pattern=pattern, source=source, features=features, search=search_obj,
                            d=len(features), n_configs=wl["n_configs"], epochs=wl["epochs"])
     return {"sizes": {i: int(round(int(r["n"]) * (1 - frac))) for i, r in enumerate(rows)},
-            "keys": {i: r["gkey"] for i, r in enumerate(rows)}, "wl": wl, "frac": frac, "cal": cal,
+            "keys": {i: r["gkey"] for i, r in enumerate(rows)}, "wl": wl, "frac": frac, "cal": cal, "family": model,
             "one_costs": backend_unit_costs(session, model, pattern, len(features), wl["n_configs"], cal),
             "max_rows": pass_task_rows(exec_options, len(features), wl["n_configs"], wl["epochs"])}
 
@@ -819,15 +819,15 @@ def _backend_choice(session, inputs, workers: int, strategy: str, exec_options, 
     worker plan with its snapshot and coordination, each priced with the unit costs measured
     where it runs (:func:`~groupml.executor.costs.backend_unit_costs`). Adds 'plan' and
     'one_estimate' (the estimates)."""
-    from ..executor.costs import host_costs
+    from ..executor.costs import host_costs_for
     from ..planner import best_one_backend, choose_backend, executor_overhead
 
     plan = _plan_for(inputs, workers, strategy, exec_options, pattern)
-    host = host_costs(session)
+    host, overhead_runs = host_costs_for(session, inputs["family"])
     n_rows = sum(inputs["sizes"].values())
     helpers = max(1, min(os.cpu_count() or 1, MAX_PROCESSES))
     one = best_one_backend(plan.workload, helpers, inputs["one_costs"], host, d)
-    choice = choose_backend(one, plan, executor_overhead(n_rows, d, workers, host))
+    choice = choose_backend(one, plan, executor_overhead(n_rows, d, workers, host), overhead_runs)
     choice.update(plan=plan, one_estimate=one)
     return choice
 
