@@ -424,12 +424,28 @@ groupml_pack_step(PG_FUNCTION_ARGS)
 
 	if (fcinfo->flinfo->fn_extra == NULL)
 	{
-		/* groupml builds every call: float8 values, at least one feature and the label */
-		if (nvalues < 2 || get_fn_expr_variadic(fcinfo->flinfo))
-			elog(ERROR, "groupml._pack_step takes at least two float8 values, not an array");
+		/* train_groups builds every call: float8 values, at least one feature and the label */
+		if (get_fn_expr_variadic(fcinfo->flinfo))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("groupml._pack_values takes a row's values as separate arguments, not a VARIADIC array"),
+					 errhint("Pass _pack_values(f1, f2, ..., label), or an array to _pack_rows(ARRAY[f1, f2], label).")));
+		if (nvalues < 2)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("groupml._pack_values takes at least one feature and the label; got %d value(s)", nvalues),
+					 errhint("Pass the features, then the label: _pack_values(f1, f2, ..., label).")));
 		for (i = 1; i <= nvalues; i++)
-			if (get_fn_expr_argtype(fcinfo->flinfo, i) != FLOAT8OID)
-				elog(ERROR, "groupml._pack_step takes float8 values only");
+		{
+			Oid			t = get_fn_expr_argtype(fcinfo->flinfo, i);
+
+			if (t != FLOAT8OID)
+				ereport(ERROR,
+						(errcode(ERRCODE_DATATYPE_MISMATCH),
+						 errmsg("Every value of groupml._pack_values must be float8; value %d is %s", i,
+								OidIsValid(t) ? format_type_be(t) : "of an unknown type"),
+						 errhint("Cast it: value::float8 (a boolean: value::int::float8).")));
+		}
 		fcinfo->flinfo->fn_extra = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(StepInfo));
 	}
 	buf = state_buffer(fcinfo, (StepInfo *) fcinfo->flinfo->fn_extra, false);

@@ -140,11 +140,17 @@ def test_pack_read_refuses_a_range_outside_the_current_load(db):
     assert state == "22023" and "takes a reference {fd, offset, bytes}" in msg and hint
 
 
-def test_pack_values_takes_float8_values_only(db):
-    for call in ("groupml._pack_values(1::int, 2::float8)", "groupml._pack_values(1::float8)",
-                 "groupml._pack_values(VARIADIC ARRAY[1, 2]::float8[])"):
-        with pytest.raises(psycopg.errors.InternalError):
-            db.execute(f"SELECT {call} FROM generate_series(1, 3)")
+@pytest.mark.parametrize("call,state,message,hint", [
+    ("groupml._pack_values(1::int, 2::float8)", "42804",
+     "Every value of groupml._pack_values must be float8; value 1 is integer", "value::float8"),
+    ("groupml._pack_values(1::float8)", "22023",
+     "groupml._pack_values takes at least one feature and the label; got 1 value(s)", "f1, f2, ..., label"),
+    ("groupml._pack_values(VARIADIC ARRAY[1, 2]::float8[])", "22023",
+     "groupml._pack_values takes a row's values as separate arguments, not a VARIADIC array", "_pack_rows"),
+])
+def test_pack_values_takes_separate_float8_values(db, call, state, message, hint):
+    got = sql_error(db, f"SELECT {call} FROM generate_series(1, 3)")
+    assert got[0] == state and got[1] == message and hint in got[2], got
     assert live_buffers(db) == 0
 
 
