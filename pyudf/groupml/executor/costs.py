@@ -65,25 +65,17 @@ def base_costs(session, model: str, pattern: str, d: int, n_configs: int):
                                     "task_startup")}
 
 
-def backend_unit_costs(session, model: str, pattern: str, d: int, n_configs: int, cal: Calibration) -> UnitCosts:
-    """Unit costs for the estimate of training in one backend: for GLMs the cost model's when
-    ``groupml.cost_runs`` has runs (searches timed in backends and their helper processes),
-    else ``cal``'s. A calibration from worker tasks prices an update with a worker's round
-    trip (measured 0.65 ms against a few microseconds in a backend's own L-BFGS), which made
-    one backend look four times slower than it ran."""
-    base, sources = base_costs(session, model, pattern, d, n_configs)
-    return base if sources else cal.costs
-
-
 def load_calibration(session, *, model: str, pattern: str, source: str, features: Sequence[str],
                      search: Dict[str, Any], d: int, n_configs: int, epochs: Optional[int] = None,
-                     max_runs: int = MAX_RUNS, max_tasks: int = MAX_TASKS) -> Calibration:
+                     base: Optional[tuple] = None, max_runs: int = MAX_RUNS,
+                     max_tasks: int = MAX_TASKS) -> Calibration:
     """The :class:`Calibration` for planning a run of ``model`` over ``source``: unit costs
     from the latest ``max_runs`` runs of the family; the work ratio only from the complete
     ones with the same source, features and search -- runs on worker backends first, else
-    (given the planned ``epochs`` per config) the runs trained in one backend."""
+    (given the planned ``epochs`` per config) the runs trained in one backend. ``base``: what
+    :func:`base_costs` returns for the request, when the caller has it already."""
     cal = _load_calibration(session, model=model, pattern=pattern, source=source, features=features, search=search,
-                            d=d, n_configs=n_configs, max_runs=max_runs, max_tasks=max_tasks)
+                            d=d, n_configs=n_configs, max_runs=max_runs, max_tasks=max_tasks, base=base)
     if cal.work_ratio is None and epochs is not None and cal.reason is None:
         from ..planner import backend_work_ratio
 
@@ -95,8 +87,8 @@ def load_calibration(session, *, model: str, pattern: str, source: str, features
 
 def _load_calibration(session, *, model: str, pattern: str, source: str, features: Sequence[str],
                       search: Dict[str, Any], d: int, n_configs: int, max_runs: int,
-                      max_tasks: int) -> Calibration:
-    base, base_src = base_costs(session, model, pattern, d, n_configs)
+                      max_tasks: int, base: Optional[tuple]) -> Calibration:
+    base, base_src = base if base is not None else base_costs(session, model, pattern, d, n_configs)
     if not catalog.can_read_run_records(session):   # e.g. explain_train_groups by a role without catalog access
         cal = calibrate_unit_costs([], pattern=pattern, d=d, base=base, base_sources=base_src)
         cal.reason = "this role cannot read the run catalog"

@@ -39,12 +39,12 @@ from . import modelsets, parse_object, pinned, sql_entry
 OWNER = "train_groups"
 
 
-def _load_blocks(session, source: str, group_by, features, label, cols, transform=None, keep=None):
+def _load_blocks(session, source: str, group_by, features, label, cols, transform=None, *, keep):
     """One row per group: gkey, n_rows and block, a :class:`~groupml.procpool.SharedBlock` of
     its rows in the load arena (native float8, features then label;
     :func:`~groupml.sourcesql.native_scan_sql`). The arena's descriptor, duplicated before the
-    loading transaction ends (which closes the backend's own), is appended to ``keep``: the
-    caller closes it once the groups are trained."""
+    loading transaction ends (which closes the backend's own), is closed by ``keep`` (an
+    ExitStack the caller leaves once the groups are trained)."""
     from ..procpool import SharedBlock
     from ..transforms.sql import encode_exprs
 
@@ -57,7 +57,7 @@ def _load_blocks(session, source: str, group_by, features, label, cols, transfor
         raise RuntimeError(f"one load wrote to several memory files: {sorted(fds)}")
     fd = os.dup(fds.pop()) if fds else -1
     if fd >= 0:
-        keep.append(fd)
+        keep.callback(os.close, fd)
     for r in rows:
         r["block"] = SharedBlock(fd, int(r["block"][1]), int(r["block"][2]))
     return rows
@@ -559,9 +559,8 @@ def _train_in_backend(session, run_id, done, source, group_by, features, label, 
     # batch size (and so the search) it would have had (rows this run records come later)
     cost_model = load_cost_model(session, model, before_run=run_id)
     estimate = _estimated_rows(session, source)
-    arena: List[int] = []         # the load arena's descriptor: closed after the helpers are
     with contextlib.ExitStack() as stack:
-        stack.callback(lambda: [os.close(fd) for fd in arena])
+        arena = stack.enter_context(contextlib.ExitStack())     # entered first: closed after the helpers
         # started before the load query, so the helpers' imports overlap it
         helpers = _start_helpers(_helper_count(processes, estimate)) if estimate is not None else None
         if helpers is not None:
@@ -755,7 +754,7 @@ def _plan_inputs(session, source, group_by, features, label, model, search_obj, 
     ``imputed``: a transform imputes NULL features (only a NULL label leaves a row out).
     ``calibrate``: measure this host's GLM passes first when the catalog has none of the
     family (:func:`~groupml.udf.search.ensure_host_calibration`)."""
-    from ..executor.costs import backend_unit_costs, load_calibration
+    from ..executor.costs import base_costs, load_calibration
     from ..executor.plan import pass_task_rows, workload_of
     from .search import ensure_host_calibration
 
@@ -768,11 +767,15 @@ def _plan_inputs(session, source, group_by, features, label, model, search_obj, 
                              f"(WHERE {notnull}) AS n FROM {source}{group_clause_sql(group_by, source)}")
     frac = opts["validation_fraction"]
     wl = workload_of(spec, family)
+    base = base_costs(session, model, pattern, len(features), wl["n_configs"])
     cal = load_calibration(session, model=model, pattern=pattern, source=source, features=features, search=search_obj,
-                           d=len(features), n_configs=wl["n_configs"], epochs=wl["epochs"])
+                           d=len(features), n_configs=wl["n_configs"], epochs=wl["epochs"], base=base)
+    # one backend is priced with the cost model's unit costs when it has runs (searches timed in
+    # backends and their helpers): worker tasks' calibration prices an update with a worker's
+    # round trip (0.65 ms measured, against microseconds for a backend's own L-BFGS step)
     return {"sizes": {i: int(round(int(r["n"]) * (1 - frac))) for i, r in enumerate(rows)},
             "keys": {i: r["gkey"] for i, r in enumerate(rows)}, "wl": wl, "frac": frac, "cal": cal, "family": model,
-            "one_costs": backend_unit_costs(session, model, pattern, len(features), wl["n_configs"], cal),
+            "one_costs": base[0] if base[1] else cal.costs,
             "max_rows": pass_task_rows(exec_options, len(features), wl["n_configs"], wl["epochs"])}
 
 
@@ -817,7 +820,7 @@ def _backend_choice(session, inputs, workers: int, strategy: str, exec_options, 
     """:func:`~groupml.planner.choose_backend` for a request: one backend (in the backend
     itself or with the helper processes it would start, whichever is cheaper) against the
     worker plan with its snapshot and coordination, each priced with the unit costs measured
-    where it runs (:func:`~groupml.executor.costs.backend_unit_costs`). Adds 'plan' and
+    where it runs (``inputs['one_costs']``, :func:`_plan_inputs`). Adds 'plan' and
     'one_estimate' (the estimates)."""
     from ..executor.costs import host_costs_for
     from ..planner import best_one_backend, choose_backend, executor_overhead
