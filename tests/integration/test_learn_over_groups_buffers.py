@@ -37,58 +37,33 @@ AGG = (f"SELECT country, {FIT_COLS} FROM (SELECT country, groupml.learn_over_gro
        "%s::jsonb) AS f FROM clicks GROUP BY country) s")
 
 
-@pytest.mark.parametrize("rows,state,message,hint", [
-    ("(ARRAY[1,2,3], 1), (ARRAY[1,2], 0)", "2202E",
-     "Every features array of a group must have the same length; expected 3 values, found 2", "same columns"),
-    ("('{}'::float8[], 1), (ARRAY[1,2], 0)", "2202E",
-     "The features array of learn_over_groups must not be empty; got an empty array", "ARRAY[f1, f2"),
-    ("(ARRAY[1,2], 1), ('{}'::float8[], 0)", "2202E",
-     "Every features array of a group must have the same length; expected 2 values, found 0", "same columns"),
-    ("(ARRAY[[1,2],[3,4]], 1)", "22000",
-     "The features array of learn_over_groups must be one-dimensional; got a nested array", "one value per feature"),
-    ("(ARRAY[1,2], 1), (ARRAY[[1,2],[3,4]], 0)", "22000",
-     "The features array of learn_over_groups must be one-dimensional; got a nested array", "one value per feature"),
-    ("(ARRAY[1,2], 1), (ARRAY[[1,2],[3,4],[5,6]], 0)", "2202E",
-     "Every features array of a group must have the same length; expected 2 values, found 3", "same columns"),
-])
-def test_what_a_row_breaks_is_an_error_and_leaves_no_buffer(db, rows, state, message, hint):
-    db.execute("CREATE TABLE t (x float8[], y float8)")
-    db.execute(f"INSERT INTO t VALUES {rows}")
-    got_state, msg, got_hint = sql_error(db, "SELECT groupml.learn_over_groups(x, y, 'logistic', '{}') FROM t")
-    assert (got_state, msg) == (state, "groupml: " + message)
-    assert hint in got_hint
-    assert live_buffers(db) == 0
+def _rows_of(values: str) -> str:
+    return f"SELECT groupml._pack_rows(x, y) FROM (VALUES {values}) v(x, y)"
 
 
-def test_null_elements_labels_and_arrays_are_skipped_and_counted(db):
-    db.execute("CREATE TABLE t (x float8[], y boolean)")
-    db.execute("INSERT INTO t SELECT ARRAY[i % 7, i % 5], (i % 7) > 3 FROM generate_series(1, 300) i")
-    db.execute("INSERT INTO t VALUES (ARRAY[1, NULL], true), (ARRAY[NULL, NULL]::float8[], false), "
-               "(NULL, true), (ARRAY[1, 2], NULL)")
-    fit = db.execute("SELECT (f).status, (f).n_skipped, (f).n_train + (f).n_validation FROM (SELECT "
-                     "groupml.learn_over_groups(x, y, 'logistic', '{}') AS f FROM t) s").fetchone()
-    assert fit == ("ok", 4, 300)
-    # every row skipped: no_rows with the count; a NULL model is the final's error
-    fit = db.execute("SELECT (f).status, (f).n_skipped FROM (SELECT groupml.learn_over_groups(x, y, 'logistic', "
-                     "'{}') AS f FROM t WHERE y IS NULL OR x IS NULL) s").fetchone()
-    assert fit == ("no_rows", 2)
-    state, msg, hint = sql_error(db, "SELECT groupml.learn_over_groups(x, y, NULL::text, '{}') FROM t")
-    assert state == "22023" and msg.startswith("groupml: The 'model' value of learn_over_groups must be") and hint
-    assert live_buffers(db) == 0
+def _values(call: str) -> str:
+    return f"SELECT {call} FROM generate_series(1, 3)"
 
 
-@pytest.mark.parametrize("rows,state,message,hint", [
-    ("(ARRAY[1,2,3], 1), (ARRAY[1,2], 0)", "2202E",
-     "groupml: Every features array of a group must have the same length; expected 3 values, found 2", "same columns"),
-    ("('{}'::float8[], 1), (ARRAY[1,2], 0)", "2202E",
-     "groupml: The features array of a group must not be empty; got an empty array", "ARRAY[f1, f2"),
-    ("(ARRAY[[1,2],[3,4]], 1)", "22000",
-     "groupml: The features array of a group must be one-dimensional; got a nested array", "one value per feature"),
-])
-def test_pack_rows_refuses_rows_it_could_not_pack(db, rows, state, message, hint):
-    # train_groups' packing aggregate shares the C step: a group whose rows stopped at an
+@pytest.mark.parametrize("query,state,message,hint", [
+    # train_groups' packing aggregates share the C buffers: a group whose rows stopped at an
     # anomaly is an error, never a block of part of its rows
-    got = sql_error(db, f"SELECT groupml._pack_rows(x, y) FROM (VALUES {rows}) v(x, y)")
+    (_rows_of("(ARRAY[1,2,3], 1), (ARRAY[1,2], 0)"), "2202E",
+     "groupml: Every features array of a group must have the same length; expected 3 values, found 2", "same columns"),
+    (_rows_of("('{}'::float8[], 1), (ARRAY[1,2], 0)"), "2202E",
+     "groupml: The features array of a group must not be empty; got an empty array", "ARRAY[f1, f2"),
+    (_rows_of("(ARRAY[[1,2],[3,4]], 1)"), "22000",
+     "groupml: The features array of a group must be one-dimensional; got a nested array", "one value per feature"),
+    # _pack_values takes separate float8 values
+    (_values("groupml._pack_values(1::int, 2::float8)"), "42804",
+     "Every value of groupml._pack_values must be float8; value 1 is integer", "value::float8"),
+    (_values("groupml._pack_values(1::float8)"), "22023",
+     "groupml._pack_values takes at least one feature and the label; got 1 value(s)", "f1, f2, ..., label"),
+    (_values("groupml._pack_values(VARIADIC ARRAY[1, 2]::float8[])"), "22023",
+     "groupml._pack_values takes a row's values as separate arguments, not a VARIADIC array", "_pack_rows"),
+])
+def test_the_packing_aggregates_refuse_what_they_cannot_pack(db, query, state, message, hint):
+    got = sql_error(db, query)
     assert got[0] == state and got[1] == message and hint in got[2], got
     assert live_buffers(db) == 0
 
@@ -138,20 +113,6 @@ def test_pack_read_refuses_a_range_outside_the_current_load(db):
     assert state == "22023" and "is not a range of this transaction's load" in msg and "transaction that loaded" in hint
     state, msg, hint = sql_error(db, "SELECT groupml._pack_read('{1,2}'::int8[])")
     assert state == "22023" and "takes a reference {fd, offset, bytes}" in msg and hint
-
-
-@pytest.mark.parametrize("call,state,message,hint", [
-    ("groupml._pack_values(1::int, 2::float8)", "42804",
-     "Every value of groupml._pack_values must be float8; value 1 is integer", "value::float8"),
-    ("groupml._pack_values(1::float8)", "22023",
-     "groupml._pack_values takes at least one feature and the label; got 1 value(s)", "f1, f2, ..., label"),
-    ("groupml._pack_values(VARIADIC ARRAY[1, 2]::float8[])", "22023",
-     "groupml._pack_values takes a row's values as separate arguments, not a VARIADIC array", "_pack_rows"),
-])
-def test_pack_values_takes_separate_float8_values(db, call, state, message, hint):
-    got = sql_error(db, f"SELECT {call} FROM generate_series(1, 3)")
-    assert got[0] == state and got[1] == message and hint in got[2], got
-    assert live_buffers(db) == 0
 
 
 def test_failed_and_rolled_back_statements_leave_no_buffer(db, clicks):
