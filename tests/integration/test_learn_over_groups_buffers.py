@@ -37,6 +37,46 @@ AGG = (f"SELECT country, {FIT_COLS} FROM (SELECT country, groupml.learn_over_gro
        "%s::jsonb) AS f FROM clicks GROUP BY country) s")
 
 
+@pytest.mark.parametrize("rows,state,message,hint", [
+    ("(ARRAY[1,2,3], 1), (ARRAY[1,2], 0)", "2202E",
+     "Every features array of a group must have the same length; expected 3 values, found 2", "same columns"),
+    ("('{}'::float8[], 1), (ARRAY[1,2], 0)", "2202E",
+     "The features array of learn_over_groups must not be empty; got an empty array", "ARRAY[f1, f2"),
+    ("(ARRAY[1,2], 1), ('{}'::float8[], 0)", "2202E",
+     "Every features array of a group must have the same length; expected 2 values, found 0", "same columns"),
+    ("(ARRAY[[1,2],[3,4]], 1)", "22000",
+     "The features array of learn_over_groups must be one-dimensional; got a nested array", "one value per feature"),
+    ("(ARRAY[1,2], 1), (ARRAY[[1,2],[3,4]], 0)", "22000",
+     "The features array of learn_over_groups must be one-dimensional; got a nested array", "one value per feature"),
+    ("(ARRAY[1,2], 1), (ARRAY[[1,2],[3,4],[5,6]], 0)", "2202E",
+     "Every features array of a group must have the same length; expected 2 values, found 3", "same columns"),
+])
+def test_what_a_row_breaks_is_an_error_and_leaves_no_buffer(db, rows, state, message, hint):
+    db.execute("CREATE TABLE t (x float8[], y float8)")
+    db.execute(f"INSERT INTO t VALUES {rows}")
+    got_state, msg, got_hint = sql_error(db, "SELECT groupml.learn_over_groups(x, y, 'logistic', '{}') FROM t")
+    assert (got_state, msg) == (state, "groupml: " + message)
+    assert hint in got_hint
+    assert live_buffers(db) == 0
+
+
+def test_null_elements_labels_and_arrays_are_skipped_and_counted(db):
+    db.execute("CREATE TABLE t (x float8[], y boolean)")
+    db.execute("INSERT INTO t SELECT ARRAY[i % 7, i % 5], (i % 7) > 3 FROM generate_series(1, 300) i")
+    db.execute("INSERT INTO t VALUES (ARRAY[1, NULL], true), (ARRAY[NULL, NULL]::float8[], false), "
+               "(NULL, true), (ARRAY[1, 2], NULL)")
+    fit = db.execute("SELECT (f).status, (f).n_skipped, (f).n_train + (f).n_validation FROM (SELECT "
+                     "groupml.learn_over_groups(x, y, 'logistic', '{}') AS f FROM t) s").fetchone()
+    assert fit == ("ok", 4, 300)
+    # every row skipped: no_rows with the count; a NULL model is the final's error
+    fit = db.execute("SELECT (f).status, (f).n_skipped FROM (SELECT groupml.learn_over_groups(x, y, 'logistic', "
+                     "'{}') AS f FROM t WHERE y IS NULL OR x IS NULL) s").fetchone()
+    assert fit == ("no_rows", 2)
+    state, msg, hint = sql_error(db, "SELECT groupml.learn_over_groups(x, y, NULL::text, '{}') FROM t")
+    assert state == "22023" and msg.startswith("groupml: The 'model' value of learn_over_groups must be") and hint
+    assert live_buffers(db) == 0
+
+
 def _rows_of(values: str) -> str:
     return f"SELECT groupml._pack_rows(x, y) FROM (VALUES {values}) v(x, y)"
 
